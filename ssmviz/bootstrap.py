@@ -1,0 +1,189 @@
+"""Set up a fresh Debian/Ubuntu machine for ssmviz, then launch the app or run the tests.
+
+Standard library only: it runs before any dependency is installed.
+
+    python3 -m ssmviz.bootstrap app [ssmviz arguments...]   # set up, then launch the app
+    python3 -m ssmviz.bootstrap test [pytest arguments...]  # set up, then ruff + all the tests
+
+It installs the system packages that are missing (Mesa's lavapipe Vulkan driver
+when no Vulkan driver is present, the libraries Qt needs, Xvfb for the window
+tests), creates ``.venv`` in the project root, installs ssmviz into it
+(editable, with the ``test`` extra for ``test``) and reinstalls only when
+``pyproject.toml`` changes.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv"
+
+#: Vulkan driver manifests live in one of these folders (the loader's search path).
+_ICD_DIRS = (
+    "/usr/share/vulkan/icd.d",
+    "/etc/vulkan/icd.d",
+    "/usr/local/share/vulkan/icd.d",
+)
+#: Shared libraries PySide6 needs at run time, offscreen and under X11/Xvfb.
+_QT_PACKAGES = (
+    "libegl1",
+    "libgl1",
+    "libopengl0",
+    "libxkbcommon0",
+    "libxkbcommon-x11-0",
+    "libfontconfig1",
+    "libglib2.0-0",
+    "libdbus-1-3",
+    "libxcb-cursor0",
+    "libxcb-icccm4",
+    "libxcb-keysyms1",
+    "libxcb-shape0",
+    "libxcb-xinerama0",
+    "libxcb-randr0",
+    "libxcb-render-util0",
+    "libxcb-image0",
+    "libxcb-xkb1",
+    "fonts-dejavu-core",
+)
+_TEST_PACKAGES = ("xvfb", "xauth")
+
+
+def _say(message: str) -> None:
+    print(f"[ssmviz setup] {message}", flush=True)
+
+
+def _has_vulkan_driver() -> bool:
+    if os.environ.get("VK_ICD_FILENAMES") or os.environ.get("VK_DRIVER_FILES"):
+        return True
+    return any(glob.glob(os.path.join(d, "*.json")) for d in _ICD_DIRS)
+
+
+def _missing_debs(names: tuple[str, ...]) -> list[str]:
+    missing = []
+    for name in names:
+        result = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Status}", name],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if "install ok installed" not in result.stdout:
+            missing.append(name)
+    return missing
+
+
+def _apt_install(packages: list[str]) -> None:
+    if not packages:
+        return
+    prefix: list[str] = []
+    if os.geteuid() != 0:
+        if shutil.which("sudo") is None:
+            raise SystemExit(f"ssmviz setup: need root to install {' '.join(packages)}")
+        prefix = ["sudo"]
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    _say(f"installing system packages: {' '.join(packages)}")
+    subprocess.run([*prefix, "apt-get", "update", "-qq"], check=True, env=env)
+    subprocess.run(
+        [*prefix, "apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
+        check=True,
+        env=env,
+    )
+
+
+def install_system_packages(*, for_tests: bool) -> None:
+    """Install what is missing; skipped where there is no apt-get (not Debian/Ubuntu)."""
+    if shutil.which("apt-get") is None or shutil.which("dpkg-query") is None:
+        if not _has_vulkan_driver():
+            _say("warning: no Vulkan driver found and no apt-get to install lavapipe")
+        return
+    wanted: list[str] = []
+    if not _has_vulkan_driver():
+        wanted += ["mesa-vulkan-drivers", "libvulkan1"]
+    wanted += _QT_PACKAGES
+    if for_tests:
+        wanted += _TEST_PACKAGES
+    # python3 -m venv needs ensurepip, which Debian ships separately.
+    if not _venv_works():
+        wanted.append(f"python3.{sys.version_info.minor}-venv")
+    _apt_install(_missing_debs(tuple(dict.fromkeys(wanted))))
+
+
+def _venv_works() -> bool:
+    if (VENV / "bin" / "python").exists():
+        return True
+    try:
+        import ensurepip  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _install_stamp(extra: str) -> str:
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    return f"{digest}:{extra}:{sys.version_info[:2]}"
+
+
+def ensure_venv(*, extra: str) -> Path:
+    """Create ``.venv`` and install ssmviz (editable) with ``extra``; returns its python."""
+    python = VENV / "bin" / "python"
+    if not python.exists():
+        _say(f"creating virtual environment {VENV}")
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    stamp = VENV / ".ssmviz-installed"
+    want = _install_stamp(extra)
+    if not stamp.exists() or stamp.read_text() != want:
+        spec = f".[{extra}]" if extra else "."
+        _say(f"installing ssmviz{'[' + extra + ']' if extra else ''} into {VENV}")
+        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        subprocess.run([*pip, "--upgrade", "pip"], check=True, cwd=ROOT)
+        subprocess.run([*pip, "-e", spec], check=True, cwd=ROOT)
+        stamp.write_text(want)
+    return python
+
+
+def _runtime_env(*, offscreen: bool) -> dict[str, str]:
+    env = dict(os.environ)
+    if not env.get("XDG_RUNTIME_DIR") or not os.path.isdir(env["XDG_RUNTIME_DIR"]):
+        # lavapipe and Qt complain when it is unset; a private folder silences both.
+        env["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="ssmviz-xdg-")
+        os.chmod(env["XDG_RUNTIME_DIR"], 0o700)
+    if offscreen:
+        env["QT_QPA_PLATFORM"] = "offscreen"
+    return env
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in ("app", "test"):
+        print(__doc__)
+        return 2
+    mode, rest = args[0], args[1:]
+    if sys.version_info < (3, 11):  # noqa: UP036 - this file runs before the venv exists
+        raise SystemExit("ssmviz needs Python 3.11 or newer")
+    install_system_packages(for_tests=mode == "test")
+    python = ensure_venv(extra="test" if mode == "test" else "")
+    bindir = python.parent
+    if mode == "app":
+        env = _runtime_env(offscreen=False)
+        return subprocess.run([str(bindir / "ssmviz"), *rest], env=env, check=False).returncode
+    env = _runtime_env(offscreen=True)
+    _say("ruff check")
+    lint = subprocess.run([str(bindir / "ruff"), "check", "."], cwd=ROOT, env=env, check=False)
+    if lint.returncode != 0:
+        return lint.returncode
+    _say("pytest")
+    return subprocess.run(
+        [str(python), "-m", "pytest", *rest], cwd=ROOT, env=env, check=False
+    ).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

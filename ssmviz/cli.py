@@ -1,0 +1,202 @@
+"""Command line: ``ssmviz [session.json]``, ``ssmviz check ...``, ``ssmviz bench ...``.
+
+Exit codes of ``check``: 0 every tensor passed, 1 a check failed, 2 the kernel
+cannot be built or an argument is invalid. Every error is one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad argument in one line and exits 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"ssmviz: error: {message}\n")
+
+
+def _positive(name: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer; got '{text}'") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{name} must be ≥ 1; got {value}")
+        return value
+
+    return parse
+
+
+def _nonnegative(name: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer; got '{text}'") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"{name} must be ≥ 0; got {value}")
+        return value
+
+    return parse
+
+
+def _add_problem_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--family", choices=("s6", "ssd"), default="s6")
+    p.add_argument("--convention", choices=("mamba", "builderforce"), default="mamba")
+    p.add_argument("--batch", type=_positive("batch"), default=1)
+    p.add_argument("--seq-len", type=_positive("seq_len"), default=1024)
+    p.add_argument("--d-inner", type=_positive("d_inner"), default=None)
+    p.add_argument("--d-state", type=_positive("d_state"), default=16)
+    p.add_argument("--n-heads", type=_positive("n_heads"), default=4)
+    p.add_argument("--d-head", type=_positive("d_head"), default=16)
+    p.add_argument("--n-groups", type=_positive("n_groups"), default=1)
+    p.add_argument("--chunk-len", type=_positive("chunk_len"), default=64)
+    p.add_argument("--signal", default="sine", help="impulse, step, sine, square, ...")
+    p.add_argument("--seed", type=_nonnegative("seed"), default=0)
+    p.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="ssmviz", description="Visualise and debug SSM GPU kernels.")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    check = sub.add_parser("check", help="run a kernel against the float64 reference")
+    _add_problem_args(check)
+    check.add_argument("--runs", type=_positive("runs"), default=3)
+    check.add_argument("--json", metavar="PATH", help="write the verdicts as JSON")
+    check.add_argument("--export", metavar="PATH.npz", help="write inputs, gpu_ and ref_ arrays")
+    check.add_argument("--inputs", metavar="PATH.npz", help="run on these inputs")
+
+    bench = sub.add_parser("bench", help="time the kernels against a copy / matmul ceiling")
+    bench.add_argument("--json", metavar="PATH", help="write the figures as JSON")
+    bench.add_argument("--family", choices=("s6", "ssd", "all"), default="all")
+    bench.add_argument(
+        "--size",
+        choices=("full", "small"),
+        default="full",
+        help="full: the issue's sizes (a real GPU); small: sizes lavapipe can run",
+    )
+    bench.add_argument("--repeats", type=_positive("repeats"), default=5)
+    bench.add_argument("--reference", action="store_true", help="time the float64 references")
+    bench.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
+    return parser
+
+
+def _problem_from_args(args: argparse.Namespace):
+    from ssmviz.core.problem import Problem
+    from ssmviz.core.signals import SignalSpec
+
+    problem = Problem(
+        family=args.family,
+        convention=args.convention,
+        batch=args.batch,
+        seq_len=args.seq_len,
+        d_inner=args.d_inner,
+        d_state=args.d_state,
+        n_heads=args.n_heads,
+        d_head=args.d_head,
+        n_groups=args.n_groups,
+        chunk_len=args.chunk_len,
+        signal=SignalSpec(name=args.signal),
+        seed=args.seed,
+    )
+    problem.validate()
+    return problem
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from ssmviz.core import gpu
+    from ssmviz.core.check import check_arrays, load_inputs_npz
+
+    if args.cpu:
+        gpu.configure(force_cpu=True)
+    if args.inputs:
+        arrays = load_inputs_npz(args.inputs, args.family)
+        chunk_len = args.chunk_len
+    else:
+        problem = _problem_from_args(args)
+        arrays = problem.build()
+        chunk_len = problem.chunk_len
+    report = check_arrays(
+        args.family,
+        arrays,
+        convention=args.convention,
+        chunk_len=chunk_len if args.family == "ssd" else None,
+        runs=args.runs,
+    )
+    print(report.table())
+    if args.json:
+        _write_text(args.json, json.dumps(report.to_json(), indent=2))
+    if args.export:
+        report.export_npz(args.export)
+    if not report.passed:
+        for line in report.failures():
+            print(f"FAIL {line}", file=sys.stderr)
+    return EXIT_PASS if report.passed else EXIT_FAIL
+
+
+def _write_text(path: str, text: str) -> None:
+    from ssmviz.core.errors import SsmvizError
+
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+    except OSError as exc:
+        raise SsmvizError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from ssmviz.core import bench, gpu
+
+    if args.cpu:
+        gpu.configure(force_cpu=True)
+    results = bench.run_bench(
+        family=args.family, size=args.size, repeats=args.repeats, reference=args.reference
+    )
+    print(bench.format_results(results))
+    if args.json:
+        _write_text(args.json, json.dumps(results, indent=2))
+    return EXIT_PASS
+
+
+def cmd_app(argv: Sequence[str]) -> int:
+    from ssmviz.app.main import run_app
+
+    return run_app(list(argv))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``ssmviz`` command."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in ("check", "bench", "-h", "--help"):
+        try:
+            return cmd_app(argv)
+        except KeyboardInterrupt:
+            return 130
+    args = build_parser().parse_args(argv)
+    from ssmviz.core.errors import SsmvizError
+
+    try:
+        if args.command == "check":
+            return cmd_check(args)
+        if args.command == "bench":
+            return cmd_bench(args)
+    except SsmvizError as exc:
+        print(f"ssmviz: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    build_parser().print_help()
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,298 @@
+"""``ssmviz bench``: kernel times against ceilings measured in the same run.
+
+- S6 (memory bound): effective bandwidth = minimum bytes / GPU time, next to a
+  grid-stride vec4 copy kernel's bandwidth (bytes read + written), as a ratio.
+- SSD (compute bound): achieved FLOP/s = the chunked algorithm's FLOPs / GPU
+  time, next to an fp32 tiled matmul's FLOP/s, as a ratio; plus the S6 kernel's
+  forward time on the equivalent problem.
+
+GPU times come from timestamp queries when the adapter has them, else from the
+wall clock (each figure says which). Absolute times only mean something on the
+device they were taken on; on lavapipe quote the ratios.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ssmviz.core.errors import SsmvizError
+from ssmviz.core.gpu import Dispatch, GpuRuntime, get_runtime, split_workgroups
+from ssmviz.core.problem import Problem
+from ssmviz.core.resources import shader_source
+
+S6_SIZES = {
+    "full": {
+        "wide": {"batch": 8, "seq_len": 8192, "d_inner": 1024, "d_state": 16},
+        "long": {"batch": 1, "seq_len": 1 << 20, "d_inner": 4, "d_state": 16},
+    },
+    "small": {
+        "wide": {"batch": 2, "seq_len": 2048, "d_inner": 256, "d_state": 16},
+        "long": {"batch": 1, "seq_len": 1 << 16, "d_inner": 4, "d_state": 16},
+    },
+}
+SSD_SIZES = {
+    "full": {
+        "batch": 1,
+        "seq_len": 16384,
+        "n_heads": 32,
+        "d_head": 64,
+        "d_state": 128,
+        "chunk_len": 256,
+        "n_groups": 1,
+    },
+    "small": {
+        "batch": 1,
+        "seq_len": 2048,
+        "n_heads": 8,
+        "d_head": 32,
+        "d_state": 64,
+        "chunk_len": 64,
+        "n_groups": 1,
+    },
+}
+MATMUL_SIZE = {"full": 4096, "small": 512}
+COPY_BYTES = {"full": 1 << 30, "small": 1 << 26}
+
+
+def _median_time(rt: GpuRuntime, dispatches: Sequence[Dispatch], repeats: int) -> tuple[float, str]:
+    rt.run(dispatches)  # warm-up: pipeline creation, first-touch of buffers
+    samples, source = [], "untimed"
+    for _ in range(repeats):
+        res = rt.run(dispatches, timed=True)
+        samples.append(res.seconds)
+        source = res.source
+    return statistics.median(samples), source
+
+
+def copy_bandwidth(rt: GpuRuntime, nbytes: int, repeats: int) -> dict[str, Any]:
+    """Bandwidth (read + written bytes per second) of a grid-stride vec4 copy."""
+    limit = int(rt.limits["max-storage-buffer-binding-size"])
+    nbytes = min(nbytes, limit - limit % 16)
+    n_vec4 = nbytes // 16
+    pipe = rt.pipeline(shader_source("copy.wgsl"), "copy_vec4", label="copy")
+    # About 8 vec4 per invocation: enough work each to hide the loop overhead.
+    groups = max(1, min(n_vec4 // (256 * 8), 65535 * 4))
+    wg = split_workgroups(groups)
+    stride = wg[0] * wg[1] * 256
+    params = rt.uniform(np.array([n_vec4, stride, 0, 0], dtype=np.uint32))
+    src = rt.empty(nbytes)
+    dst = rt.empty(nbytes)
+    t, source = _median_time(rt, [Dispatch(pipe, {0: params, 1: src, 2: dst}, wg, "copy")], repeats)
+    for b in (src, dst):
+        b.destroy()
+    return {
+        "name": "copy vec4",
+        "bytes": 2 * nbytes,
+        "seconds": t,
+        "timing": source,
+        "bandwidth": 2 * nbytes / t if t > 0 else float("nan"),
+    }
+
+
+def bench_s6(rt: GpuRuntime, size: str, repeats: int, copy_bw: float) -> list[dict[str, Any]]:
+    """S6 forward and backward at the wide and the long, thin size."""
+    from ssmviz.core.kernels.s6 import S6Kernel
+
+    kernel = S6Kernel(rt)
+    out = []
+    for label, s in S6_SIZES[size].items():
+        try:
+            inputs = Problem(family="s6", signal=_noise(), **s).build()
+            prepared = kernel.prepare(inputs, convention="mamba", store_h=False)
+        except SsmvizError as exc:
+            out.append({"name": f"s6 {label}", "sizes": s, "error": str(exc)})
+            continue
+        del inputs
+        min_bytes = S6Kernel.min_bytes(**s, store_h=False)
+        times = {}
+        for phase in ("forward", "backward"):
+            t, source = _median_time(rt, getattr(prepared, f"{phase}_dispatches"), repeats)
+            times[phase] = t
+            bw = min_bytes[phase] / t if t > 0 else float("nan")
+            out.append(
+                {
+                    "name": f"s6 {phase} {label}",
+                    "sizes": s,
+                    "seconds": t,
+                    "timing": source,
+                    "min_bytes": min_bytes[phase],
+                    "bandwidth": bw,
+                    "ratio_to_copy": bw / copy_bw if copy_bw > 0 else float("nan"),
+                }
+            )
+        out[-1]["backward_over_forward"] = times["backward"] / times["forward"]
+        _release(prepared)
+    return out
+
+
+def bench_ssd(rt: GpuRuntime, size: str, repeats: int) -> list[dict[str, Any]]:
+    """SSD forward and backward, an fp32 matmul ceiling, and S6 on the same problem."""
+    from ssmviz.core.kernels.matmul import MatmulKernel
+    from ssmviz.core.kernels.s6 import S6Kernel
+    from ssmviz.core.kernels.ssd import SSDKernel
+
+    s = SSD_SIZES[size]
+    m = MATMUL_SIZE[size]
+    mm = MatmulKernel(rt)
+    mm_prep = mm.prepare(m, m, m)
+    t_mm, source = _median_time(rt, mm_prep.dispatches, repeats)
+    mm_rate = MatmulKernel.flops(m, m, m) / t_mm
+    out: list[dict[str, Any]] = [
+        {
+            "name": f"matmul fp32 {m}³",
+            "seconds": t_mm,
+            "timing": source,
+            "flops_per_s": mm_rate,
+        }
+    ]
+    _release(mm_prep)
+    try:
+        inputs = Problem(family="ssd", signal=_noise(), **s).build()
+        prepared = SSDKernel(rt).prepare(inputs, chunk_len=s["chunk_len"], convention="mamba")
+    except SsmvizError as exc:
+        return [*out, {"name": "ssd", "sizes": s, "error": str(exc)}]
+    flops = SSDKernel.flops(
+        s["batch"], s["seq_len"], s["n_heads"], s["d_head"], s["d_state"], s["chunk_len"]
+    )
+    for phase in ("forward", "backward"):
+        t, source = _median_time(rt, getattr(prepared, f"{phase}_dispatches"), repeats)
+        rate = flops[phase] / t
+        out.append(
+            {
+                "name": f"ssd {phase}",
+                "sizes": s,
+                "seconds": t,
+                "timing": source,
+                "flops": flops[phase],
+                "flops_per_s": rate,
+                "ratio_to_matmul": rate / mm_rate,
+            }
+        )
+    _release(prepared)
+    ssd_forward = out[1]["seconds"]
+    # S6 on the equivalent problem: one channel per (head, d_head) element, same state size.
+    s6_sizes = {
+        "batch": s["batch"],
+        "seq_len": s["seq_len"],
+        "d_inner": s["n_heads"] * s["d_head"],
+        "d_state": s["d_state"],
+    }
+    try:
+        s6_inputs = Problem(family="s6", signal=_noise(), **s6_sizes).build()
+        s6_prep = S6Kernel(rt).prepare(s6_inputs, convention="mamba", store_h=False)
+        t6, source = _median_time(rt, s6_prep.forward_dispatches, repeats)
+        _release(s6_prep)
+        out.append(
+            {
+                "name": "s6 forward on the SSD problem",
+                "sizes": s6_sizes,
+                "seconds": t6,
+                "timing": source,
+                "ssd_speedup": t6 / ssd_forward,
+            }
+        )
+    except SsmvizError as exc:
+        out.append({"name": "s6 forward on the SSD problem", "sizes": s6_sizes, "error": str(exc)})
+    return out
+
+
+def bench_reference(repeats: int) -> list[dict[str, Any]]:
+    """Float64 reference forward + backward at the sizes the app re-runs on every change."""
+    from ssmviz.core.check import s6_reference, ssd_reference
+
+    cases: list[tuple[str, dict[str, int], Callable[[dict[str, np.ndarray]], Any]]] = [
+        (
+            "reference s6 fwd+bwd",
+            {"family": "s6", "batch": 1, "seq_len": 4096, "d_inner": 64, "d_state": 16},
+            lambda a: s6_reference(a, "mamba"),
+        ),
+        (
+            "reference ssd fwd+bwd (chunked)",
+            {
+                "family": "ssd",
+                "batch": 1,
+                "seq_len": 4096,
+                "n_heads": 4,
+                "d_head": 16,
+                "d_state": 16,
+                "chunk_len": 64,
+            },
+            lambda a: ssd_reference(a, "mamba", 64),
+        ),
+    ]
+    out = []
+    for name, s, fn in cases:
+        arrays = Problem(**s).build()
+        samples = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn(arrays)
+            samples.append(time.perf_counter() - t0)
+        out.append(
+            {
+                "name": name,
+                "sizes": s,
+                "seconds": statistics.median(samples),
+                "timing": "wall-clock (CPU)",
+            }
+        )
+    return out
+
+
+def _release(prepared: Any) -> None:
+    # Free the benchmark's big buffers now rather than at garbage collection.
+    release = getattr(prepared, "release", None)
+    if callable(release):
+        release()
+
+
+def _noise():
+    from ssmviz.core.signals import SignalSpec
+
+    return SignalSpec(name="noise")
+
+
+def run_bench(
+    *, family: str = "all", size: str = "full", repeats: int = 5, reference: bool = False
+) -> dict[str, Any]:
+    """Run the benchmarks; returns a JSON-ready dict."""
+    rt = get_runtime()
+    results: dict[str, Any] = {"adapter": rt.description(), "size": size, "results": []}
+    copy = copy_bandwidth(rt, COPY_BYTES[size], repeats)
+    results["results"].append(copy)
+    if family in ("s6", "all"):
+        results["results"] += bench_s6(rt, size, repeats, copy["bandwidth"])
+    if family in ("ssd", "all"):
+        results["results"] += bench_ssd(rt, size, repeats)
+    if reference:
+        results["results"] += bench_reference(repeats)
+    return results
+
+
+def format_results(results: dict[str, Any]) -> str:
+    """A human-readable table of :func:`run_bench`'s figures."""
+    lines = [f"adapter: {results['adapter']}   sizes: {results['size']}"]
+    for r in results["results"]:
+        if "error" in r:
+            lines.append(f"{r['name']:<34} does not run: {r['error']}")
+            continue
+        line = f"{r['name']:<34} {r['seconds'] * 1e3:10.3f} ms ({r['timing']})"
+        if "bandwidth" in r:
+            line += f"  {r['bandwidth'] / 1e9:9.1f} GB/s"
+        if "ratio_to_copy" in r:
+            line += f"  = {100 * r['ratio_to_copy']:5.1f}% of copy"
+        if "backward_over_forward" in r:
+            line += f"  (bwd/fwd {r['backward_over_forward']:.2f}×)"
+        if "flops_per_s" in r:
+            line += f"  {r['flops_per_s'] / 1e12:8.3f} TFLOP/s"
+        if "ratio_to_matmul" in r:
+            line += f"  = {100 * r['ratio_to_matmul']:5.1f}% of matmul"
+        if "ssd_speedup" in r:
+            line += f"  (SSD forward is {r['ssd_speedup']:.2f}× faster)"
+        lines.append(line)
+    return "\n".join(lines)

@@ -1,0 +1,424 @@
+"""Run a problem on the GPU and on the float64 reference, and judge each tensor.
+
+Verdict per tensor:
+- ``rel_err``: ‖gpu − ref‖₂ / ‖ref‖₂ over the elements where the reference is finite;
+- ``max_abs_err`` and the first index past tolerance, e.g. (b, t, d, n);
+- NaN and Inf counts in the GPU result;
+- ``unwritten``: elements still holding the poison pattern the outputs were filled
+  with before dispatch;
+- ``deterministic``: K runs compared bitwise.
+
+The CLI (``ssmviz check``) and the app both call :func:`check_arrays`, so they
+give the same verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ssmviz.core.errors import SsmvizError
+from ssmviz.core.gpu import POISON_U32
+from ssmviz.core.problem import (
+    S6_GRAD_KEYS,
+    S6_INPUT_KEYS,
+    SSD_GRAD_KEYS,
+    SSD_INPUT_KEYS,
+    infer_sizes,
+)
+
+#: Relative-error tolerances against the float64 reference (fp32 kernels).
+FORWARD_TOL = 1e-5
+GRAD_TOL = 1e-4
+#: Store every hidden state for the check (and the plots) up to this many elements.
+MAX_STORED_STATES = 1 << 24
+
+S6_FORWARD_KEYS = ("y", "last_state", "h")
+SSD_FORWARD_KEYS = ("y", "final_state", "chunk_states")
+
+
+@dataclass
+class TensorVerdict:
+    """How one GPU tensor compares with the reference."""
+
+    name: str
+    shape: tuple[int, ...]
+    tolerance: float
+    rel_err: float = float("nan")
+    max_abs_err: float = float("nan")
+    first_bad: tuple[int, ...] | None = None
+    n_nan: int = 0
+    n_inf: int = 0
+    unwritten: int = 0
+    deterministic: bool = True
+    note: str = ""  # e.g. why a tensor could not be checked
+    checked: bool = True
+
+    @property
+    def passed(self) -> bool:
+        if not self.checked:
+            return True
+        return (
+            bool(np.isfinite(self.rel_err))
+            and self.rel_err <= self.tolerance
+            and self.first_bad is None
+            and self.n_nan == 0
+            and self.n_inf == 0
+            and self.unwritten == 0
+            and self.deterministic
+        )
+
+    def reason(self) -> str:
+        """One line saying why the tensor failed ('' when it passed)."""
+        if not self.checked or self.passed:
+            return ""
+        parts = []
+        if self.unwritten:
+            parts.append(f"{self.unwritten} element(s) never written")
+        if self.n_nan or self.n_inf:
+            parts.append(f"{self.n_nan} NaN, {self.n_inf} Inf")
+        if not self.deterministic:
+            parts.append("differs between runs")
+        if np.isfinite(self.rel_err) and self.rel_err > self.tolerance:
+            parts.append(f"rel err {self.rel_err:.2e} > {self.tolerance:.0e}")
+        if self.first_bad is not None:
+            parts.append(f"first bad at {self.first_bad}")
+        return "; ".join(parts) or "no finite reference to compare"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "shape": list(self.shape),
+            "tolerance": self.tolerance,
+            "rel_err": _json_float(self.rel_err),
+            "max_abs_err": _json_float(self.max_abs_err),
+            "first_bad": list(self.first_bad) if self.first_bad is not None else None,
+            "nan": self.n_nan,
+            "inf": self.n_inf,
+            "unwritten": self.unwritten,
+            "deterministic": self.deterministic,
+            "checked": self.checked,
+            "passed": self.passed,
+            "note": self.note,
+        }
+
+
+def _json_float(x: float) -> float | str:
+    return float(x) if np.isfinite(x) else str(x)
+
+
+@dataclass
+class CheckReport:
+    """The verdicts of one check, plus what was run and how long it took."""
+
+    family: str
+    convention: str
+    sizes: dict[str, int]
+    adapter: str
+    runs: int
+    verdicts: list[TensorVerdict]
+    gpu_seconds: dict[str, float] = field(default_factory=dict)
+    timing_source: str = "untimed"
+    reference_seconds: float = 0.0
+    input_warnings: list[str] = field(default_factory=list)
+    inputs: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    gpu: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    ref: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+    @property
+    def passed(self) -> bool:
+        return all(v.passed for v in self.verdicts)
+
+    def failures(self) -> list[str]:
+        return [f"{v.name}: {v.reason()}" for v in self.verdicts if not v.passed]
+
+    def table(self) -> str:
+        """The verdict table the CLI prints."""
+        head = (
+            f"{self.family} / {self.convention}  "
+            + " ".join(f"{k}={v}" for k, v in self.sizes.items())
+            + f"\nadapter: {self.adapter}   runs: {self.runs}"
+        )
+        if self.gpu_seconds:
+            times = ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in self.gpu_seconds.items())
+            head += f"\ngpu time ({self.timing_source}): {times}"
+        head += f"\nreference time: {self.reference_seconds * 1e3:.1f} ms"
+        for w in self.input_warnings:
+            head += f"\nwarning: {w}"
+        rows = [("tensor", "rel err", "max abs err", "first bad index", "verdict")]
+        for v in self.verdicts:
+            if not v.checked:
+                rows.append((v.name, "-", "-", "-", f"not checked: {v.note}"))
+                continue
+            verdict = "PASS" if v.passed else "FAIL: " + v.reason()
+            if v.note:
+                verdict += f" ({v.note})"
+            rows.append(
+                (
+                    v.name,
+                    f"{v.rel_err:.2e}",
+                    f"{v.max_abs_err:.2e}",
+                    "-" if v.first_bad is None else str(v.first_bad),
+                    verdict,
+                )
+            )
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        lines = [
+            "  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) + "  " + r[4]
+            for r in rows
+        ]
+        lines.insert(1, "-" * (sum(widths) + 8 + 7))
+        status = "PASS" if self.passed else f"FAIL ({len(self.failures())} tensor(s))"
+        return head + "\n" + "\n".join(lines) + f"\nverdict: {status}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "family": self.family,
+            "convention": self.convention,
+            "sizes": self.sizes,
+            "adapter": self.adapter,
+            "runs": self.runs,
+            "passed": self.passed,
+            "gpu_seconds": self.gpu_seconds,
+            "timing_source": self.timing_source,
+            "reference_seconds": self.reference_seconds,
+            "input_warnings": self.input_warnings,
+            "tensors": [v.to_json() for v in self.verdicts],
+        }
+
+    def export_npz(self, path: str) -> None:
+        """Inputs under their names, ``gpu_<name>``, ``ref_<name>`` and a JSON ``meta``."""
+        data: dict[str, np.ndarray] = {k: np.asarray(v) for k, v in self.inputs.items()}
+        for k, v in self.gpu.items():
+            data[f"gpu_{k}"] = np.asarray(v)
+        for k, v in self.ref.items():
+            data[f"ref_{k}"] = np.asarray(v)
+        meta = {k: v for k, v in self.to_json().items() if k != "tensors"}
+        data["meta"] = np.array(json.dumps(meta))
+        try:
+            np.savez(path, **data)
+        except OSError as exc:
+            raise SsmvizError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+# -- comparing ---------------------------------------------------------------------------------
+
+
+def unwritten_count(array: np.ndarray) -> int:
+    """Elements of a float32 result that still hold the poison bit pattern."""
+    a = np.ascontiguousarray(array)
+    if a.dtype != np.float32:
+        return 0
+    return int(np.count_nonzero(a.view(np.uint32) == POISON_U32))
+
+
+def compare(
+    name: str,
+    gpu: np.ndarray,
+    ref: np.ndarray,
+    tolerance: float,
+    *,
+    repeats: Sequence[np.ndarray] = (),
+) -> TensorVerdict:
+    """Judge one GPU tensor against its float64 reference.
+
+    An element is past tolerance when |gpu − ref| > tolerance · max(|ref|, rms(ref)):
+    relative to the element, but never tighter than relative to the tensor's scale,
+    so exact zeros in the reference do not flag rounding noise.
+    """
+    g = np.asarray(gpu)
+    r = np.asarray(ref, dtype=np.float64)
+    if g.shape != r.shape:
+        return TensorVerdict(
+            name, tuple(r.shape), tolerance, first_bad=(), note=f"gpu shape {g.shape} ≠ {r.shape}"
+        )
+    v = TensorVerdict(name, tuple(r.shape), tolerance)
+    v.unwritten = unwritten_count(g)
+    g64 = g.astype(np.float64)
+    poisoned = g.view(np.uint32) == POISON_U32 if g.dtype == np.float32 else np.zeros(g.shape, bool)
+    v.n_nan = int(np.count_nonzero(np.isnan(g64) & ~poisoned))
+    v.n_inf = int(np.count_nonzero(np.isinf(g64)))
+    v.deterministic = all(
+        np.array_equal(g.view(np.uint8), np.asarray(x).view(np.uint8)) for x in repeats
+    )
+    finite = np.isfinite(r)
+    diff = np.where(finite, np.abs(g64 - r), 0.0)
+    both = finite & np.isfinite(g64)
+    ref_norm = float(np.linalg.norm(r[finite])) if finite.any() else 0.0
+    diff_norm = float(np.linalg.norm(np.where(both, diff, 0.0)))
+    if r.size == 0:
+        v.rel_err, v.max_abs_err = 0.0, 0.0
+        return v
+    v.rel_err = diff_norm / ref_norm if ref_norm > 0 else (0.0 if diff_norm == 0 else np.inf)
+    v.max_abs_err = float(np.max(np.where(both, diff, 0.0)))
+    scale = ref_norm / np.sqrt(max(int(finite.sum()), 1))
+    bad = (finite & ~np.isfinite(g64)) | (both & (diff > tolerance * np.maximum(np.abs(r), scale)))
+    bad |= poisoned
+    if bad.any():
+        v.first_bad = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), r.shape))
+    return v
+
+
+# -- running -----------------------------------------------------------------------------------
+
+
+def _input_warnings(arrays: Mapping[str, np.ndarray]) -> list[str]:
+    out = []
+    for k, a in arrays.items():
+        a = np.asarray(a)
+        n_nan, n_inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
+        if n_nan or n_inf:
+            out.append(f"input {k} holds {n_nan} NaN and {n_inf} Inf")
+    return out
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def s6_reference(arrays: Mapping[str, np.ndarray], convention: str) -> dict[str, np.ndarray]:
+    """Float64 reference outputs and gradients of an S6 problem, keyed like the GPU's."""
+    from ssmviz.core.reference.s6 import s6_backward, s6_forward
+
+    args = [np.asarray(arrays[k], dtype=np.float64) for k in S6_INPUT_KEYS[:7]]
+    fwd = s6_forward(*args, convention=convention)
+    grads = s6_backward(*args, np.asarray(arrays["dy"], np.float64), convention=convention, fwd=fwd)
+    out = {"y": fwd.y, "last_state": fwd.last_state, "h": fwd.h}
+    out |= {k: getattr(grads, k) for k in S6_GRAD_KEYS}
+    return out
+
+
+def ssd_reference(
+    arrays: Mapping[str, np.ndarray], convention: str, chunk_len: int
+) -> dict[str, np.ndarray]:
+    """Float64 reference of an SSD problem (chunked form), keyed like the GPU's."""
+    from ssmviz.core.reference.ssd import ssd_backward_chunked, ssd_forward_chunked
+
+    args = [np.asarray(arrays[k], dtype=np.float64) for k in SSD_INPUT_KEYS[:7]]
+    fwd = ssd_forward_chunked(*args, chunk_len=chunk_len, convention=convention)
+    grads = ssd_backward_chunked(
+        *args, np.asarray(arrays["dy"], np.float64), chunk_len=chunk_len, convention=convention
+    )
+    out = {"y": fwd.y, "final_state": fwd.final_state, "chunk_states": fwd.chunk_states}
+    out |= {k: getattr(grads, k) for k in SSD_GRAD_KEYS}
+    return out
+
+
+def check_arrays(
+    family: str,
+    arrays: Mapping[str, np.ndarray],
+    *,
+    convention: str = "mamba",
+    chunk_len: int | None = None,
+    runs: int = 3,
+    kernel: Any = None,
+    runtime: Any = None,
+    store_states: bool | None = None,
+) -> CheckReport:
+    """Check a GPU kernel against the reference on the given input arrays.
+
+    ``arrays`` holds the family's input keys (see :mod:`ssmviz.core.problem`);
+    ``kernel`` defaults to ssmviz's own kernel of the family. Raises
+    SsmvizError (one line) for bad inputs or a problem past the device limits.
+    """
+    if family not in ("s6", "ssd"):
+        raise SsmvizError(f"family must be s6 or ssd; got '{family}'")
+    if convention not in ("mamba", "builderforce"):
+        raise SsmvizError(f"convention must be mamba or builderforce; got '{convention}'")
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise SsmvizError(f"runs must be an integer ≥ 1; got {runs!r}")
+    sizes = infer_sizes(family, arrays)
+    keys = S6_INPUT_KEYS if family == "s6" else SSD_INPUT_KEYS
+    inputs = {k: np.asarray(arrays[k]) for k in keys}
+    if family == "ssd":
+        if chunk_len is None or isinstance(chunk_len, bool) or int(chunk_len) < 1:
+            raise SsmvizError(f"chunk_len must be an integer ≥ 1; got {chunk_len!r}")
+        sizes["chunk_len"] = int(chunk_len)
+    n_states = sizes["batch"] * sizes["seq_len"] * sizes["d_inner"] * sizes["d_state"]
+    if store_states is None:
+        store_states = n_states <= MAX_STORED_STATES
+
+    from ssmviz.core.gpu import get_runtime
+
+    rt = runtime or get_runtime()
+    if family == "s6":
+        from ssmviz.core.kernels.s6 import S6Kernel
+
+        kern = kernel or S6Kernel(rt)
+
+        def gpu_run() -> Any:
+            return kern.run(inputs, convention=convention, store_h=store_states, timed=True)
+
+        ref, ref_s = _timed(lambda: s6_reference(inputs, convention))
+        forward_keys, grad_keys = S6_FORWARD_KEYS, S6_GRAD_KEYS
+        if not store_states:
+            ref.pop("h")
+    else:
+        from ssmviz.core.kernels.ssd import SSDKernel
+
+        kern = kernel or SSDKernel(rt)
+
+        def gpu_run() -> Any:
+            return kern.run(
+                inputs,
+                chunk_len=int(chunk_len or 1),
+                convention=convention,
+                store_states=store_states,
+                timed=True,
+            )
+
+        ref, ref_s = _timed(lambda: ssd_reference(inputs, convention, int(chunk_len or 1)))
+        forward_keys, grad_keys = SSD_FORWARD_KEYS, SSD_GRAD_KEYS
+        if not store_states:
+            ref.pop("chunk_states")
+
+    results = [gpu_run() for _ in range(runs)]
+    first = results[0].outputs
+    verdicts = []
+    for key in (*forward_keys, *grad_keys):
+        if key not in ref:
+            continue
+        tol = FORWARD_TOL if key in forward_keys else GRAD_TOL
+        if key not in first:
+            verdicts.append(
+                TensorVerdict(key, tuple(ref[key].shape), tol, checked=False, note="no GPU output")
+            )
+            continue
+        repeats = [r.outputs[key] for r in results[1:]]
+        verdicts.append(compare(key, first[key], ref[key], tol, repeats=repeats))
+    timing = results[0].timing
+    return CheckReport(
+        family=family,
+        convention=convention,
+        sizes=sizes,
+        adapter=rt.description(),
+        runs=runs,
+        verdicts=verdicts,
+        gpu_seconds={k: t.seconds for k, t in timing.items()},
+        timing_source=next(iter(timing.values())).source if timing else "untimed",
+        reference_seconds=ref_s,
+        input_warnings=_input_warnings(inputs),
+        inputs=inputs,
+        gpu={k: v for k, v in first.items() if k in ref},
+        ref=ref,
+    )
+
+
+def load_inputs_npz(path: str, family: str) -> dict[str, np.ndarray]:
+    """Read ``--inputs PATH.npz``; missing keys and shape mismatches are one-line errors."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: np.asarray(data[k]) for k in data.files}
+    except FileNotFoundError as exc:
+        raise SsmvizError(f"inputs file not found: {path}") from exc
+    except Exception as exc:
+        raise SsmvizError(f"cannot read inputs file {path}: {exc}") from exc
+    infer_sizes(family, arrays)
+    return arrays

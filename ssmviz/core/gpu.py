@@ -1,0 +1,354 @@
+"""The GPU runtime: one shared wgpu device per process, pipelines, buffers, timing.
+
+The device is created once, through wgpu's default-device helper
+(``wgpu.utils.preconfigure_default_device`` + ``get_default_device``), so any
+other wgpu user in the process shares it. It is configured with the adapter's
+maxima for the limits that SSM problems run into (storage binding size,
+buffer size, workgroup storage, storage buffers per stage, ...). Each problem
+then checks what it needs against those with :meth:`GpuRuntime.require`, which
+names the limit and the excess when a problem does not fit.
+
+Adapter choice: a discrete GPU is preferred, then an integrated one, then the
+CPU fallback (lavapipe). ``SSMVIZ_ADAPTER=cpu`` (or ``configure(force_cpu=True)``
+before the first :func:`get_runtime`) forces the CPU adapter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import wgpu
+
+from ssmviz.core.errors import KernelBuildError, LimitError, SsmvizError
+
+#: Quiet-NaN bit pattern written into outputs before a dispatch; an element that
+#: still holds it afterwards was never written by the kernel.
+POISON_U32 = 0x7FC0DEAD
+
+#: Limits raised to the adapter's maximum when the device is created.
+_RAISED_LIMITS = (
+    "max-storage-buffer-binding-size",
+    "max-buffer-size",
+    "max-compute-workgroup-storage-size",
+    "max-compute-invocations-per-workgroup",
+    "max-compute-workgroup-size-x",
+    "max-compute-workgroup-size-y",
+    "max-compute-workgroup-size-z",
+    "max-storage-buffers-per-shader-stage",
+    "max-compute-workgroups-per-dimension",
+    "max-uniform-buffer-binding-size",
+)
+
+_ADAPTER_RANK = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3}
+
+_STORAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+
+
+@dataclass
+class Dispatch:
+    """One compute pass: a pipeline, its bind group 0 and the workgroup grid."""
+
+    pipeline: Any
+    bindings: dict[int, Any]
+    workgroups: tuple[int, int, int]
+    label: str = ""
+
+
+@dataclass
+class TimedResult:
+    """GPU time of a submission; ``source`` says how it was measured."""
+
+    seconds: float = 0.0
+    per_dispatch: list[float] = field(default_factory=list)
+    source: str = "untimed"  # "gpu-timestamps" | "wall-clock" | "untimed"
+
+
+def summarize_wgpu_error(exc: BaseException) -> str:
+    """The most telling line of a wgpu/naga error, with its ``wgsl:LINE:COL`` when given."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    skip = ("Validation Error", "Caused by:", "In wgpu")
+    body = [ln for ln in lines if not ln.startswith(skip) and not ln.startswith(("│", "┌", "="))]
+    where = next((ln.split("wgsl:", 1)[1] for ln in lines if "wgsl:" in ln), "")
+    message = body[0] if body else (lines[0] if lines else type(exc).__name__)
+    return f"{message} (at line:col {where.strip()})" if where else message
+
+
+def split_workgroups(total: int, limit: int = 65535) -> tuple[int, int, int]:
+    """Fold a 1-D workgroup count into ``(x, y, 1)`` with ``x * y >= total``.
+
+    Kernels recover the linear id as ``wid.x + wid.y * num_workgroups.x`` and
+    must guard ids ``>= total``.
+    """
+    total = max(int(total), 1)
+    if total <= limit:
+        return (total, 1, 1)
+    y = -(-total // limit)
+    if y > limit:
+        raise LimitError(
+            f"dispatch needs {total} workgroups, more than max-compute-workgroups-per-dimension"
+            f"² = {limit * limit} (exceeded by {total - limit * limit})"
+        )
+    x = -(-total // y)
+    return (x, y, 1)
+
+
+_config: dict[str, Any] = {"force_cpu": None}
+_runtime: GpuRuntime | None = None
+_lock = threading.Lock()
+
+
+def configure(*, force_cpu: bool | None = None) -> None:
+    """Choose the adapter before the runtime is created (e.g. from a ``--cpu`` flag)."""
+    if _runtime is not None and force_cpu is not None and force_cpu != _runtime.forced_cpu:
+        raise SsmvizError("the GPU device is already created; choose --cpu before any GPU work")
+    _config["force_cpu"] = force_cpu
+
+
+def _want_cpu() -> bool:
+    if _config["force_cpu"] is not None:
+        return bool(_config["force_cpu"])
+    return os.environ.get("SSMVIZ_ADAPTER", "").strip().lower() in ("cpu", "lavapipe", "fallback")
+
+
+def _choose_adapter(force_cpu: bool) -> Any:
+    adapters = wgpu.gpu.enumerate_adapters_sync()
+    if not adapters:
+        raise SsmvizError(
+            "no GPU adapter found: install a Vulkan driver (e.g. Debian's mesa-vulkan-drivers)"
+        )
+    if force_cpu:
+        cpu = [a for a in adapters if a.info.get("adapter_type") == "CPU"]
+        if not cpu:
+            raise SsmvizError("CPU adapter requested (SSMVIZ_ADAPTER=cpu) but none is available")
+        return cpu[0]
+    return min(adapters, key=lambda a: _ADAPTER_RANK.get(a.info.get("adapter_type", ""), 9))
+
+
+def get_runtime() -> GpuRuntime:
+    """The process-wide :class:`GpuRuntime`, created on first use."""
+    global _runtime
+    with _lock:
+        if _runtime is None:
+            _runtime = GpuRuntime._create(_want_cpu())
+        return _runtime
+
+
+class GpuRuntime:
+    """The shared device plus pipeline cache, buffer helpers and timing."""
+
+    def __init__(self, adapter: Any, device: Any, forced_cpu: bool) -> None:
+        self.adapter = adapter
+        self.device = device
+        self.forced_cpu = forced_cpu
+        self.limits: dict[str, int] = dict(device.limits)
+        self.has_timestamps = "timestamp-query" in device.features
+        self._pipelines: dict[tuple[str, str], Any] = {}
+        self._pipeline_lock = threading.Lock()
+        self._timestamp_period = self._query_timestamp_period()
+
+    @classmethod
+    def _create(cls, force_cpu: bool) -> GpuRuntime:
+        adapter = _choose_adapter(force_cpu)
+        wanted = {name: adapter.limits[name] for name in _RAISED_LIMITS if name in adapter.limits}
+        # If someone else in the process created the default device first, share it.
+        with contextlib.suppress(RuntimeError):
+            wgpu.utils.preconfigure_default_device(
+                "ssmviz",
+                adapter=adapter,
+                required_limits=wanted,
+                preferred_features={"timestamp-query"},
+            )
+        device = wgpu.utils.get_default_device()
+        return cls(device.adapter, device, force_cpu)
+
+    # -- description ------------------------------------------------------------------
+    @property
+    def adapter_info(self) -> dict[str, Any]:
+        return dict(self.adapter.info)
+
+    def description(self) -> str:
+        """E.g. ``"llvmpipe (LLVM 15.0.6, 256 bits) / Vulkan / CPU"``."""
+        info = self.adapter.info
+        return f"{info.get('device', '?')} / {info.get('backend_type', '?')} / " + str(
+            info.get("adapter_type", "?")
+        )
+
+    def is_lavapipe(self) -> bool:
+        """True when the adapter is Mesa's lavapipe (llvmpipe over Vulkan)."""
+        info = self.adapter.info
+        text = f"{info.get('vendor', '')} {info.get('device', '')}".lower()
+        return "llvmpipe" in text and info.get("backend_type") == "Vulkan"
+
+    # -- limits -------------------------------------------------------------------------
+    def require(
+        self,
+        *,
+        storage_binding_bytes: int = 0,
+        buffer_bytes: int = 0,
+        workgroup_storage_bytes: int = 0,
+        invocations_per_workgroup: int = 0,
+        storage_buffers_per_stage: int = 0,
+        workgroups_per_dimension: int = 0,
+        what: str = "this problem",
+    ) -> None:
+        """Raise :class:`LimitError` naming the first limit the problem exceeds."""
+        checks = (
+            ("max-storage-buffer-binding-size", storage_binding_bytes, " bytes"),
+            ("max-buffer-size", buffer_bytes, " bytes"),
+            ("max-compute-workgroup-storage-size", workgroup_storage_bytes, " bytes"),
+            ("max-compute-invocations-per-workgroup", invocations_per_workgroup, ""),
+            ("max-storage-buffers-per-shader-stage", storage_buffers_per_stage, ""),
+            ("max-compute-workgroups-per-dimension", workgroups_per_dimension, ""),
+        )
+        for name, needed, unit in checks:
+            allowed = int(self.limits.get(name, 0))
+            if needed > allowed:
+                raise LimitError(
+                    f"{what} needs {name} of {needed}{unit}, the device allows {allowed}{unit} "
+                    f"(exceeded by {needed - allowed}{unit})"
+                )
+
+    # -- pipelines ----------------------------------------------------------------------
+    def pipeline(self, source: str, entry_point: str, *, label: str = "") -> Any:
+        """A compute pipeline for ``entry_point``, cached by (sha256(source), entry_point)."""
+        key = (hashlib.sha256(source.encode("utf-8")).hexdigest(), entry_point)
+        with self._pipeline_lock:
+            cached = self._pipelines.get(key)
+            if cached is not None:
+                return cached
+            try:
+                module = self.device.create_shader_module(code=source, label=label or entry_point)
+                pipe = self.device.create_compute_pipeline(
+                    layout="auto",
+                    compute={"module": module, "entry_point": entry_point},
+                    label=label or entry_point,
+                )
+            except Exception as exc:  # wgpu raises GPUValidationError and friends
+                raise KernelBuildError(
+                    f"kernel '{label or entry_point}' does not build: {summarize_wgpu_error(exc)}"
+                ) from exc
+            self._pipelines[key] = pipe
+            return pipe
+
+    # -- buffers ------------------------------------------------------------------------
+    def upload(self, array: np.ndarray, *, label: str = "") -> Any:
+        """A storage buffer holding ``array`` (float32 unless it is a 32-bit integer array)."""
+        arr = np.asarray(array)
+        if arr.dtype not in (np.uint32, np.int32):
+            arr = arr.astype(np.float32, copy=False)
+        arr = np.ascontiguousarray(arr)
+        if arr.nbytes == 0:
+            return self.empty(4, label=label)
+        return self.device.create_buffer_with_data(data=arr, usage=_STORAGE, label=label)
+
+    def empty(self, nbytes: int, *, fill_u32: int | None = None, label: str = "") -> Any:
+        """A zero-filled storage buffer, or one filled with a 32-bit pattern."""
+        size = max(4, -(-int(nbytes) // 4) * 4)
+        buf = self.device.create_buffer(size=size, usage=_STORAGE, label=label)
+        if fill_u32 is not None:
+            self.fill(buf, fill_u32)
+        return buf
+
+    def fill(self, buffer: Any, value_u32: int) -> None:
+        """Fill ``buffer`` with a repeated 32-bit pattern (e.g. :data:`POISON_U32`)."""
+        chunk = 1 << 24  # bounded host memory for huge buffers
+        pattern = np.full(min(buffer.size, chunk) // 4, value_u32, dtype=np.uint32)
+        for offset in range(0, buffer.size, chunk):
+            n = min(chunk, buffer.size - offset)
+            self.device.queue.write_buffer(buffer, offset, pattern[: n // 4])
+
+    def uniform(self, data: bytes | np.ndarray, *, label: str = "") -> Any:
+        """A uniform buffer holding ``data``, padded to a multiple of 16 bytes."""
+        raw = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
+        raw = raw + b"\0" * ((-len(raw)) % 16 or (16 if not raw else 0))
+        return self.device.create_buffer_with_data(
+            data=raw, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST, label=label
+        )
+
+    def read(
+        self, buffer: Any, dtype: Any = np.float32, shape: Sequence[int] | None = None
+    ) -> np.ndarray:
+        """Blocking readback of a whole buffer (or its first ``prod(shape)`` elements)."""
+        dt = np.dtype(dtype)
+        count = int(np.prod(shape)) if shape is not None else buffer.size // dt.itemsize
+        if count == 0:
+            return np.zeros(tuple(shape or (0,)), dtype=dt)
+        data = self.device.queue.read_buffer(buffer, 0, count * dt.itemsize)
+        out = np.frombuffer(data, dtype=dt, count=count).copy()
+        return out.reshape(tuple(shape)) if shape is not None else out
+
+    # -- running ------------------------------------------------------------------------
+    def run(self, dispatches: Sequence[Dispatch], *, timed: bool = False) -> TimedResult:
+        """Encode ``dispatches`` in order (one compute pass each), submit and wait."""
+        if not dispatches:
+            return TimedResult()
+        use_ts = timed and self.has_timestamps
+        query_set = resolve = None
+        if use_ts:
+            count = 2 * len(dispatches)
+            query_set = self.device.create_query_set(type="timestamp", count=count)
+            resolve = self.device.create_buffer(
+                size=8 * count,
+                usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC,
+            )
+        encoder = self.device.create_command_encoder()
+        for i, d in enumerate(dispatches):
+            layout = d.pipeline.get_bind_group_layout(0)
+            group = self.device.create_bind_group(
+                layout=layout,
+                entries=[
+                    {"binding": k, "resource": {"buffer": buf, "offset": 0, "size": buf.size}}
+                    for k, buf in sorted(d.bindings.items())
+                ],
+            )
+            kwargs: dict[str, Any] = {"label": d.label}
+            if use_ts:
+                kwargs["timestamp_writes"] = {
+                    "query_set": query_set,
+                    "beginning_of_pass_write_index": 2 * i,
+                    "end_of_pass_write_index": 2 * i + 1,
+                }
+            cpass = encoder.begin_compute_pass(**kwargs)
+            cpass.set_pipeline(d.pipeline)
+            cpass.set_bind_group(0, group)
+            cpass.dispatch_workgroups(*d.workgroups)
+            cpass.end()
+        if use_ts:
+            encoder.resolve_query_set(query_set, 0, 2 * len(dispatches), resolve, 0)
+        start = time.perf_counter()
+        self.device.queue.submit([encoder.finish()])
+        if use_ts:
+            ticks = np.frombuffer(self.device.queue.read_buffer(resolve), dtype=np.uint64)
+            per = [
+                float(ticks[2 * i + 1] - ticks[2 * i]) * self._timestamp_period * 1e-9
+                if ticks[2 * i + 1] >= ticks[2 * i]
+                else 0.0
+                for i in range(len(dispatches))
+            ]
+            return TimedResult(sum(per), per, "gpu-timestamps")
+        self._wait_idle()
+        if timed:
+            return TimedResult(time.perf_counter() - start, [], "wall-clock")
+        return TimedResult()
+
+    def _wait_idle(self) -> None:
+        # A tiny readback blocks until all submitted work is done.
+        probe = self.empty(4)
+        self.device.queue.read_buffer(probe)
+
+    def _query_timestamp_period(self) -> float:
+        try:
+            from wgpu.backends.wgpu_native._api import libf
+
+            period = float(libf.wgpuQueueGetTimestampPeriod(self.device.queue._internal))
+            return period if period > 0 else 1.0
+        except Exception:
+            return 1.0

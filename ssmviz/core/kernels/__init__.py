@@ -1,0 +1,1 @@
+"""Loaders, ABI descriptions and runners for ssmviz's own WGSL kernels."""

@@ -1,0 +1,60 @@
+"""The verdict machinery, on hand-made arrays (no kernel involved)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ssmviz.core.check import CheckReport, compare, unwritten_count
+from ssmviz.core.gpu import POISON_U32
+
+
+def _ref(shape=(2, 50, 3)) -> np.ndarray:
+    return np.random.default_rng(0).standard_normal(shape)
+
+
+def test_exact_copy_passes() -> None:
+    r = _ref()
+    v = compare("y", r.astype(np.float32), r, 1e-5)
+    assert v.passed and v.rel_err < 1e-7 and v.first_bad is None
+
+
+def test_first_bad_index_and_rel_err() -> None:
+    r = _ref()
+    g = r.astype(np.float32)
+    g[1, 17, 2] += 0.5
+    g[1, 30, 0] += 0.5
+    v = compare("y", g, r, 1e-5)
+    assert not v.passed
+    assert v.first_bad == (1, 17, 2)
+    assert np.isclose(v.max_abs_err, 0.5, rtol=1e-5)
+    assert np.isclose(v.rel_err, np.sqrt(0.5) / np.linalg.norm(r), rtol=1e-3)
+    assert "first bad at (1, 17, 2)" in v.reason()
+
+
+def test_poison_nan_and_determinism() -> None:
+    r = _ref()
+    g = r.astype(np.float32)
+    g.view(np.uint32)[0, 3, 1] = POISON_U32
+    assert unwritten_count(g) == 1
+    v = compare("y", g, r, 1e-5)
+    assert v.unwritten == 1 and v.n_nan == 0 and v.first_bad == (0, 3, 1) and not v.passed
+    h = r.astype(np.float32)
+    h[0, 0, 0] = np.nan
+    w = compare("y", h, r, 1e-5)
+    assert w.n_nan == 1 and not w.passed
+    other = r.astype(np.float32)
+    other[0, 0, 0] = np.nextafter(other[0, 0, 0], np.float32(np.inf))
+    d = compare("y", r.astype(np.float32), r, 1e-5, repeats=[other])
+    assert not d.deterministic and "differs between runs" in d.reason()
+
+
+def test_report_table_and_json() -> None:
+    r = _ref()
+    good = compare("y", r.astype(np.float32), r, 1e-5)
+    bad = compare("du", np.zeros_like(r, dtype=np.float32), r, 1e-4)
+    rep = CheckReport("s6", "mamba", {"seq_len": 50}, "test", 1, [good, bad])
+    assert not rep.passed
+    table = rep.table()
+    assert "PASS" in table and "FAIL" in table and "du" in table
+    js = rep.to_json()
+    assert js["passed"] is False and js["tensors"][1]["first_bad"] == [0, 0, 0]
