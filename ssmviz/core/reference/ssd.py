@@ -131,13 +131,23 @@ class _Inputs:
 
 
 def _validate(
-    x: ArrayLike, dt: ArrayLike, A_log: ArrayLike, B: ArrayLike, C: ArrayLike, D: ArrayLike,
-    dt_bias: ArrayLike | None, dy: ArrayLike | None = None,
+    x: ArrayLike,
+    dt: ArrayLike,
+    A_log: ArrayLike,
+    B: ArrayLike,
+    C: ArrayLike,
+    D: ArrayLike,
+    dt_bias: ArrayLike | None,
+    dy: ArrayLike | None = None,
 ) -> tuple[_Inputs, np.ndarray | None]:
     x = _as_f64("x", x, 4)
     batch, seq_len, n_heads, d_head = x.shape
-    for name, size in (("batch", batch), ("seq_len", seq_len), ("n_heads", n_heads),
-                       ("d_head", d_head)):
+    for name, size in (
+        ("batch", batch),
+        ("seq_len", seq_len),
+        ("n_heads", n_heads),
+        ("d_head", d_head),
+    ):
         if size < 1:
             raise SsmvizError(f"x dimension {name} must be >= 1, got shape {x.shape}")
     dt = _as_f64("dt", dt, 3)
@@ -208,7 +218,10 @@ def _discretise(inp: _Inputs, convention: str) -> _Discrete:
 
 
 def _param_grads(
-    inp: _Inputs, disc: _Discrete, d_log_decay: np.ndarray, d_in_scale: np.ndarray,
+    inp: _Inputs,
+    disc: _Discrete,
+    d_log_decay: np.ndarray,
+    d_in_scale: np.ndarray,
     convention: str,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Chain (d log_decay, d in_scale), (batch, seq_len, n_heads), to (ddt, dA_log, ddt_bias)."""
@@ -257,8 +270,15 @@ def _segsum_adjoint(d_seg: np.ndarray) -> np.ndarray:
 
 
 def ssd_forward_recurrent(
-    x: ArrayLike, dt: ArrayLike, A_log: ArrayLike, B: ArrayLike, C: ArrayLike, D: ArrayLike,
-    dt_bias: ArrayLike | None, *, convention: str = "mamba",
+    x: ArrayLike,
+    dt: ArrayLike,
+    A_log: ArrayLike,
+    B: ArrayLike,
+    C: ArrayLike,
+    D: ArrayLike,
+    dt_bias: ArrayLike | None,
+    *,
+    convention: str = "mamba",
 ) -> SSDForward:
     """SSD forward as a loop over time.
 
@@ -291,8 +311,16 @@ def _recurrent_states(inp: _Inputs, disc: _Discrete) -> np.ndarray:
 
 
 def ssd_backward_recurrent(
-    x: ArrayLike, dt: ArrayLike, A_log: ArrayLike, B: ArrayLike, C: ArrayLike, D: ArrayLike,
-    dt_bias: ArrayLike | None, dy: ArrayLike, *, convention: str = "mamba",
+    x: ArrayLike,
+    dt: ArrayLike,
+    A_log: ArrayLike,
+    B: ArrayLike,
+    C: ArrayLike,
+    D: ArrayLike,
+    dt_bias: ArrayLike | None,
+    dy: ArrayLike,
+    *,
+    convention: str = "mamba",
 ) -> SSDGrads:
     """Gradients of sum(y * dy) through the recurrent form (adjoint scan backwards in time).
 
@@ -329,8 +357,13 @@ def ssd_backward_recurrent(
     dD = np.einsum("bthp,bthp->h", dy, inp.x)
     ddt, dA_log, ddt_bias = _param_grads(inp, disc, d_log_decay, d_in_scale, convention)
     return SSDGrads(
-        dx=dx, ddt=ddt, dA_log=dA_log, dB=_to_groups(dB_h, n_groups),
-        dC=_to_groups(dC_h, n_groups), dD=dD, ddt_bias=ddt_bias,
+        dx=dx,
+        ddt=ddt,
+        dA_log=dA_log,
+        dB=_to_groups(dB_h, n_groups),
+        dC=_to_groups(dC_h, n_groups),
+        dD=dD,
+        ddt_bias=ddt_bias,
     )
 
 
@@ -415,15 +448,33 @@ def _chunked_forward(inp: _Inputs, disc: _Discrete, chunk_len: int) -> _Chunked:
     decay_in = np.exp(cum)
     y_ssm += decay_in[..., None] * (C @ np.swapaxes(chunk_states[:, :-1], -1, -2))
     return _Chunked(
-        seq_len=seq_len, x=x, xs=xs, B=B, C=C, CB=CB, M=M, decay_matrix=decay_matrix,
-        decay_in=decay_in, decay_out=decay_out, chunk_decay=chunk_decay,
-        chunk_states=chunk_states, y_ssm=y_ssm,
+        seq_len=seq_len,
+        x=x,
+        xs=xs,
+        B=B,
+        C=C,
+        CB=CB,
+        M=M,
+        decay_matrix=decay_matrix,
+        decay_in=decay_in,
+        decay_out=decay_out,
+        chunk_decay=chunk_decay,
+        chunk_states=chunk_states,
+        y_ssm=y_ssm,
     )
 
 
 def ssd_forward_chunked(
-    x: ArrayLike, dt: ArrayLike, A_log: ArrayLike, B: ArrayLike, C: ArrayLike, D: ArrayLike,
-    dt_bias: ArrayLike | None, *, chunk_len: int, convention: str = "mamba",
+    x: ArrayLike,
+    dt: ArrayLike,
+    A_log: ArrayLike,
+    B: ArrayLike,
+    C: ArrayLike,
+    D: ArrayLike,
+    dt_bias: ArrayLike | None,
+    *,
+    chunk_len: int,
+    convention: str = "mamba",
 ) -> SSDForward:
     """SSD forward by the chunked (SSD) algorithm.
 
@@ -437,14 +488,25 @@ def ssd_forward_chunked(
     fwd = _chunked_forward(inp, _discretise(inp, convention), chunk_len)
     y = _from_chunks(fwd.y_ssm, fwd.seq_len) + inp.D[:, None] * inp.x
     return SSDForward(
-        y=y, final_state=fwd.chunk_states[:, -1].copy(), states=None,
+        y=y,
+        final_state=fwd.chunk_states[:, -1].copy(),
+        states=None,
         chunk_states=fwd.chunk_states,
     )
 
 
 def ssd_backward_chunked(
-    x: ArrayLike, dt: ArrayLike, A_log: ArrayLike, B: ArrayLike, C: ArrayLike, D: ArrayLike,
-    dt_bias: ArrayLike | None, dy: ArrayLike, *, chunk_len: int, convention: str = "mamba",
+    x: ArrayLike,
+    dt: ArrayLike,
+    A_log: ArrayLike,
+    B: ArrayLike,
+    C: ArrayLike,
+    D: ArrayLike,
+    dt_bias: ArrayLike | None,
+    dy: ArrayLike,
+    *,
+    chunk_len: int,
+    convention: str = "mamba",
 ) -> SSDGrads:
     """Gradients of sum(y * dy) through the chunked algorithm (its own matrix-form adjoint).
 
@@ -507,10 +569,13 @@ def ssd_backward_chunked(
     dD = np.einsum("bthp,bthp->h", dy, inp.x)
     ddt, dA_log, ddt_bias = _param_grads(inp, disc, d_log_decay, d_in_scale, convention)
     return SSDGrads(
-        dx=dx, ddt=ddt, dA_log=dA_log,
+        dx=dx,
+        ddt=ddt,
+        dA_log=dA_log,
         dB=_to_groups(_from_chunks(dB, f.seq_len), n_groups),
         dC=_to_groups(_from_chunks(dC, f.seq_len), n_groups),
-        dD=dD, ddt_bias=ddt_bias,
+        dD=dD,
+        ddt_bias=ddt_bias,
     )
 
 
@@ -518,8 +583,15 @@ def ssd_backward_chunked(
 
 
 def ssd_semiseparable_matrix(
-    dt: ArrayLike, A_log: ArrayLike, B: ArrayLike, C: ArrayLike, dt_bias: ArrayLike | None,
-    *, head: int, batch_index: int = 0, convention: str = "mamba",
+    dt: ArrayLike,
+    A_log: ArrayLike,
+    B: ArrayLike,
+    C: ArrayLike,
+    dt_bias: ArrayLike | None,
+    *,
+    head: int,
+    batch_index: int = 0,
+    convention: str = "mamba",
 ) -> np.ndarray:
     """The (seq_len, seq_len) lower-triangular matrix M of one head and batch element.
 

@@ -49,11 +49,13 @@ def ssd_gradcheck(
     dy = np.asarray(inputs["dy"], dtype=np.float64)
 
     if chunk_len is None:
+
         def forward(p: dict[str, np.ndarray]) -> np.ndarray:
             return ssd_forward_recurrent(*(p[k] for k in SSD_PARAMS), convention=convention).y
 
         grads = ssd_backward_recurrent(*(point[k] for k in SSD_PARAMS), dy, convention=convention)
     else:
+
         def forward(p: dict[str, np.ndarray]) -> np.ndarray:
             return ssd_forward_chunked(
                 *(p[k] for k in SSD_PARAMS), chunk_len=chunk_len, convention=convention
