@@ -75,9 +75,21 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--export", metavar="PATH.npz", help="write inputs, gpu_ and ref_ arrays")
     check.add_argument("--inputs", metavar="PATH.npz", help="run on these inputs")
 
+    sweep = sub.add_parser("sweep", help="check the acceptance matrix of a kernel family")
+    sweep.add_argument("--family", choices=("s6", "ssd"), default="s6")
+    sweep.add_argument("--quick", action="store_true", help="short sequences only")
+    sweep.add_argument("--runs", type=_positive("runs"), default=3)
+    sweep.add_argument("--json", metavar="PATH", help="write every case's figures as JSON")
+    sweep.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
+
     bench = sub.add_parser("bench", help="time the kernels against a copy / matmul ceiling")
     bench.add_argument("--json", metavar="PATH", help="write the figures as JSON")
-    bench.add_argument("--family", choices=("s6", "ssd", "all"), default="all")
+    bench.add_argument(
+        "--family",
+        choices=("s6", "ssd", "all", "reference"),
+        default="all",
+        help="reference: only the float64 references' times (no GPU)",
+    )
     bench.add_argument(
         "--size",
         choices=("full", "small"),
@@ -167,6 +179,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from ssmviz.core import gpu
+    from ssmviz.core.sweep import run_sweep
+
+    if args.cpu:
+        gpu.configure(force_cpu=True)
+    result = run_sweep(args.family, quick=args.quick, runs=args.runs)
+    if args.json:
+        _write_text(args.json, json.dumps(result, indent=2))
+    return EXIT_PASS if result["passed"] else EXIT_FAIL
+
+
 def cmd_app(argv: Sequence[str]) -> int:
     from ssmviz.app.main import run_app
 
@@ -176,7 +200,7 @@ def cmd_app(argv: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ssmviz`` command."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in ("check", "bench", "-h", "--help"):
+    if not argv or argv[0] not in ("check", "sweep", "bench", "-h", "--help"):
         try:
             return cmd_app(argv)
         except KeyboardInterrupt:
@@ -189,6 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_check(args)
         if args.command == "bench":
             return cmd_bench(args)
+        if args.command == "sweep":
+            return cmd_sweep(args)
     except SsmvizError as exc:
         print(f"ssmviz: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

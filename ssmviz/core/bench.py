@@ -261,6 +261,8 @@ def run_bench(
     *, family: str = "all", size: str = "full", repeats: int = 5, reference: bool = False
 ) -> dict[str, Any]:
     """Run the benchmarks; returns a JSON-ready dict."""
+    if family == "reference":
+        return {"adapter": "CPU (numpy float64)", "size": size, "results": bench_reference(repeats)}
     rt = get_runtime()
     results: dict[str, Any] = {"adapter": rt.description(), "size": size, "results": []}
     copy = copy_bandwidth(rt, COPY_BYTES[size], repeats)

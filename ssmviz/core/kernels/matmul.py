@@ -1,0 +1,98 @@
+"""A tiled fp32 matmul kernel (``shaders/matmul.wgsl``): the benchmark's yardstick.
+
+``c = a · b`` with a (m, k), b (k, n), c (m, n), row-major float32. Each 256-thread workgroup
+computes a 128 x 128 tile from workgroup-memory tiles (K step 8), 8 x 8 outputs per thread.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ssmviz.core.errors import SsmvizError
+from ssmviz.core.gpu import POISON_U32, Dispatch, GpuRuntime, get_runtime, split_workgroups
+
+SHADER = "matmul.wgsl"
+ENTRY = "matmul"
+#: Output tile per workgroup (TILE x TILE), K step and threads per workgroup; match the shader.
+TILE = 128
+TILE_K = 8
+WORKGROUP = 256
+WORKGROUP_STORAGE_BYTES = 2 * TILE * TILE_K * 4
+
+#: The kernel's ABI: bindings (index, name, shape, access) and dispatch.
+MATMUL_ABI: dict[str, Any] = {
+    "shader": SHADER,
+    "entry_point": ENTRY,
+    "workgroup_size": WORKGROUP,
+    "dispatch": "split_workgroups(ceil(m/128) * ceil(n/128)) folded into (x, y, 1)",
+    "params": ["m", "n", "k", "tiles_n", "total", "pad0", "pad1", "pad2"],
+    "bindings": [
+        {"index": 0, "name": "params", "role": "uniform", "access": "uniform"},
+        {"index": 1, "name": "a", "shape": "(m, k)", "access": "read"},
+        {"index": 2, "name": "b", "shape": "(k, n)", "access": "read"},
+        {"index": 3, "name": "c", "shape": "(m, n)", "access": "overwrite"},
+    ],
+}
+
+
+class MatmulKernel:
+    """fp32 ``a · b`` on the shared GPU runtime."""
+
+    def __init__(self, runtime: GpuRuntime | None = None, source: str | None = None) -> None:
+        self.rt = runtime if runtime is not None else get_runtime()
+        if source is None:
+            from ssmviz.core.resources import shader_source
+
+            source = shader_source(SHADER)
+        self.source = source
+
+    @staticmethod
+    def flops(m: int, n: int, k: int) -> int:
+        """2·m·n·k: one multiply and one add per term."""
+        return 2 * int(m) * int(n) * int(k)
+
+    def _check(self, m: int, n: int, k: int) -> None:
+        for name, v in (("m", m), ("n", n), ("k", k)):
+            if v < 1:
+                raise SsmvizError(f"matmul size {name} must be >= 1, got {v}")
+        largest = 4 * max(m * k, k * n, m * n)
+        self.rt.require(storage_binding_bytes=largest, buffer_bytes=largest,
+                        workgroup_storage_bytes=WORKGROUP_STORAGE_BYTES,
+                        invocations_per_workgroup=WORKGROUP, storage_buffers_per_stage=3,
+                        what="matmul")
+
+    def _dispatch(self, m: int, n: int, k: int, a_buf: Any, b_buf: Any, c_buf: Any) -> Dispatch:
+        tiles_n = -(-n // TILE)
+        total = (-(-m // TILE)) * tiles_n
+        params = self.rt.uniform(np.array([m, n, k, tiles_n, total, 0, 0, 0], dtype=np.uint32))
+        pipe = self.rt.pipeline(self.source, ENTRY, label="matmul")
+        return Dispatch(pipe, {0: params, 1: a_buf, 2: b_buf, 3: c_buf},
+                        split_workgroups(total), label="matmul")
+
+    def prepare(self, m: int, n: int, k: int, *, seed: int = 0) -> list[Dispatch]:
+        """One dispatch of an (m, k) · (k, n) product on random buffers, for timing."""
+        self._check(m, n, k)
+        rng = np.random.default_rng(seed)
+        a_buf = self.rt.upload(rng.standard_normal((m, k), dtype=np.float32), label="a")
+        b_buf = self.rt.upload(rng.standard_normal((k, n), dtype=np.float32), label="b")
+        c_buf = self.rt.empty(4 * m * n, label="c")
+        return [self._dispatch(m, n, k, a_buf, b_buf, c_buf)]
+
+    def run(self, a: np.ndarray, b: np.ndarray, *, poison: bool = True) -> np.ndarray:
+        """``a · b`` as float32; a: (m, k), b: (k, n) -> (m, n)."""
+        a = np.asarray(a)
+        b = np.asarray(b)
+        if a.ndim != 2 or b.ndim != 2:
+            raise SsmvizError(f"matmul needs 2-D a and b, got shapes {a.shape} and {b.shape}")
+        if a.shape[1] != b.shape[0]:
+            raise SsmvizError(f"matmul inner sizes differ: a {a.shape}, b {b.shape}")
+        m, k = a.shape
+        n = b.shape[1]
+        self._check(m, n, k)
+        c_buf = self.rt.empty(4 * m * n, fill_u32=POISON_U32 if poison else None, label="c")
+        d = self._dispatch(m, n, k, self.rt.upload(a, label="a"), self.rt.upload(b, label="b"),
+                           c_buf)
+        self.rt.run([d])
+        return self.rt.read(c_buf, np.float32, (m, n))
