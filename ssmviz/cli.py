@@ -126,7 +126,7 @@ def _problem_from_args(args: argparse.Namespace):
 
 def cmd_check(args: argparse.Namespace) -> int:
     from ssmviz.core import gpu
-    from ssmviz.core.check import check_arrays, load_inputs_npz
+    from ssmviz.core.check import check_arrays, load_inputs_npz, preflight
 
     if args.cpu:
         gpu.configure(force_cpu=True)
@@ -135,6 +135,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         chunk_len = args.chunk_len
     else:
         problem = _problem_from_args(args)
+        preflight(problem.sizes(), args.family)
         arrays = problem.build()
         chunk_len = problem.chunk_len
     report = check_arrays(

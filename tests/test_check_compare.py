@@ -58,3 +58,17 @@ def test_report_table_and_json() -> None:
     assert "PASS" in table and "FAIL" in table and "du" in table
     js = rep.to_json()
     assert js["passed"] is False and js["tensors"][1]["first_bad"] == [0, 0, 0]
+
+
+def test_time_axis_scale_is_per_series() -> None:
+    # Two channels of very different magnitude: an error that is small for the big one
+    # but large for the small one is flagged only in the small one.
+    t = np.linspace(0, 1, 200)
+    r = np.stack([100 * np.sin(9 * t), 1e-3 * np.sin(7 * t)], axis=-1)[None]  # (1, 200, 2)
+    g = r.astype(np.float32).copy()
+    g[0, 50, 0] += 100 * 5e-6  # 5e-6 of the big channel's scale: fine
+    assert compare("y", g, r, 1e-5, time_axis=1).first_bad is None
+    g[0, 120, 1] += 1e-3 * 1e-3  # 1e-3 of the small channel's scale: bad
+    assert compare("y", g, r, 1e-5, time_axis=1).first_bad == (0, 120, 1)
+    # Judged against the whole tensor's scale, the small channel's error would hide.
+    assert compare("y", g, r, 1e-5).first_bad is None

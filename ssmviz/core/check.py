@@ -39,6 +39,7 @@ GRAD_TOL = 1e-4
 MAX_STORED_STATES = 1 << 24
 
 S6_FORWARD_KEYS = ("y", "last_state", "h")
+_NO_TIME_AXIS = ("last_state", "final_state")
 SSD_FORWARD_KEYS = ("y", "final_state", "chunk_states")
 
 
@@ -224,12 +225,16 @@ def compare(
     tolerance: float,
     *,
     repeats: Sequence[np.ndarray] = (),
+    time_axis: int | None = None,
 ) -> TensorVerdict:
     """Judge one GPU tensor against its float64 reference.
 
-    An element is past tolerance when |gpu − ref| > tolerance · max(|ref|, rms(ref)):
-    relative to the element, but never tighter than relative to the tensor's scale,
-    so exact zeros in the reference do not flag rounding noise.
+    An element is past tolerance when |gpu − ref| > tolerance · max(|ref|, scale):
+    relative to the element, but never tighter than relative to its scale, so exact
+    zeros and sign changes in the reference do not flag rounding noise. The scale
+    is the rms of the element's own time series when ``time_axis`` is given (a scan's
+    channels and states differ in magnitude by orders, and fp32 rounding follows each
+    one's own), else the rms of the whole tensor.
     """
     g = np.asarray(gpu)
     r = np.asarray(ref, dtype=np.float64)
@@ -256,7 +261,12 @@ def compare(
         return v
     v.rel_err = diff_norm / ref_norm if ref_norm > 0 else (0.0 if diff_norm == 0 else np.inf)
     v.max_abs_err = float(np.max(np.where(both, diff, 0.0)))
-    scale = ref_norm / np.sqrt(max(int(finite.sum()), 1))
+    r0 = np.where(finite, r, 0.0)
+    if time_axis is not None and r.ndim > time_axis:
+        count = np.maximum(finite.sum(axis=time_axis, keepdims=True), 1)
+        scale = np.sqrt((r0**2).sum(axis=time_axis, keepdims=True) / count)
+    else:
+        scale = ref_norm / np.sqrt(max(int(finite.sum()), 1))
     bad = (finite & ~np.isfinite(g64)) | (both & (diff > tolerance * np.maximum(np.abs(r), scale)))
     bad |= poisoned
     if bad.any():
@@ -309,6 +319,38 @@ def ssd_reference(
     out = {"y": fwd.y, "final_state": fwd.final_state, "chunk_states": fwd.chunk_states}
     out |= {k: getattr(grads, k) for k in SSD_GRAD_KEYS}
     return out
+
+
+def preflight(sizes: Mapping[str, int], family: str, *, runtime: Any = None) -> None:
+    """Check a problem's sizes against the device limits before any array is built.
+
+    Raises LimitError naming the limit and by how much it is exceeded.
+    """
+    from ssmviz.core.gpu import get_runtime
+
+    rt = runtime or get_runtime()
+    n_states = sizes["batch"] * sizes["seq_len"] * sizes["d_inner"] * sizes["d_state"]
+    store = n_states <= MAX_STORED_STATES
+    if family == "s6":
+        from ssmviz.core.kernels.s6 import S6Kernel
+
+        need = S6Kernel(rt).requirements(
+            sizes["batch"], sizes["seq_len"], sizes["d_inner"], sizes["d_state"], store_h=store
+        )
+    else:
+        from ssmviz.core.kernels.ssd import SSDKernel
+
+        need = SSDKernel(rt).requirements(
+            sizes["batch"],
+            sizes["seq_len"],
+            sizes["n_heads"],
+            sizes["d_head"],
+            sizes["n_groups"],
+            sizes["d_state"],
+            sizes["chunk_len"],
+            store_states=store,
+        )
+    rt.require(**need, what=f"{family} at " + ", ".join(f"{k}={v}" for k, v in sizes.items()))
 
 
 def check_arrays(
@@ -392,7 +434,18 @@ def check_arrays(
             )
             continue
         repeats = [r.outputs[key] for r in results[1:]]
-        verdicts.append(compare(key, first[key], ref[key], tol, repeats=repeats))
+        # Every tensor but the final states and the per-parameter sums runs along seq_len.
+        along_time = key not in _NO_TIME_AXIS and ref[key].ndim >= 3
+        verdicts.append(
+            compare(
+                key,
+                first[key],
+                ref[key],
+                tol,
+                repeats=repeats,
+                time_axis=1 if along_time else None,
+            )
+        )
     timing = results[0].timing
     return CheckReport(
         family=family,

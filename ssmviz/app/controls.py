@@ -1,0 +1,382 @@
+"""The control panel: every Problem field, the view selection and an inputs file.
+
+Each change builds a candidate :class:`Problem` and validates it with the core;
+a bad value is refused here (the field turns red and the SsmvizError text shows
+under the controls) and never reaches the worker. Spin boxes allow values the
+core rejects on purpose, so the core stays the one judge of what is valid.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ssmviz.app.derived import Selection, sizes_of
+from ssmviz.core.check import load_inputs_npz
+from ssmviz.core.errors import SsmvizError
+from ssmviz.core.problem import A_INITS, CONVENTIONS, DY_KINDS, FAMILIES, Problem
+from ssmviz.core.signals import SIGNAL_NAMES
+
+BAD_STYLE = "background-color: #ffd6d6;"
+INT_RANGE = (-(2**31) + 1, 2**31 - 1)
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One control: ``path`` into Problem.to_dict() ("seq_len", "signal.amplitude")."""
+
+    path: str
+    kind: str  # "int" | "float" | "choice" | "text"
+    group: str
+    choices: tuple[str, ...] = ()
+    families: tuple[str, ...] = FAMILIES
+
+    @property
+    def label(self) -> str:
+        return self.path.split(".")[-1]
+
+    @property
+    def token(self) -> str:
+        """How SsmvizError messages name this field ("seq_len", "signal frequency")."""
+        head, _, tail = self.path.rpartition(".")
+        return f"{head} {tail}" if head else tail
+
+
+FIELDS = (
+    FieldSpec("family", "choice", "Problem", FAMILIES),
+    FieldSpec("convention", "choice", "Problem", CONVENTIONS),
+    FieldSpec("seed", "int", "Problem"),
+    FieldSpec("dy", "choice", "Problem", DY_KINDS),
+    FieldSpec("batch", "int", "Sizes"),
+    FieldSpec("seq_len", "int", "Sizes"),
+    FieldSpec("d_inner", "int", "Sizes", families=("s6",)),
+    FieldSpec("d_state", "int", "Sizes"),
+    FieldSpec("n_heads", "int", "Sizes", families=("ssd",)),
+    FieldSpec("d_head", "int", "Sizes", families=("ssd",)),
+    FieldSpec("n_groups", "int", "Sizes", families=("ssd",)),
+    FieldSpec("chunk_len", "int", "Sizes", families=("ssd",)),
+    FieldSpec("signal.name", "choice", "Input signal", SIGNAL_NAMES),
+    FieldSpec("signal.amplitude", "float", "Input signal"),
+    FieldSpec("signal.frequency", "float", "Input signal"),
+    FieldSpec("signal.offset", "float", "Input signal"),
+    FieldSpec("signal.phase_step", "float", "Input signal"),
+    FieldSpec("signal.channel_offset", "float", "Input signal"),
+    FieldSpec("signal.seed", "int", "Input signal"),
+    FieldSpec("signal.path", "text", "Input signal"),
+    FieldSpec("init.A", "choice", "Parameter init", A_INITS),
+    FieldSpec("init.A_value", "float", "Parameter init"),
+    FieldSpec("init.dt_min", "float", "Parameter init"),
+    FieldSpec("init.dt_max", "float", "Parameter init"),
+    FieldSpec("init.delta_noise", "float", "Parameter init"),
+    FieldSpec("init.D", "float", "Parameter init"),
+    FieldSpec("init.bc_scale", "float", "Parameter init"),
+)
+SIZE_PATHS = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups")
+
+
+def _get(data: dict[str, Any], path: str) -> Any:
+    for part in path.split("."):
+        data = data[part]
+    return data
+
+
+def _set(data: dict[str, Any], path: str, value: Any) -> None:
+    *heads, last = path.split(".")
+    for part in heads:
+        data = data.setdefault(part, {})
+    data[last] = value
+
+
+class ControlsPanel(QWidget):
+    """Problem controls; emits ``problemChanged(Problem)`` only for valid problems.
+
+    ``viewChanged`` fires when the batch/channel/state selection changes (no re-run
+    needed); ``inputsChanged`` when an inputs .npz is opened or cleared.
+    """
+
+    problemChanged = Signal(object)
+    viewChanged = Signal()
+    inputsChanged = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.widgets: dict[str, QWidget] = {}
+        self._rows: dict[str, tuple[QFormLayout, QWidget]] = {}
+        self._valid: Problem = Problem()
+        self.inputs_arrays: dict[str, np.ndarray] | None = None
+        self.inputs_path: str | None = None
+        self._loading = False
+
+        inner = QWidget()
+        col = QVBoxLayout(inner)
+        groups: dict[str, QFormLayout] = {}
+        for spec in FIELDS:
+            if spec.group not in groups:
+                box = QGroupBox(spec.group)
+                groups[spec.group] = QFormLayout(box)
+                col.addWidget(box)
+            w = self._make_widget(spec)
+            self.widgets[spec.path] = w
+            groups[spec.group].addRow(spec.label, w)
+            self._rows[spec.path] = (groups[spec.group], w)
+
+        files = QGroupBox("Inputs file (.npz, keys of ssmviz check --inputs)")
+        fl = QVBoxLayout(files)
+        self.inputs_label = QLabel("generated from the controls")
+        self.inputs_label.setWordWrap(True)
+        row = QHBoxLayout()
+        self.open_inputs_button = QPushButton("Open…")
+        self.clear_inputs_button = QPushButton("Clear")
+        self.open_inputs_button.clicked.connect(self._browse_inputs)
+        self.clear_inputs_button.clicked.connect(self.clear_inputs)
+        row.addWidget(self.open_inputs_button)
+        row.addWidget(self.clear_inputs_button)
+        fl.addWidget(self.inputs_label)
+        fl.addLayout(row)
+        col.addWidget(files)
+
+        view = QGroupBox("View")
+        vf = QFormLayout(view)
+        self.view_batch = QSpinBox()
+        self.view_channel = QSpinBox()
+        self.view_state = QSpinBox()
+        for label, w in (("batch entry", self.view_batch), ("channel", self.view_channel),
+                         ("state", self.view_state)):
+            w.setRange(0, 0)
+            w.valueChanged.connect(self._view_edited)
+            vf.addRow(label, w)
+        col.addWidget(view)
+        col.addStretch(1)
+
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setWidget(inner)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(scroll, 1)
+        self.message = QLabel("")
+        self.message.setObjectName("controlsMessage")
+        self.message.setWordWrap(True)
+        outer.addWidget(self.message)
+        self.set_problem(Problem())
+
+    # -- widgets -----------------------------------------------------------------------------
+    def _make_widget(self, spec: FieldSpec) -> QWidget:
+        if spec.kind == "choice":
+            w = QComboBox()
+            w.addItems(list(spec.choices))
+            w.currentTextChanged.connect(self._edited)
+        elif spec.kind == "int":
+            w = QSpinBox()
+            w.setRange(*INT_RANGE)
+            w.setKeyboardTracking(True)
+            w.valueChanged.connect(self._edited)
+        elif spec.kind == "float":
+            w = QDoubleSpinBox()
+            w.setRange(-1e12, 1e12)
+            w.setDecimals(6)
+            w.setSingleStep(0.1)
+            w.valueChanged.connect(self._edited)
+        else:
+            w = QLineEdit()
+            w.setPlaceholderText(".npy or .csv (signal 'file')")
+            w.editingFinished.connect(self._edited)
+        w.setObjectName(spec.path)
+        return w
+
+    def _read(self, spec: FieldSpec) -> Any:
+        w = self.widgets[spec.path]
+        if isinstance(w, QComboBox):
+            return w.currentText()
+        if isinstance(w, QSpinBox | QDoubleSpinBox):
+            return w.value()
+        text = w.text().strip()
+        return text or None
+
+    def _write(self, spec: FieldSpec, value: Any) -> None:
+        w = self.widgets[spec.path]
+        if isinstance(w, QComboBox):
+            w.setCurrentText(str(value))
+        elif isinstance(w, QSpinBox):
+            w.setValue(int(value))
+        elif isinstance(w, QDoubleSpinBox):
+            w.setValue(float(value))
+        else:
+            w.setText(value or "")
+
+    # -- problem -------------------------------------------------------------------------------
+    def candidate(self) -> dict[str, Any]:
+        """The Problem dict the widgets currently describe (maybe invalid)."""
+        data = Problem().to_dict()
+        for spec in FIELDS:
+            _set(data, spec.path, self._read(spec))
+        if data["family"] == "ssd":
+            data["d_inner"] = None  # n_heads·d_head
+        return data
+
+    def problem(self) -> Problem:
+        """The last valid problem."""
+        return self._valid
+
+    def set_problem(self, problem: Problem) -> None:
+        """Show ``problem`` in the widgets without emitting per-field changes."""
+        data = problem.to_dict()
+        if data["d_inner"] is None:
+            data["d_inner"] = problem.inner if problem.family == "s6" else Problem().inner
+        self._loading = True
+        try:
+            for spec in FIELDS:
+                self._write(spec, _get(data, spec.path))
+        finally:
+            self._loading = False
+        self._edited()
+
+    def set_value(self, path: str, value: Any) -> None:
+        """Set one field as a user would (emits like an edit)."""
+        spec = next(s for s in FIELDS if s.path == path)
+        self._write(spec, value)
+        if spec.kind == "text":
+            self._edited()
+
+    def _edited(self, *_: Any) -> None:
+        if self._loading:
+            return
+        data = self.candidate()
+        family = data["family"]
+        for spec in FIELDS:
+            form, w = self._rows[spec.path]
+            form.setRowVisible(w, family in spec.families)
+        try:
+            problem = Problem.from_dict(data)
+            problem.validate()
+            if self.inputs_arrays is not None:
+                self._check_inputs_match(problem)
+        except SsmvizError as exc:
+            self._show_error(str(exc))
+            return
+        self._show_error("")
+        self._valid = problem
+        self._update_view_ranges()
+        self.problemChanged.emit(problem)
+
+    def _show_error(self, text: str) -> None:
+        self.message.setText(text)
+        self.message.setStyleSheet("color: #b00020; font-weight: bold;" if text else "")
+        bad = self._fields_named(text) if text else set()
+        for path, w in self.widgets.items():
+            w.setStyleSheet(BAD_STYLE if path in bad else "")
+
+    @staticmethod
+    def _fields_named(text: str) -> set[str]:
+        hits = set()
+        for spec in FIELDS:
+            if re.search(rf"(^|[^\w]){re.escape(spec.token)}([^\w]|$)", text):
+                hits.add(spec.path)
+        if not hits and text.startswith("signal"):
+            hits.add("signal.path")
+        return hits
+
+    @property
+    def error_text(self) -> str:
+        return self.message.text()
+
+    # -- inputs file ---------------------------------------------------------------------------
+    def _browse_inputs(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open inputs", "", "NumPy archive (*.npz)")
+        if path:
+            try:
+                self.load_inputs(path)
+            except SsmvizError as exc:
+                self._show_error(str(exc))
+
+    def load_inputs(self, path: str) -> None:
+        """Use the arrays of an inputs .npz; the family is read off its keys."""
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                keys = set(data.files)
+        except FileNotFoundError as exc:
+            raise SsmvizError(f"inputs file not found: {path}") from exc
+        except Exception as exc:
+            raise SsmvizError(f"cannot read inputs file {path}: {exc}") from exc
+        family = "ssd" if "x" in keys and "u" not in keys else "s6"
+        arrays = load_inputs_npz(path, family)
+        sizes = sizes_of(family, arrays)
+        self.inputs_arrays, self.inputs_path = arrays, str(path)
+        changes: dict[str, Any] = {"family": family}
+        changes |= {k: v for k, v in sizes.items() if k in SIZE_PATHS}
+        if family == "ssd":
+            changes.pop("d_inner")
+        self.inputs_label.setText(f"{path}  ({family}, " + ", ".join(
+            f"{k}={v}" for k, v in sizes.items()) + ")")
+        for path_ in SIZE_PATHS:
+            self.widgets[path_].setEnabled(False)
+        self.widgets["family"].setEnabled(False)
+        base = self._valid.to_dict()
+        base.update(changes)
+        if family == "ssd":
+            base["d_inner"] = None
+        self.set_problem(Problem.from_dict(base))
+        self.inputsChanged.emit()
+
+    def clear_inputs(self) -> None:
+        if self.inputs_arrays is None:
+            return
+        self.inputs_arrays, self.inputs_path = None, None
+        self.inputs_label.setText("generated from the controls")
+        for path_ in (*SIZE_PATHS, "family"):
+            self.widgets[path_].setEnabled(True)
+        self.inputsChanged.emit()
+        self._edited()
+
+    def _check_inputs_match(self, problem: Problem) -> None:
+        sizes = sizes_of(problem.family, self.inputs_arrays or {})
+        for key, value in sizes.items():
+            if problem.sizes().get(key, value) != value:
+                raise SsmvizError(f"{key} is fixed by the inputs file at {value}")
+
+    # -- view ----------------------------------------------------------------------------------
+    def _update_view_ranges(self) -> None:
+        p = self._valid
+        for w, top in ((self.view_batch, p.batch), (self.view_channel, p.inner),
+                       (self.view_state, p.d_state)):
+            w.blockSignals(True)
+            w.setRange(0, top - 1)
+            w.blockSignals(False)
+
+    def _view_edited(self, *_: Any) -> None:
+        if not self._loading:
+            self.viewChanged.emit()
+
+    def selection(self) -> Selection:
+        return Selection(self.view_batch.value(), self.view_channel.value(),
+                         self.view_state.value())
+
+    def set_selection(self, batch: int, channel: int, state: int) -> None:
+        self._loading = True
+        try:
+            self.view_batch.setValue(batch)
+            self.view_channel.setValue(channel)
+            self.view_state.setValue(state)
+        finally:
+            self._loading = False
+        self.viewChanged.emit()

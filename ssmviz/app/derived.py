@@ -1,0 +1,288 @@
+"""What the plots show, sliced out of one run's arrays (Qt-free numpy).
+
+A :class:`Selection` picks a batch entry, a channel and a state. For S6 the
+channel indexes d_inner; for SSD it indexes d_inner = n_heads·d_head, so channel
+c is head c // d_head, head dimension c % d_head, and group head·n_groups // n_heads.
+
+:func:`trace` returns the per-time quantities of the selection (every array is
+``(seq_len,)`` unless noted), :func:`readout` the teaching read-out at one
+step, :func:`grad_views` one 1-D or 2-D view per gradient tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ssmviz.core.check import FORWARD_TOL
+from ssmviz.core.reference._common import softplus
+
+#: Smallest value the log-scaled error plot shows (exact zeros would be -inf).
+LOG_FLOOR = 1e-20
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which slice the plots show: batch entry, channel (of d_inner) and state (of d_state)."""
+
+    batch: int = 0
+    channel: int = 0
+    state: int = 0
+
+    def clamped(self, batch: int, d_inner: int, d_state: int) -> Selection:
+        return Selection(
+            min(max(self.batch, 0), batch - 1),
+            min(max(self.channel, 0), d_inner - 1),
+            min(max(self.state, 0), d_state - 1),
+        )
+
+
+@dataclass
+class Trace:
+    """Per-time quantities of one selection; 1-D arrays are ``(seq_len,)``."""
+
+    family: str
+    convention: str
+    sel: Selection
+    u: np.ndarray  # input u (S6) or x (SSD) of the channel
+    delta: np.ndarray  # Δ = softplus(delta + delta_bias) or dt_eff
+    a_bar: np.ndarray  # (seq_len, d_state): Ā_t per state (SSD: the head's, repeated)
+    bu: np.ndarray  # (seq_len, d_state): B̄_t·u_t per state
+    c: np.ndarray  # (seq_len, d_state): C_t
+    d_skip: np.ndarray  # D·u_t
+    h_ref: np.ndarray  # (seq_len, d_state): reference hidden states of the channel
+    h_gpu: np.ndarray | None  # (seq_len, d_state) when the GPU stored every state
+    y_ref: np.ndarray
+    y_gpu: np.ndarray | None
+    tol_curve: np.ndarray  # per-step threshold of ssmviz.core.check.compare for y
+    chunk_len: int | None = None
+    # SSD: GPU states at chunk ends, times (K,) and values (K, d_state)
+    chunk_t: np.ndarray | None = None
+    chunk_h_gpu: np.ndarray | None = None
+    names: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def seq_len(self) -> int:
+        return int(self.u.shape[0])
+
+    @property
+    def err(self) -> np.ndarray | None:
+        """|gpu − ref| of y, floored at LOG_FLOOR for the log axis; None without a GPU y."""
+        if self.y_gpu is None:
+            return None
+        return np.maximum(np.abs(self.y_gpu - self.y_ref), LOG_FLOOR)
+
+
+def scan(decay: np.ndarray, inp: np.ndarray) -> np.ndarray:
+    """h_t = decay_t·h_{t−1} + inp_t with h_{−1} = 0; decay, inp (seq_len, d_state)."""
+    out = np.empty_like(inp)
+    prev = np.zeros(inp.shape[1:])
+    for t in range(inp.shape[0]):
+        prev = decay[t] * prev + inp[t]
+        out[t] = prev
+    return out
+
+
+def sizes_of(family: str, inputs: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """batch, seq_len, d_inner, d_state (and SSD head sizes) read off the input shapes."""
+    if family == "s6":
+        b, L, d = inputs["u"].shape
+        return {"batch": b, "seq_len": L, "d_inner": d, "d_state": inputs["A_log"].shape[1]}
+    b, L, H, P = inputs["x"].shape
+    G, N = inputs["B"].shape[2:]
+    return {
+        "batch": b, "seq_len": L, "d_inner": H * P, "d_state": N,
+        "n_heads": H, "d_head": P, "n_groups": G,
+    }
+
+
+def _threshold(y_ref_slice: np.ndarray, y_ref_all: np.ndarray) -> np.ndarray:
+    # Same rule as check.compare: tol·max(|ref|, rms(ref over the whole tensor)).
+    finite = y_ref_all[np.isfinite(y_ref_all)]
+    rms = float(np.sqrt(np.mean(finite**2))) if finite.size else 0.0
+    return np.maximum(FORWARD_TOL * np.maximum(np.abs(y_ref_slice), rms), LOG_FLOOR)
+
+
+def trace(
+    family: str,
+    convention: str,
+    inputs: Mapping[str, np.ndarray],
+    ref: Mapping[str, np.ndarray],
+    gpu: Mapping[str, np.ndarray],
+    sel: Selection,
+    chunk_len: int | None = None,
+) -> Trace:
+    """The selection's time series; ``sel`` is clamped to the sizes."""
+    s = sizes_of(family, inputs)
+    sel = sel.clamped(s["batch"], s["d_inner"], s["d_state"])
+    b, ch = sel.batch, sel.channel
+    if family == "s6":
+        u = np.asarray(inputs["u"][b, :, ch], np.float64)
+        delta = softplus(inputs["delta"][b, :, ch] + inputs["delta_bias"][ch])
+        A = -np.exp(np.asarray(inputs["A_log"][ch], np.float64))  # (d_state,)
+        dA = delta[:, None] * A[None, :]
+        a_bar = np.exp(dA)
+        B = np.asarray(inputs["B"][b], np.float64)
+        coef = delta[:, None] if convention == "mamba" else np.expm1(dA) / A[None, :]
+        bu = coef * B * u[:, None]
+        C = np.asarray(inputs["C"][b], np.float64)
+        d_skip = inputs["D"][ch] * u
+        h_ref = ref["h"][b, :, ch, :] if "h" in ref else scan(a_bar, bu)
+        h_gpu = gpu["h"][b, :, ch, :].astype(np.float64) if "h" in gpu else None
+        y_ref = ref["y"][b, :, ch]
+        y_gpu = gpu["y"][b, :, ch].astype(np.float64) if "y" in gpu else None
+        names = {"input": "u", "delta": "Δ", "a_bar": "Ā"}
+        out = Trace(
+            family, convention, sel, u, delta, a_bar, bu, C, d_skip, h_ref, h_gpu,
+            y_ref, y_gpu, _threshold(y_ref, ref["y"]), names=names,
+        )
+        return out
+    P, H, G = s["d_head"], s["n_heads"], s["n_groups"]
+    head, p = ch // P, ch % P
+    g = head * G // H
+    u = np.asarray(inputs["x"][b, :, head, p], np.float64)
+    delta = softplus(inputs["dt"][b, :, head] + inputs["dt_bias"][head])
+    if convention == "mamba":
+        log_decay, in_scale = delta * -np.exp(inputs["A_log"][head]), delta
+    else:
+        log_decay, in_scale = -softplus(inputs["A_log"][head]) * delta, np.ones_like(delta)
+    N = s["d_state"]
+    a_bar = np.repeat(np.exp(log_decay)[:, None], N, axis=1)
+    B = np.asarray(inputs["B"][b, :, g, :], np.float64)
+    bu = (in_scale * u)[:, None] * B
+    C = np.asarray(inputs["C"][b, :, g, :], np.float64)
+    y_ref = ref["y"][b, :, head, p]
+    y_gpu = gpu["y"][b, :, head, p].astype(np.float64) if "y" in gpu else None
+    chunk_t = chunk_h = None
+    states = gpu.get("chunk_states")
+    if chunk_len and states is not None and states.ndim == 5:
+        # Slot k ≥ 1 is the state entering chunk k, i.e. h at time k·chunk_len − 1.
+        L = s["seq_len"]
+        k = np.arange(1, states.shape[1])
+        chunk_t = np.minimum(k * chunk_len, L) - 1
+        chunk_h = states[b, 1:, head, p, :].astype(np.float64)
+    return Trace(
+        family, convention, sel, u, delta, a_bar, bu, C, inputs["D"][head] * u,
+        scan(a_bar, bu), None, y_ref, y_gpu, _threshold(y_ref, ref["y"]), chunk_len,
+        chunk_t, chunk_h, names={"input": "x", "delta": "dt_eff", "a_bar": "Ā (head)"},
+    )
+
+
+def readout(tr: Trace, t: int) -> list[tuple[str, str]]:
+    """(label, value) rows of the teaching read-out at step ``t`` for the selected state."""
+    t = min(max(int(t), 0), tr.seq_len - 1)
+    n = tr.sel.state
+    h_prev = float(tr.h_ref[t - 1, n]) if t > 0 else 0.0
+    h_t = float(tr.h_ref[t, n])
+    a, bu = float(tr.a_bar[t, n]), float(tr.bu[t, n])
+    c_h = float(tr.c[t, n] * h_t)
+    y_sum = float(tr.c[t] @ tr.h_ref[t] + tr.d_skip[t])
+    i, d = tr.names.get("input", "u"), tr.names.get("delta", "Δ")
+    if tr.family == "s6":
+        bu_text = "Δ·B·u" if tr.convention == "mamba" else "expm1(ΔA)/A·B·u"
+    else:
+        bu_text = "dt·B·x" if tr.convention == "mamba" else "B·x (no dt)"
+    rows = [
+        ("t", f"{t}"),
+        (f"{i}_t", f"{tr.u[t]:+.6g}"),
+        (f"{d}_t", f"{tr.delta[t]:.6g}"),
+        (f"Ā_t[{n}]", f"{a:.6g}"),
+        (f"B̄_t·{i}_t[{n}] = {bu_text}", f"{bu:+.6g}"),
+        (f"h_(t−1)[{n}] → h_t[{n}]", f"{h_prev:+.5g} → {h_t:+.5g}"),
+        ("Ā·h_(t−1) + B̄u (check)", f"{a * h_prev + bu:+.6g}"),
+        (f"C_t[{n}]·h_t[{n}]", f"{c_h:+.6g}"),
+        ("y_t = Σ_n C·h + D·u", f"{y_sum:+.6g}"),
+        ("y_t (reference)", f"{float(tr.y_ref[t]):+.6g}"),
+    ]
+    if tr.y_gpu is not None:
+        err = abs(tr.y_gpu[t] - tr.y_ref[t])
+        rows.append(("y_t (GPU)", f"{tr.y_gpu[t]:+.6g}"))
+        rows.append(("|y_t GPU − ref|", f"{err:.2e}"))
+    return rows
+
+
+@dataclass
+class GradView:
+    """One gradient tensor reduced to what a plot shows.
+
+    ``kind`` is "line" (``ref``/``gpu`` 1-D over ``x``) or "image" (2-D, axis 0 = x).
+    ``time_axis`` says whether x is time (then the plot links to the time plots).
+    """
+
+    key: str
+    kind: str
+    ref: np.ndarray
+    gpu: np.ndarray | None
+    x_label: str
+    y_label: str = ""
+    time_axis: bool = False
+
+
+def grad_views(
+    family: str,
+    inputs: Mapping[str, np.ndarray],
+    ref: Mapping[str, np.ndarray],
+    gpu: Mapping[str, np.ndarray],
+    sel: Selection,
+) -> list[GradView]:
+    """One view per gradient tensor present in ``ref``, sliced by ``sel``."""
+    s = sizes_of(family, inputs)
+    sel = sel.clamped(s["batch"], s["d_inner"], s["d_state"])
+    b, ch = sel.batch, sel.channel
+    if family == "s6":
+        slicers = {
+            "du": ("line", lambda a: a[b, :, ch], "time", True),
+            "ddelta": ("line", lambda a: a[b, :, ch], "time", True),
+            "dA_log": ("image", lambda a: a, "channel × state", False),
+            "dB": ("image", lambda a: a[b], "time × state", True),
+            "dC": ("image", lambda a: a[b], "time × state", True),
+            "dD": ("line", lambda a: a, "channel", False),
+            "ddelta_bias": ("line", lambda a: a, "channel", False),
+        }
+    else:
+        P, H, G = s["d_head"], s["n_heads"], s["n_groups"]
+        head, p = ch // P, ch % P
+        g = head * G // H
+        slicers = {
+            "dx": ("line", lambda a: a[b, :, head, p], "time", True),
+            "ddt": ("line", lambda a: a[b, :, head], "time", True),
+            "dA_log": ("line", lambda a: a, "head", False),
+            "dB": ("image", lambda a: a[b, :, g, :], "time × state", True),
+            "dC": ("image", lambda a: a[b, :, g, :], "time × state", True),
+            "dD": ("line", lambda a: a, "head", False),
+            "ddt_bias": ("line", lambda a: a, "head", False),
+        }
+    views = []
+    for key, (kind, cut, x_label, time_axis) in slicers.items():
+        if key not in ref:
+            continue
+        r = np.asarray(cut(ref[key]), np.float64)
+        gg = gpu.get(key)
+        gv = None
+        if gg is not None and np.shape(gg) == np.shape(ref[key]):
+            gv = np.asarray(cut(gg), np.float64)
+        views.append(GradView(key, kind, r, gv, x_label, time_axis=time_axis))
+    return views
+
+
+def csv_columns(tr: Trace) -> dict[str, np.ndarray]:
+    """Columns of the CSV export: one row per time step of the selection."""
+    n = tr.sel.state
+    cols = {
+        "t": np.arange(tr.seq_len),
+        tr.names.get("input", "u"): tr.u,
+        "delta": tr.delta,
+        "A_bar": tr.a_bar[:, n],
+        "Bbar_u": tr.bu[:, n],
+        "h_ref": tr.h_ref[:, n],
+        "y_ref": tr.y_ref,
+    }
+    if tr.h_gpu is not None:
+        cols["h_gpu"] = tr.h_gpu[:, n]
+    if tr.y_gpu is not None:
+        cols["y_gpu"] = tr.y_gpu
+        cols["abs_err"] = np.abs(tr.y_gpu - tr.y_ref)
+    cols["tolerance"] = tr.tol_curve
+    return cols

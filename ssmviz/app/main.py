@@ -1,0 +1,86 @@
+"""``ssmviz [session.json] [--screenshot PATH] [--cpu]``: start the desktop app."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+#: The screenshot waits at most this long for the first run.
+SCREENSHOT_TIMEOUT_S = 300
+
+
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="ssmviz", description="SSM kernel visualiser (desktop app).")
+    p.add_argument("session", nargs="?", help="a session .json to open")
+    p.add_argument("--screenshot", metavar="PATH.png",
+                   help="open, wait for the first run, save the window as PNG and exit")
+    p.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
+    return p.parse_args(list(argv))
+
+
+def _set_icon(app) -> None:
+    from PySide6.QtGui import QIcon
+
+    from ssmviz.core.errors import SsmvizError
+    from ssmviz.core.resources import assets_dir
+
+    try:
+        icon = assets_dir() / "icons" / "ssmviz.svg"
+    except SsmvizError:
+        return
+    if icon.is_file():
+        app.setWindowIcon(QIcon(str(icon)))
+
+
+def run_app(argv: Sequence[str]) -> int:
+    """Run the app; returns the exit code. ``argv`` excludes the program name."""
+    args = _parse(argv)
+    from PySide6.QtCore import QEventLoop, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from ssmviz.app.session import Session
+    from ssmviz.app.window import MainWindow
+    from ssmviz.core import gpu
+    from ssmviz.core.errors import SsmvizError
+
+    if args.cpu:
+        gpu.configure(force_cpu=True)
+    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "ssmviz"])
+    app.setOrganizationName("ssmviz")
+    app.setApplicationName("ssmviz")
+    _set_icon(app)
+    session = None
+    if args.session:
+        try:
+            session = Session.load(args.session)
+        except SsmvizError as exc:
+            print(f"ssmviz: error: {exc}", file=sys.stderr)
+            return 2
+    # A screenshot is reproducible: it neither reads nor writes the remembered session.
+    screenshot = bool(args.screenshot)
+    window = MainWindow(restore=not screenshot and session is None)
+    window.show()
+    if session is not None:
+        window.apply_session(session)
+        window.setWindowTitle(f"ssmviz — {args.session}")
+    elif screenshot:
+        window.run_now()
+    if not screenshot:
+        code = app.exec()
+        window.shutdown()
+        return int(code)
+
+    loop = QEventLoop()
+    window.plotsUpdated.connect(lambda *_: QTimer.singleShot(300, loop.quit))
+    QTimer.singleShot(SCREENSHOT_TIMEOUT_S * 1000, loop.quit)
+    loop.exec()
+    app.processEvents()
+    ok = window.grab().save(args.screenshot, "PNG")
+    window.shutdown()
+    window._closed = True
+    window.close()
+    if not ok:
+        print(f"ssmviz: error: cannot write {args.screenshot}", file=sys.stderr)
+        return 1
+    return 0

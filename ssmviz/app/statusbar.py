@@ -1,0 +1,75 @@
+"""Status bar: adapter, GPU and reference times, one verdict badge per tensor, busy bar."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QStatusBar, QWidget
+
+from ssmviz.app.runner import RunResult
+
+PASS_STYLE = "background:#2e7d32; color:white; border-radius:3px; padding:1px 4px;"
+FAIL_STYLE = "background:#c62828; color:white; border-radius:3px; padding:1px 4px;"
+SKIP_STYLE = "background:#9e9e9e; color:white; border-radius:3px; padding:1px 4px;"
+
+
+class RunStatusBar(QStatusBar):
+    """Shows the latest run; ``badges`` maps tensor name → (label, passed)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.adapter = QLabel("adapter: –")
+        self.times = QLabel("")
+        self.message = QLabel("")
+        self.message.setObjectName("runMessage")
+        self.busy = QProgressBar()
+        self.busy.setRange(0, 0)  # indeterminate
+        self.busy.setMaximumWidth(90)
+        self.busy.setVisible(False)
+        self.addWidget(self.adapter)
+        self.addWidget(self.times)
+        self.addWidget(self.message, 1)
+        self.badge_box = QWidget()
+        self._badge_layout = QHBoxLayout(self.badge_box)
+        self._badge_layout.setContentsMargins(0, 0, 0, 0)
+        self._badge_layout.setSpacing(3)
+        self.addPermanentWidget(self.badge_box)
+        self.addPermanentWidget(self.busy)
+        self._badges: list[QLabel] = []
+        self.badges: dict[str, bool] = {}
+
+    def set_busy(self, busy: bool) -> None:
+        self.busy.setVisible(busy)
+
+    def show_error(self, text: str) -> None:
+        self.message.setText(text)
+        self.message.setStyleSheet("color:#b00020;" if text else "")
+
+    def show_result(self, result: RunResult) -> None:
+        report = result.report
+        if report is not None:
+            self.adapter.setText(f"adapter: {report.adapter}")
+            gpu = sum(report.gpu_seconds.values())
+            self.times.setText(
+                f"GPU {gpu * 1e3:.2f} ms ({report.timing_source}) · "
+                f"reference {report.reference_seconds * 1e3:.1f} ms"
+            )
+            entries = [(v.name, v.passed, v.checked, v.reason() or f"rel err {v.rel_err:.2e}")
+                       for v in report.verdicts]
+        else:
+            self.times.setText(f"GPU – · reference {result.reference_seconds * 1e3:.1f} ms")
+            entries = []
+        self.show_error(result.error)
+        while len(self._badges) < len(entries):
+            label = QLabel()
+            self._badge_layout.addWidget(label)
+            self._badges.append(label)
+        self.badges = {}
+        for i, label in enumerate(self._badges):
+            if i >= len(entries):
+                label.setVisible(False)
+                continue
+            name, passed, checked, tip = entries[i]
+            label.setText(name)
+            label.setToolTip(tip)
+            label.setStyleSheet(SKIP_STYLE if not checked else PASS_STYLE if passed else FAIL_STYLE)
+            label.setVisible(True)
+            self.badges[name] = passed

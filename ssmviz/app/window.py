@@ -1,0 +1,318 @@
+"""The main window: dockable controls, time plots, gradients, read-out and shader source.
+
+Every valid control change asks the :class:`RunScheduler` for a run (debounced,
+off the UI thread); the newest result updates the plots in place. The layout and
+the last session are kept in QSettings (organisation "ssmviz").
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QWidget
+
+from ssmviz.app.controls import ControlsPanel
+from ssmviz.app.derived import Trace, grad_views, trace
+from ssmviz.app.export import export_csv, export_image, export_npz
+from ssmviz.app.plots import GradPlots, TimePlots
+from ssmviz.app.readout import ReadoutPanel
+from ssmviz.app.runner import RunResult
+from ssmviz.app.session import Session
+from ssmviz.app.shader_panel import ShaderPanel
+from ssmviz.app.statusbar import RunStatusBar
+from ssmviz.app.worker import RunScheduler
+from ssmviz.core.errors import SsmvizError
+
+ORG, APP = "ssmviz", "ssmviz"
+PLAY_INTERVAL_MS = 40
+#: Steps per play tick: the whole sequence plays in about this many ticks.
+PLAY_TICKS = 250
+
+
+def app_settings() -> QSettings:
+    return QSettings(ORG, APP)
+
+
+class MainWindow(QMainWindow):
+    """The ssmviz window.
+
+    ``plotsUpdated(generation, latency_s)`` fires after the plots show a run;
+    latency is from the control change (debounce included) to plots updated.
+    """
+
+    plotsUpdated = Signal(int, float)
+
+    def __init__(self, settings: QSettings | None = None, *, restore: bool = True,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("ssmviz")
+        self.setObjectName("ssmvizMainWindow")
+        self.resize(1500, 950)
+        self.settings = settings if settings is not None else app_settings()
+        self.result: RunResult | None = None
+        self.trace: Trace | None = None
+        self.latencies: list[float] = []
+
+        self.time_plots = TimePlots()
+        self.setCentralWidget(self.time_plots)
+        self.controls = ControlsPanel()
+        self.grad_plots = GradPlots()
+        self.readout = ReadoutPanel()
+        self.shader_panel = ShaderPanel()
+        self.docks = {
+            "controls": self._dock("Controls", self.controls, Qt.DockWidgetArea.LeftDockWidgetArea),
+            "readout": self._dock("Read-out at cursor", self.readout,
+                                  Qt.DockWidgetArea.LeftDockWidgetArea),
+            "gradients": self._dock("Gradients", self.grad_plots,
+                                    Qt.DockWidgetArea.RightDockWidgetArea),
+            "shader": self._dock("Shader source", self.shader_panel,
+                                 Qt.DockWidgetArea.RightDockWidgetArea),
+        }
+        self.tabifyDockWidget(self.docks["gradients"], self.docks["shader"])
+        self.docks["gradients"].raise_()
+        self.resizeDocks([self.docks["controls"]], [360], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks["controls"], self.docks["readout"]], [520, 330],
+                         Qt.Orientation.Vertical)
+        self.resizeDocks([self.docks["gradients"]], [560], Qt.Orientation.Horizontal)
+        self.status = RunStatusBar()
+        self.setStatusBar(self.status)
+
+        self.scheduler = RunScheduler(self._make_request, self)
+        self.scheduler.resultReady.connect(self._on_result)
+        self.scheduler.busyChanged.connect(self.status.set_busy)
+        self.controls.problemChanged.connect(self._problem_changed)
+        self.controls.inputsChanged.connect(self.scheduler.request)
+        self.controls.viewChanged.connect(self._refresh_view)
+        self.time_plots.cursorMoved.connect(self._cursor_moved)
+
+        self.play_timer = QTimer(self, interval=PLAY_INTERVAL_MS)
+        self.play_timer.timeout.connect(self._play_tick)
+        self._pending_cursor: int | None = None
+        self._first_result = True
+        self._build_actions()
+        self._closed = False
+        if restore:
+            self._restore_settings()
+
+    # -- construction --------------------------------------------------------------------------
+    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(f"dock_{title.split()[0].lower()}")
+        dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        return dock
+
+    def _build_actions(self) -> None:
+        def action(text: str, key: QKeySequence | str, slot, menu) -> QAction:
+            a = QAction(text, self)
+            a.setShortcut(QKeySequence(key))
+            a.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+            a.triggered.connect(slot)
+            menu.addAction(a)
+            self.addAction(a)
+            return a
+
+        file_menu = self.menuBar().addMenu("&File")
+        run_menu = self.menuBar().addMenu("&Run")
+        view_menu = self.menuBar().addMenu("&View")
+        self.actions_by_name = {
+            "open_session": action("Open session…", QKeySequence.StandardKey.Open,
+                                   self._open_session_dialog, file_menu),
+            "save_session": action("Save session…", QKeySequence.StandardKey.Save,
+                                   self._save_session_dialog, file_menu),
+            "open_inputs": action("Open inputs .npz…", "Ctrl+I",
+                                  self.controls._browse_inputs, file_menu),
+            "export": action("Export…", "Ctrl+E", self._export_dialog, file_menu),
+            "quit": action("Quit", QKeySequence.StandardKey.Quit, self.close, file_menu),
+            "run": action("Run now", "Ctrl+R", self.run_now, run_menu),
+            "reload": action("Reload shaders and re-run", "F5", self.reload, run_menu),
+            "play": action("Play / pause cursor", "Space", self.toggle_play, run_menu),
+        }
+        for dock in self.docks.values():
+            view_menu.addAction(dock.toggleViewAction())
+
+    # -- runs ----------------------------------------------------------------------------------
+    def _make_request(self):
+        if self.controls.error_text:
+            return None  # an invalid field: never send it to the core
+        return self.controls.problem(), self.controls.inputs_arrays
+
+    def _problem_changed(self, _problem: object) -> None:
+        self.scheduler.request()
+
+    def run_now(self) -> None:
+        """Run the current problem immediately (Ctrl+R)."""
+        self.scheduler.run_now()
+
+    def reload(self) -> None:
+        """Re-read the shader sources and re-run (F5)."""
+        self.shader_panel.reload()
+        self.run_now()
+
+    def _on_result(self, result: RunResult) -> None:
+        self.result = result
+        self.status.show_result(result)
+        if result.ok:
+            self._refresh_view()
+        now = time.perf_counter()
+        latency = now - result.requested_at
+        self.latencies.append(latency)
+        self.plotsUpdated.emit(result.generation, latency)
+
+    def _refresh_view(self) -> None:
+        r = self.result
+        if r is None or not r.ok:
+            return
+        p = r.problem
+        sel = self.controls.selection()
+        try:
+            self.trace = trace(p.family, p.convention, r.inputs, r.ref, r.gpu, sel,
+                               p.chunk_len if p.family == "ssd" else None)
+        except (KeyError, IndexError, ValueError) as exc:
+            self.status.show_error(f"cannot show this selection: {exc}")
+            return
+        self.time_plots.update_trace(self.trace)
+        titles = {}
+        if r.report is not None:
+            for v in r.report.verdicts:
+                mark = "✓" if v.passed else "✗"
+                titles[v.name] = f"{v.name}  {mark} rel err {v.rel_err:.2e}"
+        views = grad_views(p.family, r.inputs, r.ref, r.gpu, sel)
+        self.grad_plots.update_views(p.family, views, titles)
+        self.shader_panel.show_family(p.family)
+        if self._pending_cursor is None and self._first_result:
+            # Nothing to restore: start the cursor where the signal is under way.
+            self._pending_cursor = self.trace.seq_len // 3
+        self._first_result = False
+        if self._pending_cursor is not None:
+            self.time_plots.set_cursor(self._pending_cursor)
+            self._pending_cursor = None
+        self.readout.show_step(self.trace, self.time_plots.cursor)
+
+    def _cursor_moved(self, t: int) -> None:
+        self.readout.show_step(self.trace, t)
+
+    # -- play ----------------------------------------------------------------------------------
+    def toggle_play(self) -> None:
+        """Start or stop animating the cursor (Space)."""
+        if self.play_timer.isActive():
+            self.play_timer.stop()
+        else:
+            self.play_timer.start()
+
+    def _play_tick(self) -> None:
+        L = self.time_plots.seq_len
+        step = max(1, L // PLAY_TICKS)
+        t = self.time_plots.cursor + step
+        self.time_plots.set_cursor(0 if t >= L else t)
+
+    # -- sessions ------------------------------------------------------------------------------
+    def session(self) -> Session:
+        """The current problem and view as a Session."""
+        sel = self.controls.selection()
+        view = {"batch": sel.batch, "channel": sel.channel, "state": sel.state,
+                "cursor": self.time_plots.cursor}
+        return Session(self.controls.problem(), view, self.controls.inputs_path)
+
+    def apply_session(self, session: Session) -> None:
+        """Restore a session (inputs file, problem, view, cursor) and run it."""
+        self.controls.clear_inputs()
+        if session.inputs_path:
+            self.controls.load_inputs(session.inputs_path)
+        self.controls.set_problem(session.problem)
+        v = session.view
+        self.controls.set_selection(v.get("batch", 0), v.get("channel", 0), v.get("state", 0))
+        self._pending_cursor = v.get("cursor", 0)
+        self.run_now()
+
+    def open_session(self, path: str | Path) -> None:
+        self.apply_session(Session.load(path))
+        self.setWindowTitle(f"ssmviz — {Path(path).name}")
+
+    def _open_session_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open session", "", "Session (*.json)")
+        if path:
+            try:
+                self.open_session(path)
+            except SsmvizError as exc:
+                self.status.show_error(str(exc))
+
+    def _save_session_dialog(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save session", "session.json",
+                                              "Session (*.json)")
+        if path:
+            try:
+                self.session().save(path)
+            except SsmvizError as exc:
+                self.status.show_error(str(exc))
+
+    # -- export --------------------------------------------------------------------------------
+    def export_all(self, base: str | Path) -> list[Path]:
+        """Write ``<base>_time.png/.svg``, ``<base>_grads.png``, ``.csv``, ``.npz``, ``.json``."""
+        if self.result is None or self.trace is None:
+            raise SsmvizError("nothing to export yet: no run has finished")
+        base = Path(base)
+        stem = base.with_suffix("") if base.suffix else base
+        out = [
+            export_image(self.time_plots, f"{stem}_time.png"),
+            export_image(self.time_plots, f"{stem}_time.svg"),
+            export_image(self.grad_plots, f"{stem}_grads.png"),
+            export_csv(self.trace, f"{stem}.csv"),
+            export_npz(self.result, f"{stem}.npz"),
+        ]
+        self.session().save(f"{stem}.json")
+        out.append(Path(f"{stem}.json"))
+        return out
+
+    def _export_dialog(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Export (PNG, SVG, CSV, NPZ, session)",
+                                              "ssmviz_export", "All (*)")
+        if path:
+            try:
+                files = self.export_all(path)
+                self.status.show_error("")
+                self.status.showMessage(f"exported {len(files)} files", 5000)
+            except SsmvizError as exc:
+                self.status.show_error(str(exc))
+
+    # -- settings and closing ------------------------------------------------------------------
+    def _restore_settings(self) -> None:
+        geometry = self.settings.value("window/geometry")
+        state = self.settings.value("window/state")
+        if isinstance(geometry, QByteArray):
+            self.restoreGeometry(geometry)
+        if isinstance(state, QByteArray):
+            self.restoreState(state)
+        text = self.settings.value("session/last")
+        if isinstance(text, str) and text:
+            try:
+                self.apply_session(Session.from_json(text))
+                return
+            except SsmvizError as exc:
+                self.status.show_error(f"last session not restored: {exc}")
+        self.run_now()
+
+    def save_settings(self) -> None:
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/state", self.saveState())
+        self.settings.setValue("session/last", self.session().to_json())
+        self.settings.sync()
+
+    def shutdown(self) -> None:
+        """Stop the play timer and the worker thread (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.play_timer.stop()
+        self.scheduler.shutdown()
+        self.time_plots.release()
+        self.grad_plots.release()
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # Qt override
+        if not self._closed:
+            self.save_settings()
+        self.shutdown()
+        super().closeEvent(event)

@@ -1,0 +1,325 @@
+"""The desktop app (pytest-qt, offscreen): runs, plots, refusal of bad values, export, sessions.
+
+Every run goes through the real GPU kernels (lavapipe here) and the float64
+reference via check_arrays; sizes stay small so the file runs in well under a minute.
+"""
+
+from __future__ import annotations
+
+import csv
+import gc
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from PySide6.QtCore import QCoreApplication, QEvent, QSettings
+from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QApplication
+
+from ssmviz.app.controls import BAD_STYLE
+from ssmviz.app.session import Session
+from ssmviz.app.window import MainWindow
+from ssmviz.core.problem import S6_GRAD_KEYS, S6_INPUT_KEYS, Problem
+from ssmviz.core.signals import SignalSpec
+
+pytestmark = [pytest.mark.qt, pytest.mark.gpu]
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = Problem(family="s6", seq_len=48, d_inner=3, d_state=4, batch=1)
+SMALL_SSD = Problem(
+    family="ssd", seq_len=40, n_heads=2, d_head=2, n_groups=1, d_state=4, chunk_len=16
+)
+RUN_TIMEOUT_MS = 120_000
+
+
+def _worker_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "ssmviz-run-worker" and t.is_alive()]
+
+
+def _run(qtbot, window: MainWindow, action) -> None:
+    """Do ``action`` and wait until the plots show the run it caused."""
+    with qtbot.waitSignal(window.plotsUpdated, timeout=RUN_TIMEOUT_MS):
+        action()
+
+
+@pytest.fixture
+def make_window(qtbot, tmp_path, runtime):
+    """Builds windows with private settings; at teardown checks for leaked widgets/threads."""
+    before = set(QApplication.topLevelWidgets())
+    made: list[MainWindow] = []
+
+    def make(problem: Problem | None = SMALL, *, restore: bool = False) -> MainWindow:
+        settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+        w = MainWindow(settings, restore=restore)
+        qtbot.addWidget(w)
+        made.append(w)
+        if problem is not None:
+            _run(qtbot, w, lambda: w.controls.set_problem(problem))
+        return w
+
+    yield make
+    for w in made:
+        w.close()
+        w.deleteLater()
+    made.clear()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    QApplication.processEvents()
+    gc.collect()  # pyqtgraph's parentless context menus go with their Python owners
+    QApplication.processEvents()
+    leaked = [w for w in QApplication.topLevelWidgets() if w not in before]
+    assert not leaked, f"leaked top-level widgets: {leaked[:5]} ({len(leaked)} in all)"
+    assert not _worker_threads(), "a run worker thread is still alive"
+
+
+def test_window_opens_with_docks_shortcuts_and_verdicts(make_window) -> None:
+    w = make_window()
+    assert set(w.docks) == {"controls", "readout", "gradients", "shader"}
+    keys = {name: a.shortcut().toString() for name, a in w.actions_by_name.items()}
+    assert keys["run"] == "Ctrl+R" and keys["reload"] == "F5"
+    assert keys["export"] == "Ctrl+E" and keys["play"] == "Space"
+    r = w.result
+    assert r is not None and r.report is not None, r and r.error
+    assert r.error == ""
+    assert "/" in w.status.adapter.text()
+    assert "GPU" in w.status.times.text() and "reference" in w.status.times.text()
+    # One badge per judged tensor, all green on a correct kernel.
+    assert set(w.status.badges) == {"y", "last_state", "h", *S6_GRAD_KEYS}
+    assert all(w.status.badges.values()), r.report.failures()
+    x, y = w.time_plots.curve_data("y_ref")
+    assert x.shape == (SMALL.seq_len,)
+    np.testing.assert_array_equal(y, r.ref["y"][0, :, 0])
+    _, y_gpu = w.time_plots.curve_data("y_gpu")
+    np.testing.assert_array_equal(y_gpu, r.gpu["y"][0, :, 0].astype(np.float64))
+
+
+def test_control_change_reruns_and_updates_plots(qtbot, make_window) -> None:
+    w = make_window()
+    gen0 = w.result.generation
+    _, u_before = w.time_plots.curve_data("input")
+    _, y_before = w.time_plots.curve_data("y_gpu")
+    _run(qtbot, w, lambda: w.controls.set_value("signal.frequency", 1.0))
+    r = w.result
+    assert r.generation > gen0 and r.report is not None
+    assert r.problem.signal.frequency == 1.0
+    _, u_after = w.time_plots.curve_data("input")
+    _, y_after = w.time_plots.curve_data("y_gpu")
+    assert not np.allclose(u_before, u_after)
+    assert not np.allclose(y_before, y_after)
+    expected_u = SMALL.with_(signal=SignalSpec(frequency=1.0)).build()["u"][0, :, 0]
+    np.testing.assert_allclose(u_after, expected_u)
+    np.testing.assert_array_equal(y_after, r.gpu["y"][0, :, 0].astype(np.float64))
+    # A size change re-runs too and the curves take the new length.
+    _run(qtbot, w, lambda: w.controls.set_value("seq_len", 32))
+    assert w.time_plots.curve_data("y_ref")[1].shape == (32,)
+    assert w.result.report.sizes["seq_len"] == 32
+    assert w.latencies and all(lat > 0 for lat in w.latencies)
+
+
+def test_newest_request_wins(qtbot, make_window) -> None:
+    w = make_window()
+    for freq in (2.0, 3.0, 5.0):
+        w.controls.set_value("signal.frequency", freq)
+        w.run_now()  # bypass the debounce: three generations in flight or queued
+    qtbot.waitUntil(lambda: not w.scheduler.waiting, timeout=RUN_TIMEOUT_MS)
+    assert w.result.generation == w.scheduler.generation
+    assert w.result.problem.signal.frequency == 5.0
+
+
+def test_invalid_value_is_refused_with_message(qtbot, make_window) -> None:
+    w = make_window()
+    gen, good = w.scheduler.generation, w.controls.problem()
+    w.controls.set_value("d_state", 300)
+    assert "d_state must be ≤ 256" in w.controls.error_text
+    assert w.controls.widgets["d_state"].styleSheet() == BAD_STYLE
+    assert w.controls.widgets["seq_len"].styleSheet() == ""
+    w.controls.set_value("seq_len", 0)
+    assert "must be" in w.controls.error_text
+    qtbot.wait(200)  # longer than the debounce: nothing may have been sent
+    assert w.scheduler.generation == gen
+    assert w.controls.problem() == good
+    w.run_now()  # Ctrl+R with an invalid field sends nothing either
+    assert w.scheduler.generation == gen
+    w.controls.set_value("seq_len", SMALL.seq_len)
+    _run(qtbot, w, lambda: w.controls.set_value("d_state", 2))
+    assert w.controls.error_text == ""
+    assert w.controls.widgets["d_state"].styleSheet() == ""
+    assert w.result.report.sizes["d_state"] == 2
+
+
+def test_worker_error_is_one_line_and_window_stays_usable(qtbot, make_window, tmp_path) -> None:
+    w = make_window()
+    missing = tmp_path / "nope.npy"
+    w.controls.set_value("signal.path", str(missing))
+    _run(qtbot, w, lambda: w.controls.set_value("signal.name", "file"))
+    assert w.result.error.startswith("signal file not found")
+    assert "\n" not in w.status.message.text() and "Traceback" not in w.status.message.text()
+    assert w.status.message.text() == w.result.error
+    _run(qtbot, w, lambda: w.controls.set_value("signal.name", "step"))
+    assert w.result.error == "" and w.status.message.text() == ""
+
+
+def test_export_writes_files_that_load_back(make_window, tmp_path) -> None:
+    w = make_window()
+    files = w.export_all(tmp_path / "out")
+    names = {p.name for p in files}
+    assert names == {"out_time.png", "out_time.svg", "out_grads.png", "out.csv", "out.npz",
+                     "out.json"}
+    r = w.result
+    with np.load(tmp_path / "out.npz", allow_pickle=False) as npz:
+        keys = set(npz.files)
+        assert set(S6_INPUT_KEYS) <= keys
+        for k in ("y", "h", *S6_GRAD_KEYS):
+            assert f"gpu_{k}" in keys and f"ref_{k}" in keys
+        np.testing.assert_array_equal(npz["gpu_y"], r.gpu["y"])
+        np.testing.assert_array_equal(npz["ref_dB"], r.ref["dB"])
+        meta = json.loads(str(npz["meta"]))
+    assert meta["family"] == "s6" and meta["passed"] is True
+    with (tmp_path / "out.csv").open(newline="") as fh:
+        rows = list(csv.reader(fh))
+    header = rows[0]
+    assert header[:3] == ["t", "u", "delta"] and "y_gpu" in header and "tolerance" in header
+    assert len(rows) == 1 + SMALL.seq_len
+    col = header.index("y_ref")
+    np.testing.assert_allclose([float(row[col]) for row in rows[1:]], r.ref["y"][0, :, 0])
+    for png in ("out_time.png", "out_grads.png"):
+        img = QImage(str(tmp_path / png))
+        assert not img.isNull() and img.width() > 100 and img.height() > 100
+    assert "<svg" in (tmp_path / "out_time.svg").read_text(encoding="utf-8")[:2000]
+    assert Session.load(tmp_path / "out.json").problem == w.controls.problem()
+
+
+def test_exported_npz_reopens_as_inputs(qtbot, make_window, tmp_path) -> None:
+    w = make_window()
+    w.export_all(tmp_path / "x")
+    with np.load(tmp_path / "x.npz") as npz:
+        u = npz["u"].copy()
+    _run(qtbot, w, lambda: w.controls.load_inputs(str(tmp_path / "x.npz")))
+    assert not w.controls.widgets["seq_len"].isEnabled()
+    np.testing.assert_array_equal(w.result.inputs["u"], u)
+    assert w.result.report is not None and w.result.report.passed
+    # Changing a generator field does not touch the file's arrays.
+    _run(qtbot, w, lambda: w.controls.set_value("signal.amplitude", 3.0))
+    np.testing.assert_array_equal(w.result.inputs["u"], u)
+    _run(qtbot, w, w.controls.clear_inputs)
+    assert w.controls.widgets["seq_len"].isEnabled()
+    assert not np.array_equal(w.result.inputs["u"], u)  # amplitude 3 now applies
+
+
+def test_session_round_trips_through_json(qtbot, make_window, tmp_path) -> None:
+    w = make_window()
+    problem = SMALL.with_(
+        convention="builderforce", seq_len=40, signal=SignalSpec(name="step", amplitude=2.0),
+        dy="ones", seed=7,
+    )
+    _run(qtbot, w, lambda: w.controls.set_problem(problem))
+    w.controls.set_selection(0, 2, 3)
+    w.time_plots.set_cursor(17)
+    path = tmp_path / "s.json"
+    w.session().save(path)
+    data = json.loads(path.read_text())
+    assert data["problem"]["convention"] == "builderforce"
+    assert data["view"] == {"batch": 0, "channel": 2, "state": 3, "cursor": 17}
+
+    w2 = make_window(None)
+    _run(qtbot, w2, lambda: w2.open_session(path))
+    assert w2.controls.problem() == problem
+    sel = w2.controls.selection()
+    assert (sel.batch, sel.channel, sel.state) == (0, 2, 3)
+    assert w2.time_plots.cursor == 17
+    assert w2.result.problem == problem and w2.result.report.convention == "builderforce"
+    assert dict(w2.readout.rows)["t"] == "17"
+
+
+def test_last_session_is_remembered(qtbot, make_window) -> None:
+    w = make_window(SMALL.with_(seed=5, seq_len=24))
+    w.close()  # saves layout and session to the (private) settings
+    w2 = make_window(None, restore=True)
+    qtbot.waitUntil(lambda: w2.result is not None, timeout=RUN_TIMEOUT_MS)
+    assert w2.controls.problem() == SMALL.with_(seed=5, seq_len=24)
+
+
+def test_cursor_readout_and_play(qtbot, make_window) -> None:
+    w = make_window()
+    w.controls.set_selection(0, 1, 2)
+    w.time_plots.set_cursor(10)
+    rows = dict(w.readout.rows)
+    assert rows["t"] == "10"
+    # The read-out's one recurrence step reproduces the reference state.
+    a = float(rows["Ā_t[2]"])
+    bu = float(next(v for k, v in rows.items() if k.startswith("B̄_t")))
+    h_prev, h_t = (float(s) for s in rows["h_(t−1)[2] → h_t[2]"].split("→"))
+    np.testing.assert_allclose(a * h_prev + bu, h_t, rtol=1e-4, atol=1e-9)
+    np.testing.assert_allclose(h_t, w.result.ref["h"][0, 10, 1, 2], rtol=1e-5)
+    np.testing.assert_allclose(float(rows["y_t (reference)"]), w.result.ref["y"][0, 10, 1],
+                               rtol=1e-5)
+    assert all(c.value() == 10 for c in w.time_plots.cursors.values())
+    w.actions_by_name["play"].trigger()
+    qtbot.waitUntil(lambda: w.time_plots.cursor != 10, timeout=5000)
+    w.actions_by_name["play"].trigger()
+    assert not w.play_timer.isActive()
+
+
+def test_ssd_marks_chunks_and_gpu_chunk_states_match(qtbot, make_window) -> None:
+    w = make_window(SMALL_SSD)
+    r = w.result
+    assert r.report is not None and r.report.passed, r.error or r.report.failures()
+    visible = [ln for ln in w.time_plots.chunk_lines["y"] if ln.isVisible()]
+    assert [ln.value() for ln in visible] == [16.0, 32.0]
+    tr = w.trace
+    assert tr.names["input"] == "x"
+    # The GPU's chunk-end states sit on the reference trajectory the app plots.
+    np.testing.assert_array_equal(tr.chunk_t, [15, 31, 39])
+    np.testing.assert_allclose(tr.chunk_h_gpu, tr.h_ref[tr.chunk_t], rtol=1e-4, atol=1e-6)
+    assert "dx" in w.grad_plots.rows and w.grad_plots.rows["dB"].kind == "image"
+    w.controls.set_value("n_groups", 3)
+    assert "divisible by n_groups" in w.controls.error_text
+
+
+def test_close_while_running_leaks_no_thread(qtbot, make_window) -> None:
+    w = make_window()
+    w.controls.set_value("seq_len", 64)
+    w.run_now()
+    w.close()
+    assert not w.scheduler.worker.is_alive()
+    assert not _worker_threads()
+
+
+def test_screenshot_command(tmp_path) -> None:
+    out = tmp_path / "shot.png"
+    session = tmp_path / "s.json"
+    Session(SMALL).save(session)
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    proc = subprocess.run(
+        [sys.executable, "-m", "ssmviz", "--screenshot", str(out), str(session)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    img = QImage(str(out))
+    assert not img.isNull() and img.width() >= 800 and img.height() >= 600
+
+
+def test_shader_panel_highlights_the_family_kernel_and_f5_reruns(qtbot, make_window) -> None:
+    w = make_window()
+    panel = w.shader_panel
+    assert panel.files.currentText() == "selective_scan.wgsl"
+    doc = panel.editor.document()
+    assert doc.toPlainText() == (ROOT / "shaders" / "selective_scan.wgsl").read_text()
+    # Find a line holding the keyword "fn" and check the highlighter made it bold.
+    block = doc.firstBlock()
+    while block.isValid() and not block.text().lstrip().startswith("fn "):
+        block = block.next()
+    assert block.isValid()
+    col = block.text().index("fn ")
+    fmts = [r for r in block.layout().formats() if r.start <= col < r.start + r.length]
+    assert fmts and fmts[0].format.fontWeight() >= 700
+    gen = w.scheduler.generation
+    _run(qtbot, w, w.actions_by_name["reload"].trigger)
+    assert w.result.generation == gen + 1

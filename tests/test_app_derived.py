@@ -1,0 +1,84 @@
+"""The app's Qt-free helpers: the teaching quantities match the reference, sessions validate."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ssmviz.app.derived import Selection, grad_views, readout, scan, trace
+from ssmviz.app.runner import one_line
+from ssmviz.app.session import Session
+from ssmviz.core.check import s6_reference, ssd_reference
+from ssmviz.core.errors import SsmvizError
+from ssmviz.core.problem import Problem
+from ssmviz.core.reference.ssd import ssd_forward_recurrent
+
+
+@pytest.mark.parametrize("convention", ["mamba", "builderforce"])
+def test_s6_a_bar_and_bu_rebuild_the_reference_states(convention: str) -> None:
+    p = Problem(family="s6", convention=convention, seq_len=37, d_inner=3, d_state=5, batch=2)
+    inputs = p.build()
+    ref = s6_reference(inputs, convention)
+    sel = Selection(batch=1, channel=2, state=3)
+    tr = trace("s6", convention, inputs, ref, {}, sel)
+    # Ā and B̄u as the app shows them, scanned, give the reference's h of that channel.
+    np.testing.assert_allclose(scan(tr.a_bar, tr.bu), ref["h"][1, :, 2, :], rtol=1e-12)
+    np.testing.assert_allclose(np.sum(tr.c * tr.h_ref, axis=1) + tr.d_skip, ref["y"][1, :, 2],
+                               rtol=1e-10, atol=1e-12)
+    rows = dict(readout(tr, 5))
+    assert rows["t"] == "5" and float(rows["Ā_t[3]"]) == pytest.approx(tr.a_bar[5, 3], rel=1e-5)
+
+
+@pytest.mark.parametrize("convention", ["mamba", "builderforce"])
+def test_ssd_trace_matches_the_recurrent_reference(convention: str) -> None:
+    p = Problem(family="ssd", convention=convention, seq_len=30, n_heads=4, d_head=3,
+                n_groups=2, d_state=4, chunk_len=8)
+    inputs = p.build()
+    ref = ssd_reference(inputs, convention, p.chunk_len)
+    rec = ssd_forward_recurrent(*(inputs[k] for k in ("x", "dt", "A_log", "B", "C", "D",
+                                                      "dt_bias")), convention=convention)
+    ch = 2 * 3 + 1  # head 2, head dim 1 → group 1
+    tr = trace("ssd", convention, inputs, ref, {"chunk_states": ref["chunk_states"]},
+               Selection(0, ch, 0), p.chunk_len)
+    np.testing.assert_allclose(tr.h_ref, rec.states[0, :, 2, 1, :], rtol=1e-10, atol=1e-14)
+    np.testing.assert_array_equal(tr.chunk_t, [7, 15, 23, 29])
+    np.testing.assert_allclose(tr.chunk_h_gpu, tr.h_ref[tr.chunk_t], rtol=1e-10, atol=1e-14)
+    views = {v.key: v for v in grad_views("ssd", inputs, ref, {}, Selection(0, ch, 0))}
+    np.testing.assert_array_equal(views["dB"].ref, ref["dB"][0, :, 1, :])
+    assert views["dx"].kind == "line" and views["dx"].gpu is None
+
+
+def test_selection_is_clamped_to_the_sizes() -> None:
+    p = Problem(family="s6", seq_len=8, d_inner=2, d_state=3)
+    inputs = p.build()
+    tr = trace("s6", "mamba", inputs, s6_reference(inputs, "mamba"), {}, Selection(5, 9, 9))
+    assert tr.sel == Selection(0, 1, 2)
+
+
+def test_session_json_round_trip_and_errors(tmp_path) -> None:
+    s = Session(Problem(family="ssd", seq_len=12, chunk_len=4), {"batch": 0, "channel": 3,
+                                                                  "state": 1, "cursor": 7})
+    path = tmp_path / "s.json"
+    s.save(path)
+    back = Session.load(path)
+    assert back.problem == s.problem and back.view == s.view and back.inputs_path is None
+    data = json.loads(path.read_text())
+    data["view"]["zoom"] = 2
+    with pytest.raises(SsmvizError, match="unknown session view field 'zoom'"):
+        Session.from_dict(data)
+    data["view"].pop("zoom")
+    data["problem"]["n_groups"] = 3
+    with pytest.raises(SsmvizError, match="divisible by n_groups"):
+        Session.from_dict(data)
+    with pytest.raises(SsmvizError, match="not valid JSON"):
+        Session.from_json("{")
+    with pytest.raises(SsmvizError, match="not found"):
+        Session.load(tmp_path / "missing.json")
+
+
+def test_one_line_flattens_any_exception() -> None:
+    msg = one_line(RuntimeError("Validation Error\n\nCaused by:\n  bad thing"))
+    assert "\n" not in msg and msg.startswith("RuntimeError: Validation Error")
+    assert one_line(SsmvizError("seq_len must be ≥ 1; got 0")) == "seq_len must be ≥ 1; got 0"
