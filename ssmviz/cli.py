@@ -48,20 +48,44 @@ def _nonnegative(name: str):
     return parse
 
 
+#: Defaults of ``ssmviz check`` for ssmviz's own kernels. With ``--kernel`` the sizes and
+#: convention left unset come from the kernel's ABI profile instead.
+CHECK_DEFAULTS = {
+    "family": "s6",
+    "convention": "mamba",
+    "batch": 1,
+    "seq_len": 1024,
+    "d_state": 16,
+    "n_heads": 4,
+    "d_head": 16,
+    "n_groups": 1,
+    "chunk_len": 64,
+}
+
+
 def _add_problem_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--family", choices=("s6", "ssd"), default="s6")
-    p.add_argument("--convention", choices=("mamba", "builderforce"), default="mamba")
-    p.add_argument("--batch", type=_positive("batch"), default=1)
-    p.add_argument("--seq-len", type=_positive("seq_len"), default=1024)
+    # Defaults are None so that --kernel can tell "unset" from "set to the default".
+    p.add_argument("--family", choices=("s6", "ssd"), default=None)
+    p.add_argument("--convention", choices=("mamba", "builderforce"), default=None)
+    p.add_argument("--batch", type=_positive("batch"), default=None)
+    p.add_argument("--seq-len", type=_positive("seq_len"), default=None)
     p.add_argument("--d-inner", type=_positive("d_inner"), default=None)
-    p.add_argument("--d-state", type=_positive("d_state"), default=16)
-    p.add_argument("--n-heads", type=_positive("n_heads"), default=4)
-    p.add_argument("--d-head", type=_positive("d_head"), default=16)
-    p.add_argument("--n-groups", type=_positive("n_groups"), default=1)
-    p.add_argument("--chunk-len", type=_positive("chunk_len"), default=64)
+    p.add_argument("--d-state", type=_positive("d_state"), default=None)
+    p.add_argument("--n-heads", type=_positive("n_heads"), default=None)
+    p.add_argument("--d-head", type=_positive("d_head"), default=None)
+    p.add_argument("--n-groups", type=_positive("n_groups"), default=None)
+    p.add_argument("--chunk-len", type=_positive("chunk_len"), default=None)
     p.add_argument("--signal", default="sine", help="impulse, step, sine, square, ...")
     p.add_argument("--seed", type=_nonnegative("seed"), default=0)
     p.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
+
+
+def _with_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    filled = argparse.Namespace(**vars(args))
+    for key, value in CHECK_DEFAULTS.items():
+        if getattr(filled, key, None) is None:
+            setattr(filled, key, value)
+    return filled
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", metavar="PATH", help="write the verdicts as JSON")
     check.add_argument("--export", metavar="PATH.npz", help="write inputs, gpu_ and ref_ arrays")
     check.add_argument("--inputs", metavar="PATH.npz", help="run on these inputs")
+    check.add_argument("--kernel", metavar="PATH", help="check a .wgsl or .js/.ts kernel file")
+    check.add_argument("--abi", metavar="NAME|PROFILE.toml", help="ABI profile for --kernel")
+    check.add_argument("--watch", action="store_true", help="with --kernel: re-check on save")
 
     sweep = sub.add_parser("sweep", help="check the acceptance matrix of a kernel family")
     sweep.add_argument("--family", choices=("s6", "ssd"), default="s6")
@@ -127,9 +154,17 @@ def _problem_from_args(args: argparse.Namespace):
 def cmd_check(args: argparse.Namespace) -> int:
     from ssmviz.core import gpu
     from ssmviz.core.check import check_arrays, load_inputs_npz, preflight
+    from ssmviz.core.errors import SsmvizError
 
     if args.cpu:
         gpu.configure(force_cpu=True)
+    if args.kernel:
+        from ssmviz.core.external.command import main_check_kernel
+
+        return main_check_kernel(args)
+    if args.abi or args.watch:
+        raise SsmvizError("--abi and --watch need --kernel PATH")
+    args = _with_defaults(args)
     if args.inputs:
         arrays = load_inputs_npz(args.inputs, args.family)
         chunk_len = args.chunk_len

@@ -1,0 +1,47 @@
+"""Debugging kernels written by others: load WGSL from .wgsl files or JS/TS modules, map
+every line back to the original file, lint what naga misses, run under an ABI profile and
+judge against the float64 reference, with race probes and hot reload. Qt-free.
+"""
+
+from ssmviz.core.external.command import (
+    FileWatcher,
+    main_check_kernel,
+    run_kernel_check,
+    watch_kernel,
+)
+from ssmviz.core.external.diagnostics import Diagnostic, parse_naga_error
+from ssmviz.core.external.expr import evaluate
+from ssmviz.core.external.loader import KernelFile, KernelSource, load_kernel_file
+from ssmviz.core.external.profiles import (
+    AbiProfile,
+    builtin_profiles,
+    detect_profile,
+    get_profile,
+    load_profile_file,
+    parse_profile,
+    parse_profile_text,
+)
+from ssmviz.core.external.runner import KernelCheckResult, analyze, check_kernel
+
+__all__ = [
+    "AbiProfile",
+    "Diagnostic",
+    "FileWatcher",
+    "KernelCheckResult",
+    "KernelFile",
+    "KernelSource",
+    "analyze",
+    "builtin_profiles",
+    "check_kernel",
+    "detect_profile",
+    "evaluate",
+    "get_profile",
+    "load_kernel_file",
+    "load_profile_file",
+    "main_check_kernel",
+    "parse_naga_error",
+    "parse_profile",
+    "parse_profile_text",
+    "run_kernel_check",
+    "watch_kernel",
+]

@@ -1,0 +1,157 @@
+"""Entry points for ``ssmviz check --kernel PATH [--abi NAME] [--convention ...] [--watch]``.
+
+:func:`run_kernel_check` prints the diagnostics and the verdict table and returns the exit
+code (0 pass, 1 a check failed, 2 the kernel does not build or an argument is invalid).
+:func:`watch_kernel` re-runs it whenever the file changes (polling mtime, size and a
+hash, debounced; stdlib only), and keeps going when a half-written save fails to parse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ssmviz.core.errors import SsmvizError
+from ssmviz.core.external.runner import EXIT_BUILD, check_kernel_file
+
+_SIZE_ARGS = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups",
+              "chunk_len")
+
+
+def run_kernel_check(
+    path: str,
+    *,
+    abi: str | None = None,
+    convention: str | None = None,
+    sizes: Mapping[str, int] | None = None,
+    runs: int = 3,
+    seed: int = 0,
+    out: Callable[[str], Any] = print,
+    runtime: Any = None,
+) -> int:
+    """Check one kernel file and print the result; returns the exit code.
+
+    ``convention`` None uses the profile's own convention (builderforce for builderforce
+    layouts, mamba for ssmviz's kernels). ``sizes`` overrides the small default problem
+    (keys: batch, seq_len, d_inner, d_state, n_heads, d_head, n_groups, chunk_len).
+    """
+    try:
+        results = check_kernel_file(path, abi=abi, convention=convention, sizes=sizes,
+                                    runs=runs, seed=seed, runtime=runtime)
+    except SsmvizError as exc:  # check_kernel catches these; belt and braces for the CLI
+        out(f"error: {exc}")
+        return EXIT_BUILD
+    out("\n\n".join(r.render() for r in results))
+    return max(r.exit_code for r in results)
+
+
+def main_check_kernel(args: argparse.Namespace) -> int:
+    """Adapter for the CLI: reads kernel, abi, convention, runs, seed, watch and the sizes."""
+    sizes = {k: getattr(args, k) for k in _SIZE_ARGS if getattr(args, k, None) is not None}
+    kw = {
+        "abi": getattr(args, "abi", None),
+        "convention": getattr(args, "kernel_convention", None) or getattr(args, "convention", None),
+        "sizes": sizes or None,
+        "runs": getattr(args, "runs", 3),
+        "seed": getattr(args, "seed", 0),
+    }
+    if getattr(args, "watch", False):
+        watch_kernel(args.kernel, **kw)
+        return 0
+    return run_kernel_check(args.kernel, **kw)
+
+
+def file_signature(path: str) -> tuple[int, int, str] | None:
+    """(mtime_ns, size, sha256) of a file, or None while it is missing/unreadable."""
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as fh:
+            digest = hashlib.sha256(fh.read()).hexdigest()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, digest)
+
+
+class FileWatcher:
+    """Polls a file; :meth:`poll` returns True once per settled change (debounced).
+
+    A change counts when the content hash differs from the last one acted on and the
+    signature has stayed the same for ``debounce_s`` (an editor's save in several writes
+    triggers one check, not several).
+    """
+
+    def __init__(self, path: str, *, debounce_s: float = 0.3,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.path = path
+        self.debounce_s = debounce_s
+        self.clock = clock
+        self._acted = file_signature(path)
+        self._pending: tuple[int, int, str] | None = None
+        self._since = 0.0
+
+    def poll(self) -> bool:
+        sig = file_signature(self.path)
+        if sig is None:
+            self._pending = None
+            return False
+        if self._acted is not None and sig[2] == self._acted[2]:
+            self._pending = None
+            return False
+        now = self.clock()
+        if sig != self._pending:
+            self._pending, self._since = sig, now
+            return False
+        if now - self._since >= self.debounce_s:
+            self._acted, self._pending = sig, None
+            return True
+        return False
+
+
+def watch_kernel(
+    path: str,
+    *,
+    abi: str | None = None,
+    convention: str | None = None,
+    sizes: Mapping[str, int] | None = None,
+    runs: int = 3,
+    seed: int = 0,
+    out: Callable[[str], Any] = print,
+    debounce_s: float = 0.3,
+    poll_s: float = 0.1,
+    stop_event: threading.Event | None = None,
+    max_checks: int | None = None,
+    runtime: Any = None,
+) -> list[int]:
+    """Check ``path`` now and again after every save, until ``stop_event`` is set (or
+    Ctrl-C, or ``max_checks`` checks). Returns the exit code of every check run.
+
+    A save that does not parse or build just prints its diagnostics; the watch goes on.
+    """
+    codes: list[int] = []
+    stop = stop_event or threading.Event()
+    watcher = FileWatcher(path, debounce_s=debounce_s)
+
+    def once() -> None:
+        try:
+            code = run_kernel_check(path, abi=abi, convention=convention, sizes=sizes,
+                                    runs=runs, seed=seed, out=out, runtime=runtime)
+        except Exception as exc:  # a watch must survive anything a half-written file does
+            out(f"error: {type(exc).__name__}: {exc}")
+            code = EXIT_BUILD
+        codes.append(code)
+        out(f"-- watching {path} (exit {code}); save to re-check, Ctrl-C to stop --")
+
+    once()
+    try:
+        while not stop.is_set() and (max_checks is None or len(codes) < max_checks):
+            if watcher.poll():
+                once()
+            stop.wait(poll_s)
+    except KeyboardInterrupt:
+        pass
+    return codes

@@ -1,0 +1,879 @@
+"""Run an external kernel under an ABI profile and judge it against the float64 reference.
+
+Steps: load the file, build every WGSL source with naga (through wgpu) and run ssmviz's
+static analysis; pick the profile; check that the kernel's bindings and workgroup sizes
+agree with it; then run the passes on a seeded problem, read every output back and
+compare it with the reference re-expressed in the ABI's layout and definitions. Race
+probes: K runs compared bitwise; the same dispatch with its workgroups in reverse order
+(a kernel whose workgroups read each other's writes changes its bits, even on lavapipe,
+which runs workgroups in order); a second seq_len (more chunks, more workgroups) judged
+against its own reference, plus a prefix comparison (a causal scan's first T outputs must
+not depend on later inputs).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ssmviz.core.check import FORWARD_TOL, GRAD_TOL, CheckReport, TensorVerdict, compare
+from ssmviz.core.errors import SsmvizError
+from ssmviz.core.external.diagnostics import (
+    Diagnostic,
+    naga_diagnostics,
+    sort_diagnostics,
+    static_diagnostics,
+)
+from ssmviz.core.external.expr import evaluate
+from ssmviz.core.external.loader import KernelFile, KernelSource, load_kernel_file
+from ssmviz.core.external.profiles import (
+    CHECKED_KEYS,
+    FORWARD_ROLES,
+    ROLE_AXES,
+    ROLE_KEY,
+    ROLE_NOTES,
+    AbiProfile,
+    BufferSpec,
+    PassSpec,
+    detect_profile,
+    detect_profiles,
+    get_profile,
+)
+from ssmviz.core.external.wgsl import (
+    Module,
+    access_sites,
+    reverse_workgroup_order,
+    stored_value_origin,
+)
+
+EXIT_PASS, EXIT_FAIL, EXIT_BUILD = 0, 1, 2
+
+#: Small default problems: lavapipe-fast, ragged (seq_len not a multiple of 64 or of
+#: chunk_len), several chunks.
+DEFAULT_SIZES = {
+    "s6": {"batch": 2, "seq_len": 37, "d_inner": 4, "d_state": 4},
+    "ssd": {"batch": 1, "seq_len": 37, "n_heads": 4, "d_head": 4, "n_groups": 2, "d_state": 4,
+            "chunk_len": 8},
+}
+WEBGPU_DEFAULT_STORAGE_BUFFERS = 8
+
+
+@dataclass
+class KernelCheckResult:
+    """Everything a kernel check found; ``exit_code`` is 0 pass, 1 fail, 2 build/usage."""
+
+    path: str
+    exit_code: int
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    profile: AbiProfile | None = None
+    report: CheckReport | None = None
+    probe_lines: list[str] = field(default_factory=list)
+    notes: list[Diagnostic] = field(default_factory=list)
+    stages_run: list[str] = field(default_factory=list)
+    message: str = ""  # the one-line error when the check could not start
+    also: list[str] = field(default_factory=list)  # other profiles the file matches
+
+    def render(self) -> str:
+        """The text the CLI prints: diagnostics, the verdict table, probes, locations."""
+        parts: list[str] = []
+        if self.message:
+            parts.append(f"error: {self.message}")
+        for d in self.diagnostics:
+            parts.append(d.render())
+        if self.profile is not None:
+            conv = self.report.convention if self.report else (self.profile.convention or "-")
+            parts.append(f"profile: {self.profile.name} ({self.profile.family}, {conv}); "
+                         f"stages run: {', '.join(self.stages_run) or 'none'}")
+        if self.report is not None:
+            parts.append(self.report.table())
+        parts.extend(self.probe_lines)
+        for d in self.notes:
+            parts.append(d.render())
+        errors = sum(d.severity == "error" for d in self.diagnostics)
+        warnings = sum(d.severity == "warning" for d in self.diagnostics)
+        word = {0: "PASS", 1: "FAIL", 2: "DOES NOT BUILD" if errors else "INVALID"}[self.exit_code]
+        parts.append(f"{self.path}: {word} ({errors} error(s), {warnings} warning(s))")
+        return "\n".join(parts)
+
+
+# -- static ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Analysis:
+    kf: KernelFile
+    modules: dict[str, Module]  # source name -> module
+    diagnostics: list[Diagnostic]
+    naga_ok: dict[str, bool]
+
+
+def analyze(kf: KernelFile, device: Any = None) -> _Analysis:
+    """naga (when a device is given) plus ssmviz's static checks for every source."""
+    diags: list[Diagnostic] = []
+    modules: dict[str, Module] = {}
+    ok: dict[str, bool] = {}
+    for src in kf.sources:
+        naga = naga_diagnostics(kf, src, device) if device is not None else []
+        no_loc = any(d.code == "naga" and "no location" in d.message for d in naga)
+        mod, found = static_diagnostics(kf, src, naga_failed_without_location=no_loc)
+        if naga and not no_loc:
+            # naga located the error: our syntax-balance findings would only repeat it.
+            found = [d for d in found if d.code != "syntax"]
+        modules[src.name] = mod
+        ok[src.name] = not naga
+        diags += naga + found
+    return _Analysis(kf, modules, sort_diagnostics(diags), ok)
+
+
+def _source_for(kf: KernelFile, modules: dict[str, Module], p: PassSpec) -> KernelSource | None:
+    hits = [s for s in kf.sources if p.entry in modules[s.name].entry_points]
+    if p.export:
+        pref = [s for s in hits if fnmatch.fnmatch(s.name, p.export)]
+        hits = pref or hits
+    return hits[0] if hits else None
+
+
+def _consistency(an: _Analysis, prof: AbiProfile, passes: list[tuple[PassSpec, KernelSource]]
+                 ) -> list[Diagnostic]:
+    """Profile-vs-kernel mismatches: bindings the profile lacks, workgroup sizes, limits."""
+    kf = an.kf
+    out: list[Diagnostic] = []
+
+    def at(src: KernelSource, line: int, col: int, sev: str, msg: str, code: str) -> Diagnostic:
+        fl, fc = src.to_file(line, col)
+        return Diagnostic(sev, kf.path, fl, fc, msg, kf.file_line(fl), 1, code, src.export)
+
+    for p, src in passes:
+        mod = an.modules[src.name]
+        fn = mod.functions[p.entry]
+        used = mod.globals_used(p.entry)
+        storage = 0
+        for gv in used.values():
+            if gv.binding is None or gv.space in ("workgroup", "private", "handle"):
+                continue
+            storage += gv.space == "storage"
+            if gv.group not in (0, None):
+                out.append(at(src, gv.line, gv.col, "error",
+                              f"`{gv.name}` is in @group({gv.group}); the profile binds group 0 "
+                              "only", "abi"))
+            elif gv.binding not in p.bindings:
+                out.append(at(src, gv.line, gv.col, "error",
+                              f"entry `{p.entry}` uses @binding({gv.binding}) `{gv.name}`, which "
+                              f"profile '{prof.name}' does not provide", "abi"))
+            else:
+                bname = p.bindings[gv.binding]
+                want_uniform = bname == "params"
+                if want_uniform != (gv.space == "uniform"):
+                    out.append(at(src, gv.line, gv.col, "error",
+                                  f"@binding({gv.binding}) `{gv.name}` is var<{gv.space}> but "
+                                  f"profile '{prof.name}' binds "
+                                  f"{'the params uniform' if want_uniform else 'buffer ' + bname}"
+                                  " there", "abi"))
+                elif not want_uniform and prof.buffers[bname].io == "out" \
+                        and prof.buffers[bname].stage == p.stage and gv.access != "read_write":
+                    out.append(at(src, gv.line, gv.col, "warning",
+                                  f"`{gv.name}` is an output of the {p.stage} in profile "
+                                  f"'{prof.name}' but is declared read-only", "abi"))
+        wg = mod.workgroup_size_ints(p.entry)
+        if p.workgroup_size and wg and wg != p.workgroup_size:
+            out.append(at(src, fn.line, fn.col, "warning",
+                          f"`{p.entry}` declares @workgroup_size{wg}; profile '{prof.name}' "
+                          f"says {p.workgroup_size} (its dispatch formula assumes that)", "abi"))
+        if storage > WEBGPU_DEFAULT_STORAGE_BUFFERS:
+            out.append(at(src, fn.line, fn.col, "warning",
+                          f"`{p.entry}` binds {storage} storage buffers; WebGPU's default limit "
+                          f"is {WEBGPU_DEFAULT_STORAGE_BUFFERS} (maxStorageBuffersPerShaderStage "
+                          "must be raised)", "portability"))
+    return out
+
+
+# -- buffers and layouts -----------------------------------------------------------------------
+
+
+def _expanded(family: str, dims: list[str], want: tuple[str, ...]) -> list[str]:
+    out = []
+    for d in dims:
+        if family == "ssd" and d == "d_inner" and "n_heads" in want and "d_head" in want:
+            out += ["n_heads", "d_head"]
+        else:
+            out.append(d)
+    return out
+
+
+def buffer_shape(prof: AbiProfile, spec: BufferSpec, sizes: Mapping[str, int]) -> tuple[int, ...]:
+    dims = tuple(evaluate(d, sizes) for d in spec.dims)
+    return ((len(spec.roles),) if len(spec.roles) > 1 else ()) + dims
+
+
+def to_layout(prof: AbiProfile, spec: BufferSpec, values: Mapping[str, np.ndarray],
+              sizes: Mapping[str, int]) -> np.ndarray:
+    """Canonical role arrays -> the buffer's layout (float64)."""
+    parts = []
+    for role in spec.roles:
+        want = ROLE_AXES[prof.family][role]
+        exp = _expanded(prof.family, spec.dims, want)
+        perm = [want.index(a) for a in exp]
+        arr = np.asarray(values[role], dtype=np.float64).transpose(perm)
+        parts.append(arr.reshape(tuple(sizes[d] for d in spec.dims)))
+    return np.stack(parts) if len(parts) > 1 else parts[0]
+
+
+def from_layout(prof: AbiProfile, spec: BufferSpec, data: np.ndarray,
+                sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
+    """A buffer read back (float32, its layout) -> canonical array per role (float32)."""
+    out = {}
+    parts = data if len(spec.roles) > 1 else data[None]
+    for role, part in zip(spec.roles, parts, strict=True):
+        want = ROLE_AXES[prof.family][role]
+        exp = _expanded(prof.family, spec.dims, want)
+        arr = part.reshape(tuple(sizes[a] for a in exp))
+        inv = [exp.index(a) for a in want]
+        out[role] = np.ascontiguousarray(arr.transpose(inv))
+    return out
+
+
+def _role_values(family: str, arrays: Mapping[str, np.ndarray],
+                 ref: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every role's float64 value: inputs, reference outputs and the derived roles."""
+    vals: dict[str, np.ndarray] = {k: np.asarray(v, np.float64) for k, v in arrays.items()}
+    vals.update({k: np.asarray(v, np.float64) for k, v in ref.items()})
+    if family == "s6":
+        vals["Ch"] = arrays["C"][:, :, None, :] * ref["h"]
+        vals["du_no_skip"] = ref["du"] - arrays["D"] * arrays["dy"]
+    else:
+        vals["dx_no_skip"] = ref["dx"] - arrays["D"][:, None] * arrays["dy"]
+    return vals
+
+
+def _problem_arrays(prof: AbiProfile, sizes: dict[str, int], convention: str, seed: int
+                    ) -> dict[str, np.ndarray]:
+    from ssmviz.core.problem import Problem
+
+    kw = {k: v for k, v in sizes.items() if k in (
+        "batch", "seq_len", "d_state", "n_heads", "d_head", "n_groups", "chunk_len")}
+    if prof.family == "s6":
+        kw["d_inner"] = sizes["d_inner"]
+    problem = Problem(family=prof.family, convention=convention, seed=seed, **kw)
+    arrays = problem.build()
+    # An ABI without a bias input: fold the bias into the raw step so both sides agree.
+    roles = {r for b in prof.buffers.values() if b.io == "in" for r in b.roles}
+    for bias, raw in (("delta_bias", "delta"), ("dt_bias", "dt")):
+        if bias in arrays and bias not in roles and prof.host is None:
+            axis_bias = arrays[bias]
+            arrays[raw] = arrays[raw] + axis_bias
+            arrays[bias] = np.zeros_like(axis_bias)
+    # The kernel sees float32 inputs: give the reference exactly those values, so the
+    # verdict measures the kernel's arithmetic, not the rounding of its inputs.
+    return {k: np.asarray(v, np.float32).astype(np.float64) for k, v in arrays.items()}
+
+
+def _reference(prof: AbiProfile, arrays: Mapping[str, np.ndarray], convention: str,
+               sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
+    from ssmviz.core.check import s6_reference, ssd_reference
+
+    if prof.family == "s6":
+        return s6_reference(arrays, convention)
+    ref = ssd_reference(arrays, convention, sizes["chunk_len"])
+    return ref
+
+
+def base_sizes(family: str, sizes: Mapping[str, int] | None) -> dict[str, int]:
+    """Default sizes overridden by ``sizes``; SSD adds d_inner, n_chunks and chunk_slot."""
+    out = dict(DEFAULT_SIZES[family])
+    for k, v in (sizes or {}).items():
+        if v is None:
+            continue
+        if k not in out and not (family == "s6" and k == "d_inner"):
+            continue  # sizes of the other family are ignored
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise SsmvizError(f"{k} must be an integer ≥ 1; got {v!r}")
+        out[k] = int(v)
+    if family == "ssd":
+        if out["n_heads"] % out["n_groups"]:
+            raise SsmvizError(f"n_heads ({out['n_heads']}) must be divisible by n_groups "
+                              f"({out['n_groups']})")
+        out["d_inner"] = out["n_heads"] * out["d_head"]
+        out["n_chunks"] = -(-out["seq_len"] // out["chunk_len"])
+        out["chunk_slot"] = out["n_chunks"] + 1
+    return out
+
+
+# -- running -----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Plan:
+    prof: AbiProfile
+    passes: list[tuple[PassSpec, KernelSource]]
+    stages: list[str]
+    convention: str
+
+
+def _run(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module],
+         sizes: dict[str, int], values: Mapping[str, np.ndarray], rt: Any
+         ) -> tuple[dict[str, np.ndarray], float]:
+    """One run of every planned pass; returns each buffer read back (float32, its layout)."""
+    from ssmviz.core.gpu import POISON_U32, Dispatch, split_workgroups
+
+    prof = plan.prof
+    used: dict[str, set[int]] = {}
+    for p, src in plan.passes:
+        gl = modules[src.name].globals_used(p.entry)
+        used[p.entry] = {g.binding for g in gl.values() if g.binding is not None}
+    names = {p.bindings[b] for p, _ in plan.passes for b in used[p.entry] if b in p.bindings}
+    names.discard("params")
+    buffers: dict[str, Any] = {}
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name in sorted(names):
+        spec = prof.buffers[name]
+        shape = buffer_shape(prof, spec, sizes)
+        shapes[name] = shape
+        produced = spec.io != "in" and spec.stage in plan.stages
+        if produced:
+            nbytes = 4 * int(np.prod(shape))
+            buf = rt.empty(nbytes, fill_u32=None if spec.init == "zero" else POISON_U32,
+                           label=name)
+            if spec.zero_leading:
+                lead = min(evaluate(spec.zero_leading, sizes), int(np.prod(shape)))
+                if lead > 0:
+                    rt.device.queue.write_buffer(buf, 0, np.zeros(lead, np.float32))
+            buffers[name] = buf
+        elif spec.roles == ["scratch"]:
+            raise SsmvizError(f"buffer '{name}' is scratch of the {spec.stage}, which this file "
+                              "does not define")
+        else:
+            buffers[name] = rt.upload(to_layout(prof, spec, values, sizes), label=name)
+    conv = 1 if plan.convention == "builderforce" else 0
+    dispatches = []
+    storage_max = 0
+    for p, src in plan.passes:
+        grid = [evaluate(d, sizes) for d in p.dispatch]
+        total = int(np.prod(grid))
+        wg = split_workgroups(grid[0]) if len(grid) == 1 else (grid[0], grid[1], grid[2])
+        if min(wg) < 1:
+            continue  # an empty dispatch (e.g. no chunks): nothing to run
+        env = dict(sizes) | {"total": total, "convention": conv, "reverse": 0}
+        params = np.array([evaluate(f, env) for f in prof.params], dtype=np.uint32)
+        binds: dict[int, Any] = {}
+        for b in sorted(used[p.entry]):
+            if b not in p.bindings:
+                continue
+            bname = p.bindings[b]
+            binds[b] = rt.uniform(params) if bname == "params" else buffers[bname]
+        storage_max = max(storage_max, sum(1 for b in binds if p.bindings[b] != "params"))
+        pipe = rt.pipeline(texts[src.name], p.entry, label=f"{src.name}:{p.entry}")
+        dispatches.append(Dispatch(pipe, binds, wg, p.entry))
+    rt.require(storage_buffers_per_stage=storage_max,
+               workgroups_per_dimension=max((max(d.workgroups) for d in dispatches), default=1),
+               what=f"profile '{prof.name}'")
+    t0 = time.perf_counter()
+    rt.run(dispatches)
+    seconds = time.perf_counter() - t0
+    out = {}
+    for name, buf in buffers.items():
+        spec = prof.buffers[name]
+        if spec.io == "out" and spec.stage in plan.stages:
+            out[name] = rt.read(buf, np.float32, shapes[name])
+    return out, seconds
+
+
+def _canonical(prof: AbiProfile, raw: Mapping[str, np.ndarray], sizes: Mapping[str, int]
+               ) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for name, data in raw.items():
+        spec = prof.buffers[name]
+        for role, arr in from_layout(prof, spec, data, sizes).items():
+            out[_label(spec, role)] = arr
+    return out
+
+
+def _label(spec: BufferSpec, role: str) -> str:
+    if len(spec.roles) > 1:
+        return f"{spec.name}[{role}]"
+    return spec.name if spec.name == role else f"{spec.name} ({role})"
+
+
+def _role_of_label(prof: AbiProfile, label: str) -> tuple[BufferSpec, str]:
+    for spec in prof.buffers.values():
+        for role in spec.roles:
+            if _label(spec, role) == label:
+                return spec, role
+    raise KeyError(label)
+
+
+def _seq_axis(family: str, role: str) -> int | None:
+    axes = ROLE_AXES[family].get(role, ())
+    if "seq_len" in axes:
+        return axes.index("seq_len")
+    return None
+
+
+def _pattern(prof: AbiProfile, role: str, v: TensorVerdict, sizes: Mapping[str, int]) -> str:
+    """Plain words about where along the sequence a tensor first goes wrong."""
+    if v.first_bad is None or not v.first_bad:
+        return ""
+    axes = ROLE_AXES[prof.family].get(role, ())
+    if "seq_len" in axes:
+        t = v.first_bad[axes.index("seq_len")]
+        if t == 0:
+            return "wrong from the first step (t=0)"
+        q = sizes.get("chunk_len")
+        if q and t % q == 0:
+            return (f"first wrong at t={t}, a chunk boundary (chunk_len={q}); "
+                    "earlier steps are right")
+        return f"first wrong at t={t}"
+    if "chunk_slot" in axes:
+        return f"first wrong in state slot {v.first_bad[axes.index('chunk_slot')]}"
+    return ""
+
+
+def check_kernel_file(
+    path: str,
+    *,
+    abi: str | None = None,
+    convention: str | None = None,
+    sizes: Mapping[str, int] | None = None,
+    runs: int = 3,
+    seed: int = 0,
+    runtime: Any = None,
+    probe: bool = True,
+) -> list[KernelCheckResult]:
+    """:func:`check_kernel` under every profile the file matches (one per family), or
+    under ``abi`` only."""
+    kw = {"convention": convention, "sizes": sizes, "runs": runs, "seed": seed,
+          "runtime": runtime, "probe": probe}
+    first = check_kernel(path, abi=abi, **kw)
+    results = [first]
+    for name in first.also:
+        nxt = check_kernel(path, abi=name, **kw)
+        nxt.diagnostics = []  # the file's diagnostics are printed once, with the first
+        results.append(nxt)
+    return results
+
+
+def check_kernel(
+    path: str,
+    *,
+    abi: str | None = None,
+    convention: str | None = None,
+    sizes: Mapping[str, int] | None = None,
+    runs: int = 3,
+    seed: int = 0,
+    runtime: Any = None,
+    probe: bool = True,
+) -> KernelCheckResult:
+    """Check a kernel file: build, static analysis, then runtime verdicts and race probes.
+
+    Never raises for problems with the file or the arguments: they come back as
+    ``exit_code`` 2 with a one-line ``message`` or diagnostics.
+    """
+    res = KernelCheckResult(path, EXIT_BUILD)
+    try:
+        return _check(res, path, abi, convention, sizes, runs, seed, runtime, probe)
+    except SsmvizError as exc:
+        res.message = str(exc)
+        res.exit_code = EXIT_BUILD
+        return res
+
+
+def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str | None,
+           sizes_in: Mapping[str, int] | None, runs: int, seed: int, runtime: Any,
+           probe: bool) -> KernelCheckResult:
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise SsmvizError(f"runs must be an integer ≥ 1; got {runs!r}")
+    if convention not in (None, "mamba", "builderforce"):
+        raise SsmvizError(f"convention must be mamba or builderforce; got {convention!r}")
+    kf = load_kernel_file(path)
+    from ssmviz.core.gpu import get_runtime
+
+    rt = runtime or get_runtime()
+    an = analyze(kf, rt.device)
+    res.diagnostics = an.diagnostics
+    entries = {e for m in an.modules.values() for e in m.entry_points}
+    prof = get_profile(abi) if abi else detect_profile(entries, [s.name for s in kf.sources])
+    res.profile = prof
+    if not abi:
+        # A module holding several families (S6 and SSD): check each under its profile.
+        others = detect_profiles(entries, [s.name for s in kf.sources])[1:]
+        res.also = [o.name for o in others]
+    planned: list[tuple[PassSpec, KernelSource]] = []
+    missing_stage: dict[str, str] = {}
+    for stage in prof.stages:
+        stage_passes = [p for p in prof.passes if p.stage == stage]
+        if not stage_passes:
+            continue
+        found = [(p, _source_for(kf, an.modules, p)) for p in stage_passes]
+        lacking = [p.entry for p, s in found if s is None]
+        if lacking:
+            missing_stage[stage] = lacking[0]
+            continue
+        planned += [(p, s) for p, s in found if s is not None]
+    if not planned:
+        wanted = ", ".join(p.entry for p in prof.passes if p.stage in prof.stages)
+        raise SsmvizError(f"{path}: defines none of profile '{prof.name}' entry points "
+                          f"({wanted}); found {', '.join(sorted(entries)) or 'none'}")
+    stages = [s for s in prof.stages
+              if s not in missing_stage and any(p.stage == s for p in prof.passes)]
+    res.stages_run = stages
+    res.diagnostics = sort_diagnostics(res.diagnostics + _consistency(an, prof, planned))
+    naga_failed = any(not an.naga_ok[s.name] for _, s in planned)
+    errors = any(d.severity == "error" for d in res.diagnostics)
+    blocking = naga_failed or any(d.code == "abi" and d.severity == "error"
+                                  for d in res.diagnostics)
+    if blocking:
+        res.exit_code = EXIT_BUILD
+        return res
+    conv = convention or prof.convention or "mamba"
+    if prof.host is not None:
+        _judge_host(prof, an, kf, planned, conv, sizes_in, runs, seed, rt, res, probe)
+        failed = res.report is not None and not res.report.passed
+        res.exit_code = EXIT_BUILD if errors else (EXIT_FAIL if failed else EXIT_PASS)
+        return res
+    if prof.convention and convention and convention != prof.convention:
+        res.probe_lines.append(
+            f"warning: profile '{prof.name}' implements the {prof.convention} convention; "
+            f"judging it against the {convention} reference as asked")
+    plan = _Plan(prof, planned, stages, conv)
+    sizes = prof.sizes_for(base_sizes(prof.family, sizes_in))
+    texts = {s.name: s.text for s in kf.sources}
+    report, gpu, first_raw = _judge(plan, an, texts, sizes, runs, seed, rt, missing_stage, res)
+    res.report = report
+    if probe:
+        _order_probe(plan, an, kf, texts, sizes, seed, rt, report, first_raw, res)
+        _size_probe(plan, an, texts, sizes, seed, rt, report, gpu, res)
+    _locate_failures(plan, an, kf, report, sizes, res)
+    failed = not report.passed
+    res.exit_code = EXIT_BUILD if errors else (EXIT_FAIL if failed else EXIT_PASS)
+    return res
+
+
+def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str, int],
+           runs: int, seed: int, rt: Any, missing_stage: Mapping[str, str],
+           res: KernelCheckResult) -> tuple[CheckReport, dict[str, np.ndarray], dict]:
+    prof = plan.prof
+    arrays = _problem_arrays(prof, sizes, plan.convention, seed)
+    t0 = time.perf_counter()
+    ref = _reference(prof, arrays, plan.convention, sizes)
+    ref_s = time.perf_counter() - t0
+    values = _role_values(prof.family, arrays, ref)
+    raws = []
+    gpu_s = 0.0
+    for _ in range(runs):
+        raw, sec = _run(plan, texts, an.modules, sizes, values, rt)
+        raws.append(raw)
+        gpu_s += sec
+    gpu = [_canonical(prof, r, sizes) for r in raws]
+    tol = {"forward": prof.tolerance.get("forward", FORWARD_TOL),
+           "backward": prof.tolerance.get("grad", GRAD_TOL)}
+    verdicts: list[TensorVerdict] = []
+    covered: set[str] = set()
+    for p, _ in plan.passes:  # dataflow order: pass order, then binding order
+        for b in sorted(p.bindings):
+            bname = p.bindings[b]
+            if bname == "params" or bname not in raws[0]:
+                continue
+            spec = prof.buffers[bname]
+            for role in spec.roles:
+                label = _label(spec, role)
+                if any(v.name == label for v in verdicts):
+                    continue
+                v = compare(label, gpu[0][label], values[role], tol[spec.stage],
+                            repeats=[g[label] for g in gpu[1:]])
+                v.note = ROLE_NOTES.get(role, "")
+                if not v.deterministic:
+                    v.note = (v.note + "; " if v.note else "") + f"differs across {runs} runs"
+                verdicts.append(v)
+                covered.add(ROLE_KEY.get(role, role))
+    for key in CHECKED_KEYS[prof.family]:
+        if key in covered:
+            continue
+        stage = "forward" if key in FORWARD_ROLES else "backward"
+        if stage in missing_stage:
+            note = f"the file has no {stage} pass (entry `{missing_stage[stage]}`)"
+        elif stage not in prof.stages:
+            note = f"the {stage} is not selected"
+        else:
+            note = prof.not_checked.get(key, f"the ABI has no {key} output")
+        shape = tuple(np.shape(ref.get(key, ())))
+        verdicts.append(TensorVerdict(key, shape, tol[stage], checked=False, note=note))
+    report = CheckReport(
+        family=prof.family, convention=plan.convention,
+        sizes={k: v for k, v in sizes.items() if k in ROLE_AXES_SIZES[prof.family]},
+        adapter=rt.description(), runs=runs, verdicts=verdicts,
+        gpu_seconds={"all passes (wall)": gpu_s / runs}, timing_source="wall-clock",
+        reference_seconds=ref_s, inputs=dict(arrays), gpu=gpu[0],
+        ref={k: v for k, v in values.items()},
+    )
+    return report, gpu[0], raws[0]
+
+
+ROLE_AXES_SIZES = {
+    "s6": ("batch", "seq_len", "d_inner", "d_state"),
+    "ssd": ("batch", "seq_len", "n_heads", "d_head", "n_groups", "d_state", "chunk_len"),
+}
+
+
+def _order_probe(plan: _Plan, an: _Analysis, kf: KernelFile, texts: Mapping[str, str],
+                 sizes: dict[str, int], seed: int, rt: Any, report: CheckReport,
+                 first_raw: Mapping[str, np.ndarray], res: KernelCheckResult) -> None:
+    prof = plan.prof
+    rev: dict[str, str] = {}
+    for src in kf.sources:
+        entries = [p.entry for p, s in plan.passes if s.name == src.name]
+        if not entries:
+            rev[src.name] = texts[src.name]
+            continue
+        t = reverse_workgroup_order(an.modules[src.name], entries)
+        if t is None:
+            res.probe_lines.append(
+                f"race probe (workgroup order): skipped for {src.name} (builtins in a struct)")
+            return
+        rev[src.name] = t
+    arrays = _problem_arrays(prof, sizes, plan.convention, seed)
+    ref = _reference(prof, arrays, plan.convention, sizes)
+    values = _role_values(prof.family, arrays, ref)
+    try:
+        raw, _ = _run(plan, rev, an.modules, sizes, values, rt)
+    except SsmvizError as exc:
+        res.probe_lines.append(f"race probe (workgroup order): could not run: {exc}")
+        return
+    changed = []
+    for name, data in raw.items():
+        a, b = np.ascontiguousarray(data), np.ascontiguousarray(first_raw[name])
+        if not np.array_equal(a.view(np.uint32), b.view(np.uint32)):
+            diff = np.flatnonzero(a.view(np.uint32) != b.view(np.uint32))
+            changed.append((name, int(diff.size), int(a.size)))
+    if not changed:
+        res.probe_lines.append("race probe (workgroup order reversed): bit-identical")
+        return
+    for name, n_diff, size in changed:
+        res.probe_lines.append(
+            f"race probe: {name} changes in {n_diff}/{size} elements when the workgroups of each "
+            "dispatch run in reverse order: its workgroups depend on each other's writes within "
+            "one dispatch (an inter-workgroup race)")
+        spec = prof.buffers[name]
+        for role in spec.roles:
+            label = _label(spec, role)
+            for v in report.verdicts:
+                if v.name == label and v.checked:
+                    v.deterministic = False
+                    v.note = (v.note + "; " if v.note else "") + "order-dependent (race)"
+    # Point at reads of buffers that the same pass also writes: the likely racing reads.
+    for p, src in plan.passes:
+        mod = an.modules[src.name]
+        writes = {p.bindings.get(g.binding) for g in mod.globals_used(p.entry).values()}
+        if not writes & {c[0] for c in changed}:
+            continue
+        for gv in mod.globals_used(p.entry).values():
+            if gv.space != "storage" or gv.access != "read_write":
+                continue
+            stores, loads = access_sites(mod, p.entry, gv.name)
+            if not stores:
+                continue
+            for tok in loads:
+                fl, fc = src.to_file(tok.line, tok.col)
+                res.notes.append(Diagnostic(
+                    "note", kf.path, fl, fc,
+                    f"`{gv.name}` is read here and written by `{p.entry}` in the same dispatch: "
+                    "a workgroup may read what another workgroup has not written yet",
+                    kf.file_line(fl), len(gv.name), "race", src.export))
+
+
+def _size_probe(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str, int],
+                seed: int, rt: Any, report: CheckReport, gpu: Mapping[str, np.ndarray],
+                res: KernelCheckResult) -> None:
+    prof = plan.prof
+    L = sizes["seq_len"]
+    step = sizes.get("chunk_len", 64)
+    L2 = L + 2 * step + 3  # more chunks / workgroups, a different ragged tail
+    base = {k: v for k, v in sizes.items() if k in DEFAULT_SIZES[prof.family] or k == "d_inner"}
+    base["seq_len"] = L2
+    sizes2 = prof.sizes_for(base_sizes(prof.family, base))
+    arrays2 = _problem_arrays(prof, sizes2, plan.convention, seed)
+    # The first L steps equal the main problem's: a causal kernel's first L outputs must agree.
+    arrays1 = _problem_arrays(prof, sizes, plan.convention, seed)
+    for k, a in arrays1.items():
+        ax = _seq_axis(prof.family, k)
+        if ax is not None:
+            idx = [slice(None)] * a.ndim
+            idx[ax] = slice(0, L)
+            arrays2[k][tuple(idx)] = a
+    ref2 = _reference(prof, arrays2, plan.convention, sizes2)
+    values2 = _role_values(prof.family, arrays2, ref2)
+    try:
+        raw2, _ = _run(plan, texts, an.modules, sizes2, values2, rt)
+    except SsmvizError as exc:
+        res.probe_lines.append(f"size probe (seq_len={L2}): could not run: {exc}")
+        return
+    gpu2 = _canonical(prof, raw2, sizes2)
+    bad = []
+    for label, arr in gpu2.items():
+        spec, role = _role_of_label(prof, label)
+        tol = FORWARD_TOL if spec.stage == "forward" else GRAD_TOL
+        v = compare(f"{label} @ seq_len={L2}", arr, values2[role], tol)
+        if not v.passed:
+            bad.append(v)
+        ax = _seq_axis(prof.family, role)
+        if spec.stage == "forward" and ax is not None and label in gpu:
+            idx = [slice(None)] * arr.ndim
+            idx[ax] = slice(0, L)
+            pv = compare(f"{label} prefix", arr[tuple(idx)], gpu[label].astype(np.float64), tol)
+            if not pv.passed and pv.unwritten == 0:
+                res.probe_lines.append(
+                    f"size probe: the first {L} steps of {label} differ between seq_len={L} and "
+                    f"seq_len={L2} ({pv.reason()}): a causal scan must not depend on later "
+                    "inputs or on the dispatch size")
+    for v in bad:
+        v.note = (v.note + "; " if v.note else "") + "size probe"
+        report.verdicts.append(v)
+    if not bad:
+        res.probe_lines.append(f"size probe (seq_len={L2}, {sizes2.get('n_chunks', '-')} chunks): "
+                               "every output within tolerance")
+
+
+def _locate_failures(plan: _Plan, an: _Analysis, kf: KernelFile, report: CheckReport,
+                     sizes: Mapping[str, int], res: KernelCheckResult) -> None:
+    """Point at where the first failing output (in dataflow order) is written."""
+    prof = plan.prof
+    failing = [v for v in report.verdicts if v.checked and not v.passed]
+    if not failing or any(n.code == "race" for n in res.notes):
+        return
+
+    def rank(v: TensorVerdict) -> tuple[int, int]:
+        # Dataflow order: forward states feed y, the forward feeds the backward.
+        try:
+            spec, role = _role_of_label(prof, v.name.split(" @ ")[0])
+        except KeyError:
+            return (9, 0)
+        state = role in ("h", "Ch", "chunk_states", "final_state", "last_state")
+        return (0 if spec.stage == "forward" else 2) + (0 if state else 1), 0
+
+    first = min(failing, key=rank)
+    name = first.name.split(" @ ")[0]
+    try:
+        spec, role = _role_of_label(prof, name)
+    except KeyError:
+        return
+    words = _pattern(prof, role, first, sizes)
+    for p, src in plan.passes:
+        inv = {v: k for k, v in p.bindings.items()}
+        if spec.name not in inv:
+            continue
+        mod = an.modules[src.name]
+        gname = next((g.name for g in mod.globals_used(p.entry).values()
+                      if g.binding == inv[spec.name]), None)
+        if gname is None:
+            continue
+        stores, _ = access_sites(mod, p.entry, gname)
+        for tok in stores:
+            fl, fc = src.to_file(tok.line, tok.col)
+            msg = (f"{first.name} is the first output that goes wrong ({first.reason()}"
+                   f"{'; ' + words if words else ''}); `{p.entry}` writes it here")
+            res.notes.append(Diagnostic("note", kf.path, fl, fc, msg, kf.file_line(fl),
+                                        len(gname), "where", src.export))
+            origin = stored_value_origin(mod, tok)
+            if origin is not None:
+                var, vt = origin
+                ol, oc = src.to_file(vt.line, vt.col)
+                res.notes.append(Diagnostic(
+                    "note", kf.path, ol, oc, f"the value stored is `{var}`, computed here",
+                    kf.file_line(ol), len(var), "where", src.export))
+
+
+# -- ssmviz's own kernels: the host code plans the dispatches --------------------------------
+
+
+def _host_kernel(family: str, rt: Any, source: str) -> Any:
+    if family == "s6":
+        from ssmviz.core.kernels.s6 import S6Kernel
+
+        return S6Kernel(rt, source=source)
+    from ssmviz.core.kernels.ssd import SSDKernel
+
+    return SSDKernel(rt, source=source)
+
+
+def _host_outputs(family: str, kernel: Any, arrays: Mapping[str, np.ndarray], conv: str,
+                  sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
+    from ssmviz.core.problem import S6_INPUT_KEYS, SSD_INPUT_KEYS
+
+    keys = S6_INPUT_KEYS if family == "s6" else SSD_INPUT_KEYS
+    inputs = {k: arrays[k] for k in keys}
+    if family == "s6":
+        return dict(kernel.run(inputs, convention=conv, store_h=True).outputs)
+    return dict(kernel.run(inputs, chunk_len=sizes["chunk_len"], convention=conv,
+                           store_states=True).outputs)
+
+
+def _judge_host(prof: AbiProfile, an: _Analysis, kf: KernelFile,
+                planned: list[tuple[PassSpec, KernelSource]], conv: str,
+                sizes_in: Mapping[str, int] | None, runs: int, seed: int, rt: Any,
+                res: KernelCheckResult, probe: bool) -> None:
+    from ssmviz.core.check import check_arrays
+
+    src = planned[0][1]
+    mod = an.modules[src.name]
+    family = prof.family
+    sizes = base_sizes(family, sizes_in)
+    arrays = _problem_arrays(prof, sizes, conv, seed)
+    chunk = sizes.get("chunk_len") if family == "ssd" else None
+    kernel = _host_kernel(family, rt, src.text)
+    report = check_arrays(family, arrays, convention=conv, chunk_len=chunk, runs=runs,
+                          kernel=kernel, runtime=rt, store_states=True)
+    res.report = report
+    res.stages_run = ["forward", "backward"]
+    if probe:
+        entries = [f.name for f in mod.entry_points.values() if f.stage == "compute"]
+        rev = reverse_workgroup_order(mod, entries)
+        if rev is None:
+            res.probe_lines.append("race probe (workgroup order): skipped (builtins in a struct)")
+        else:
+            normal = _host_outputs(family, kernel, arrays, conv, sizes)
+            flipped = _host_outputs(family, _host_kernel(family, rt, rev), arrays, conv, sizes)
+            changed = [k for k in normal if k in flipped and not np.array_equal(
+                np.ascontiguousarray(normal[k]).view(np.uint32),
+                np.ascontiguousarray(flipped[k]).view(np.uint32))]
+            if changed:
+                for v in report.verdicts:
+                    if v.name in changed:
+                        v.deterministic = False
+                        v.note = (v.note + "; " if v.note else "") + "order-dependent (race)"
+                res.probe_lines.append(
+                    f"race probe: {', '.join(changed)} change when the workgroups of each "
+                    "dispatch run in reverse order (an inter-workgroup race)")
+            else:
+                res.probe_lines.append("race probe (workgroup order reversed): bit-identical")
+        base = {k: v for k, v in sizes.items() if k in DEFAULT_SIZES[family] or k == "d_inner"}
+        base["seq_len"] = sizes["seq_len"] + 2 * sizes.get("chunk_len", 64) + 3
+        sizes2 = base_sizes(family, base)
+        arrays2 = _problem_arrays(prof, sizes2, conv, seed)
+        rep2 = check_arrays(family, arrays2, convention=conv, chunk_len=chunk, runs=1,
+                            kernel=kernel, runtime=rt, store_states=True)
+        bad = [v for v in rep2.verdicts if v.checked and not v.passed]
+        for v in bad:
+            v.name = f"{v.name} @ seq_len={sizes2['seq_len']}"
+            v.note = (v.note + "; " if v.note else "") + "size probe"
+            report.verdicts.append(v)
+        if not bad:
+            res.probe_lines.append(f"size probe (seq_len={sizes2['seq_len']}): every output "
+                                   "within tolerance")
+    failing = [v for v in report.verdicts if v.checked and not v.passed]
+    if failing:
+        key = failing[0].name.split(" @ ")[0]
+        for fn in mod.entry_points.values():
+            for name in (key, key + "_buf", "out_" + key):
+                if name not in mod.globals:
+                    continue
+                stores, _ = access_sites(mod, fn.name, name)
+                for tok in stores:
+                    fl, fc = src.to_file(tok.line, tok.col)
+                    res.notes.append(Diagnostic(
+                        "note", kf.path, fl, fc,
+                        f"{key} is the first output that goes wrong ({failing[0].reason()}); "
+                        f"`{fn.name}` writes it here", kf.file_line(fl), len(name), "where",
+                        src.export))
