@@ -1,0 +1,967 @@
+// ssmviz's own S6 (Mamba selective scan) kernels, forward and backward.
+//
+// Conventions (params.convention): 0 = mamba (B̄u = Δ·B·u), 1 = builderforce
+// (zero-order hold, B̄u = expm1(ΔA)/A·B·u). Δ = softplus(delta + delta_bias),
+// the bias only when flags bit 0 is set. A = -exp(A_log).
+//
+// Why this design:
+// * Parallel over time as well as channels: the visualiser's common case is few
+//   channels and long sequences. Time is cut into chunks; a thread owns one
+//   (batch, channel d, chunk) and walks its chunk sequentially holding a tile of
+//   16 states in registers. d is the fastest thread axis inside a workgroup
+//   (wg_d lanes, a power of two <= 64) so u/delta/y accesses are coalesced when
+//   d_inner is wide; when it is narrow, the remaining lanes take further chunks.
+// * A chunk is summarised by (s, S): s = ΣΔ over the chunk (its decay is
+//   exp(A·s), more accurate than a product of per-step exps and one float per
+//   channel instead of one per state) and S = the chunk's end state from zero.
+//   These compose with the associative operator (s1,S1)∘(s2,S2) =
+//   (s1+s2, exp(A·s2)·S1 + S2). The carry scan over chunks is hierarchical:
+//   s6_scan_up scans blocks of 32 summaries per thread and emits block
+//   aggregates, recursively until one block remains; s6_scan_down then folds
+//   each level's block carries back in. Every level is its own dispatch, so no
+//   workgroup ever reads another workgroup's result within one dispatch.
+// * Forward = summary pass, scan passes, output pass (recompute with the carry).
+//   u and delta are read twice; the chunk length is picked by the runner so the
+//   summaries stay small next to u/delta (e.g. 512 steps at the wide size).
+// * Backward uses 32-step chunks. One summary pass produces both the forward
+//   chunk summaries and the reverse (adjoint) chunk summaries; the reverse
+//   direction is stored with its chunk order flipped so the same scan kernels
+//   serve both. The output pass recomputes states inside each chunk from the
+//   scanned chunk-start state: one sweep keeps 4 checkpoints (every 8 steps),
+//   then each 8-step sub-chunk is recomputed into a private history and swept
+//   in reverse with the adjoint. No (batch, seq_len, d_inner, d_state) scratch
+//   and no division by Ā to walk states backwards.
+// * Determinism: nothing is accumulated by atomics. dB/dC (sums over d_inner)
+//   are reduced over a workgroup's lanes in workgroup memory in a fixed order,
+//   then over d-blocks by s6_reduce_rows / s6_reduce_final in fixed row groups.
+//   dA_log, dD, ddelta_bias get one partial row per (batch, chunk group) and are
+//   reduced the same way. du/ddelta are owned by one thread each.
+// * Barriers sit only in loops whose bounds come from the uniform params; idle
+//   invocations are predicated, never returned early, in kernels with barriers.
+// * Speed notes (H200, measured): the 16 states live in four vec4 registers, not
+//   an indexed array (which the driver keeps in local memory: the forward was 2.8x
+//   slower, the backward 1.5x); each step's inputs are loaded one step ahead (the
+//   loops are not unrolled, so every step would wait for its loads: ~10%). The
+//   dB/dC workgroup rows are padded to 33 floats (a lane's 32 stores hit one bank
+//   otherwise: the backward output pass was 1.6x slower).
+//   Tried and slower: a pairwise-tree lane reduction (7 barriers a step instead
+//   of 2) and a double-buffered 16 KiB exchange with one barrier (lower occupancy).
+//   The time is in the per-step exps (16 a step per pass) and, in the backward,
+//   in the three sweeps and the per-step exchange.
+// * flags bit 2 reverses the workgroup order in every pass (race probe: the
+//   results must not change bitwise).
+
+struct Params {
+    batch: u32,
+    seq_len: u32,
+    d_inner: u32,
+    d_state: u32,
+    chunk_len: u32,   // time steps per chunk
+    n_chunks: u32,
+    convention: u32,  // 0 mamba, 1 builderforce
+    flags: u32,       // bit 0 has delta_bias, bit 1 store h, bit 2 reverse workgroup order
+    n_wg: u32,        // logical workgroups of this dispatch
+    wg_d: u32,        // lanes along d_inner in a workgroup (power of two <= 64)
+    n_dblocks: u32,   // ceil(d_inner / wg_d)
+    n_cgroups: u32,   // groups of 64 / wg_d chunks (or chunk groups) per workgroup
+    k_chunks: u32,    // backward output: chunks per thread
+    n_kgroups: u32,   // backward output: ceil(n_chunks / k_chunks)
+    scan_n: u32,      // scan: elements per line at this level
+    scan_sets: u32,   // scan: independent (batch-like) sets
+    off_in_s: u32,    // scan offsets into sbuf / Sbuf (elements)
+    off_in_S: u32,
+    off_out_s: u32,
+    off_out_S: u32,
+    off_agg_s: u32,   // up-sweep: where block aggregates go; down-sweep: next level's result
+    off_agg_S: u32,
+    off_carry: u32,   // output passes: offset of the level-0 scanned states in Sbuf
+    red_rows: u32,    // reductions: rows to sum, columns, input / output offsets
+    red_cols: u32,
+    red_in: u32,
+    red_out: u32,
+    m0: u32,          // reduce_final: columns going to out0, out1 (rest to out2)
+    m1: u32,
+    n_threads: u32,   // flat kernels: number of useful invocations
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> u: array<f32>;
+@group(0) @binding(2) var<storage, read> delta: array<f32>;
+@group(0) @binding(3) var<storage, read> A_log: array<f32>;
+@group(0) @binding(4) var<storage, read> Bm: array<f32>;
+@group(0) @binding(5) var<storage, read> Cm: array<f32>;
+@group(0) @binding(6) var<storage, read> Dv: array<f32>;
+@group(0) @binding(7) var<storage, read> delta_bias: array<f32>;
+@group(0) @binding(8) var<storage, read> dy: array<f32>;
+@group(0) @binding(9) var<storage, read_write> y: array<f32>;
+@group(0) @binding(10) var<storage, read_write> h_out: array<f32>;
+@group(0) @binding(11) var<storage, read_write> last_state: array<f32>;
+@group(0) @binding(12) var<storage, read_write> sbuf: array<f32>;
+@group(0) @binding(13) var<storage, read_write> Sbuf: array<f32>;
+@group(0) @binding(14) var<storage, read_write> du: array<f32>;
+@group(0) @binding(15) var<storage, read_write> ddelta: array<f32>;
+@group(0) @binding(16) var<storage, read_write> red: array<f32>;
+@group(0) @binding(17) var<storage, read_write> red_par: array<f32>;
+@group(0) @binding(18) var<storage, read_write> out0: array<f32>;
+@group(0) @binding(19) var<storage, read_write> out1: array<f32>;
+@group(0) @binding(20) var<storage, read_write> out2: array<f32>;
+
+const WG: u32 = 64u;      // invocations per workgroup, every pass
+const TILE: u32 = 16u;    // states per thread per tile
+const SUB: u32 = 8u;      // backward: steps per recomputed sub-chunk
+const NSUB: u32 = 4u;     // backward: sub-chunks per chunk (chunk_len <= 32)
+const GBLK: u32 = 32u;    // scan: summaries per thread per level
+
+// dB / dC contributions of one step: 64 lanes × (16 dB + 16 dC), rows padded to 33 so
+// that a lane's 32 stores and a column's reads both fall in distinct banks.
+const SM_ROW: u32 = 33u;
+var<workgroup> bc_smem: array<f32, 2112>;
+
+// ---------------------------------------------------------------- helpers
+
+fn wg_linear(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    let w = wid.x + wid.y * nwg.x;
+    if ((P.flags & 4u) != 0u && w < P.n_wg) {
+        return P.n_wg - 1u - w;
+    }
+    return w;
+}
+
+// log1p(e) for e in [0, 1] as 2·atanh(e / (2 + e)); GPU log() is not accurate near 1.
+fn log1p_01(e: f32) -> f32 {
+    let z = e / (2.0 + e);
+    let z2 = z * z;
+    var p = 1.0 / 17.0;
+    p = p * z2 + 1.0 / 15.0;
+    p = p * z2 + 1.0 / 13.0;
+    p = p * z2 + 1.0 / 11.0;
+    p = p * z2 + 1.0 / 9.0;
+    p = p * z2 + 1.0 / 7.0;
+    p = p * z2 + 1.0 / 5.0;
+    p = p * z2 + 1.0 / 3.0;
+    p = p * z2 + 1.0;
+    return 2.0 * z * p;
+}
+
+// Stable softplus: x above 20 (as the mamba CUDA kernels), else max(x,0) + log1p(exp(-|x|)).
+fn softplus(x: f32) -> f32 {
+    if (x > 20.0) {
+        return x;
+    }
+    return max(x, 0.0) + log1p_01(exp(-abs(x)));
+}
+
+fn softplus_grad(x: f32) -> f32 {
+    if (x > 20.0) {
+        return 1.0;
+    }
+    return 1.0 / (1.0 + exp(-x));
+}
+
+// Zero-order-hold input coefficient expm1(Δ·A)/A for 4 states; x = Δ·A, a = exp(x),
+// inv_a = 1/A. The Taylor series of Δ·expm1(x)/x below |x| = 0.5 avoids the cancellation
+// in a - 1; above it (a - 1)·(1/A) needs no division per step.
+fn zoh_coef4(x: vec4<f32>, a: vec4<f32>, dl: f32, inv_a: vec4<f32>) -> vec4<f32> {
+    var p = vec4<f32>(1.0 / 3628800.0);
+    p = p * x + 1.0 / 362880.0;
+    p = p * x + 1.0 / 40320.0;
+    p = p * x + 1.0 / 5040.0;
+    p = p * x + 1.0 / 720.0;
+    p = p * x + 1.0 / 120.0;
+    p = p * x + 1.0 / 24.0;
+    p = p * x + 1.0 / 6.0;
+    p = p * x + 0.5;
+    p = p * x + 1.0;
+    return select((a - 1.0) * inv_a, dl * p, abs(x) < vec4<f32>(0.5));
+}
+
+// d/dA of expm1(Δ·A)/A = Δ²·(x·e^x - expm1(x))/x² (series below |x| = 0.5, where the
+// direct form cancels), written as (Δ·A·a - (a - 1))/A² above it.
+fn zoh_coef_dA4(x: vec4<f32>, a: vec4<f32>, dl: f32, inv_a: vec4<f32>) -> vec4<f32> {
+    var p = vec4<f32>(1.0 / 403200.0);
+    p = p * x + 1.0 / 45360.0;
+    p = p * x + 1.0 / 5760.0;
+    p = p * x + 1.0 / 840.0;
+    p = p * x + 1.0 / 144.0;
+    p = p * x + 1.0 / 30.0;
+    p = p * x + 1.0 / 8.0;
+    p = p * x + 1.0 / 3.0;
+    p = p * x + 0.5;
+    return select((x * a - (a - 1.0)) * inv_a * inv_a, dl * dl * p, abs(x) < vec4<f32>(0.5));
+}
+
+// A tile of 16 states lives in four vec4 registers (h0..h3 etc.), never in an indexed
+// array: drivers keep dynamically indexed private arrays in local memory.
+
+// A = -exp(A_log) for states n..n+3 of channel d; 0 past d_state (then Ā = 1, h stays 0).
+fn ld_A4(d: u32, n: u32) -> vec4<f32> {
+    let ds = P.d_state;
+    let base = d * ds;
+    let last = base + ds - 1u;
+    return vec4<f32>(
+        select(0.0, -exp(A_log[min(base + n, last)]), n < ds),
+        select(0.0, -exp(A_log[min(base + n + 1u, last)]), n + 1u < ds),
+        select(0.0, -exp(A_log[min(base + n + 2u, last)]), n + 2u < ds),
+        select(0.0, -exp(A_log[min(base + n + 3u, last)]), n + 3u < ds),
+    );
+}
+
+// B or C of states n..n+3 in the (batch, t) row starting at bb; 0 past d_state.
+fn ld_B4(bb: u32, n: u32) -> vec4<f32> {
+    let ds = P.d_state;
+    let last = bb + ds - 1u;
+    return vec4<f32>(
+        select(0.0, Bm[min(bb + n, last)], n < ds),
+        select(0.0, Bm[min(bb + n + 1u, last)], n + 1u < ds),
+        select(0.0, Bm[min(bb + n + 2u, last)], n + 2u < ds),
+        select(0.0, Bm[min(bb + n + 3u, last)], n + 3u < ds),
+    );
+}
+
+fn ld_C4(bb: u32, n: u32) -> vec4<f32> {
+    let ds = P.d_state;
+    let last = bb + ds - 1u;
+    return vec4<f32>(
+        select(0.0, Cm[min(bb + n, last)], n < ds),
+        select(0.0, Cm[min(bb + n + 1u, last)], n + 1u < ds),
+        select(0.0, Cm[min(bb + n + 2u, last)], n + 2u < ds),
+        select(0.0, Cm[min(bb + n + 3u, last)], n + 3u < ds),
+    );
+}
+
+// Sbuf states n..n+3 of the row starting at base; 0 past d_state.
+fn ld_S4(base: u32, n: u32) -> vec4<f32> {
+    let ds = P.d_state;
+    let last = base + ds - 1u;
+    return vec4<f32>(
+        select(0.0, Sbuf[min(base + n, last)], n < ds),
+        select(0.0, Sbuf[min(base + n + 1u, last)], n + 1u < ds),
+        select(0.0, Sbuf[min(base + n + 2u, last)], n + 2u < ds),
+        select(0.0, Sbuf[min(base + n + 3u, last)], n + 3u < ds),
+    );
+}
+
+fn st_S4(base: u32, n: u32, v: vec4<f32>) {
+    let ds = P.d_state;
+    if (n < ds) { Sbuf[base + n] = v.x; }
+    if (n + 1u < ds) { Sbuf[base + n + 1u] = v.y; }
+    if (n + 2u < ds) { Sbuf[base + n + 2u] = v.z; }
+    if (n + 3u < ds) { Sbuf[base + n + 3u] = v.w; }
+}
+
+fn st_h4(base: u32, n: u32, v: vec4<f32>) {
+    let ds = P.d_state;
+    if (n < ds) { h_out[base + n] = v.x; }
+    if (n + 1u < ds) { h_out[base + n + 1u] = v.y; }
+    if (n + 2u < ds) { h_out[base + n + 2u] = v.z; }
+    if (n + 3u < ds) { h_out[base + n + 3u] = v.w; }
+}
+
+fn st_last4(base: u32, n: u32, v: vec4<f32>) {
+    let ds = P.d_state;
+    if (n < ds) { last_state[base + n] = v.x; }
+    if (n + 1u < ds) { last_state[base + n + 1u] = v.y; }
+    if (n + 2u < ds) { last_state[base + n + 2u] = v.z; }
+    if (n + 3u < ds) { last_state[base + n + 3u] = v.w; }
+}
+
+fn st_par4(base: u32, n: u32, v: vec4<f32>) {
+    let ds = P.d_state;
+    if (n < ds) { red_par[base + n] = v.x; }
+    if (n + 1u < ds) { red_par[base + n + 1u] = v.y; }
+    if (n + 2u < ds) { red_par[base + n + 2u] = v.z; }
+    if (n + 3u < ds) { red_par[base + n + 3u] = v.w; }
+}
+
+// One forward step of 4 states: h = Ā·h + B̄·u, with bu = B·u.
+fn fwd_q(h: vec4<f32>, A: vec4<f32>, iA: vec4<f32>, dl: f32, bu: vec4<f32>, zoh: bool) -> vec4<f32> {
+    let x = dl * A;
+    let a = exp(x);
+    var coef = vec4<f32>(dl);
+    if (zoh) {
+        coef = zoh_coef4(x, a, dl, iA);
+    }
+    return a * h + coef * bu;
+}
+
+// One reverse step of 4 states given h_{t-1} (hp) and gc = Ā_{t+1}·g_{t+1}.
+struct BwdQ {
+    gc: vec4<f32>,   // Ā_t·g_t, handed to step t-1
+    dB: vec4<f32>,   // this channel's share of dB_t
+    dC: vec4<f32>,   // this channel's share of dC_t
+    dA: vec4<f32>,   // dL/dA contribution
+    du: f32,
+    ddl: f32,        // dL/dΔ_t contribution
+}
+
+fn bwd_q(hp: vec4<f32>, A: vec4<f32>, iA: vec4<f32>, gc: vec4<f32>, bv: vec4<f32>,
+         cv: vec4<f32>, dl: f32, uv: f32, dyv: f32, zoh: bool) -> BwdQ {
+    let x = dl * A;
+    let a = exp(x);
+    var coef = vec4<f32>(dl);
+    var dx_ddl = bv * uv;
+    var dx_dA = vec4<f32>(0.0);
+    if (zoh) {
+        coef = zoh_coef4(x, a, dl, iA);
+        dx_ddl = a * bv * uv;
+        dx_dA = bv * uv * zoh_coef_dA4(x, a, dl, iA);
+    }
+    let ht = a * hp + coef * bv * uv;
+    let g = cv * dyv + gc;
+    var r: BwdQ;
+    r.gc = a * g;
+    r.dB = g * coef * uv;
+    r.dC = dyv * ht;
+    r.dA = g * (dl * a * hp + dx_dA);
+    r.du = dot(g, coef * bv);
+    r.ddl = dot(g, A * a * hp + dx_ddl);
+    return r;
+}
+
+fn has_bias() -> bool {
+    return (P.flags & 1u) != 0u;
+}
+
+fn act_idx(b: u32, t: u32, d: u32) -> u32 {
+    return (b * P.seq_len + t) * P.d_inner + d;
+}
+
+fn bc_idx(b: u32, t: u32, n: u32) -> u32 {
+    return (b * P.seq_len + t) * P.d_state + n;
+}
+
+// Raw z = delta + bias of element i (channel d).
+fn delta_raw(i: u32, d: u32) -> f32 {
+    var z = delta[i];
+    if (has_bias()) {
+        z = z + delta_bias[d];
+    }
+    return z;
+}
+
+// Everything one step reads, loaded one step ahead so that the loads of step t+1 are in
+// flight while step t computes (the loop bodies are not unrolled by the drivers).
+struct StepIn {
+    z: f32,          // delta + bias
+    u: f32,
+    b0: vec4<f32>,
+    b1: vec4<f32>,
+    b2: vec4<f32>,
+    b3: vec4<f32>,
+    c0: vec4<f32>,
+    c1: vec4<f32>,
+    c2: vec4<f32>,
+    c3: vec4<f32>,
+}
+
+fn load_step(b: u32, t: u32, d: u32, n0: u32, with_c: bool) -> StepIn {
+    var s: StepIn;
+    let i = act_idx(b, t, d);
+    s.z = delta_raw(i, d);
+    s.u = u[i];
+    let bb = bc_idx(b, t, 0u);
+    s.b0 = ld_B4(bb, n0);
+    s.b1 = ld_B4(bb, n0 + 4u);
+    s.b2 = ld_B4(bb, n0 + 8u);
+    s.b3 = ld_B4(bb, n0 + 12u);
+    if (with_c) {
+        s.c0 = ld_C4(bb, n0);
+        s.c1 = ld_C4(bb, n0 + 4u);
+        s.c2 = ld_C4(bb, n0 + 8u);
+        s.c3 = ld_C4(bb, n0 + 12u);
+    }
+    return s;
+}
+
+// One thread's place in a chunk kernel: workgroup -> (d block, chunk group, batch),
+// lane -> (d, chunk). `count` is the number of chunks (or chunk groups) on that axis.
+struct Lane {
+    ok: bool,      // this invocation has work
+    b: u32,
+    c: u32,        // chunk (or chunk group) index
+    d: u32,
+    cgl: u32,      // chunk lane in the workgroup
+    dblk: u32,
+    grp: u32,
+    wok: bool,     // the workgroup itself is real
+}
+
+fn chunk_lane(wid: vec3<u32>, nwg: vec3<u32>, lid: u32, count: u32) -> Lane {
+    var ln: Lane;
+    let w = wg_linear(wid, nwg);
+    let lane = lid % P.wg_d;
+    ln.cgl = lid / P.wg_d;
+    ln.dblk = w % P.n_dblocks;
+    let rest = w / P.n_dblocks;
+    ln.grp = rest % P.n_cgroups;
+    ln.b = rest / P.n_cgroups;
+    ln.d = ln.dblk * P.wg_d + lane;
+    ln.c = ln.grp * (WG / P.wg_d) + ln.cgl;
+    ln.wok = w < P.n_wg;
+    ln.ok = ln.wok && ln.d < P.d_inner && ln.c < count && ln.b < P.batch;
+    return ln;
+}
+
+// Index of a scan element (set, chunk, d) in sbuf-layout and (set, chunk, d, n) in Sbuf.
+fn s_idx(set_b: u32, nchunks: u32, c: u32, d: u32) -> u32 {
+    return (set_b * nchunks + c) * P.d_inner + d;
+}
+
+// ---------------------------------------------------------------- forward
+
+// Pass 1: per (batch, chunk, d): ΣΔ and, per state, the chunk's end state from h = 0.
+@compute @workgroup_size(64)
+fn s6_fwd_summary(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let ln = chunk_lane(wid, nwg, lid, P.n_chunks);
+    if (!ln.ok) {
+        return;  // no barriers in this entry point
+    }
+    let ds = P.d_state;
+    let t0 = ln.c * P.chunk_len;
+    let t1 = min(t0 + P.chunk_len, P.seq_len);
+    let zoh = P.convention == 1u;
+    let n_tiles = (ds + TILE - 1u) / TILE;
+    var ssum = 0.0;
+    for (var tile = 0u; tile < n_tiles; tile++) {
+        let n0 = tile * TILE;
+        let A0 = ld_A4(ln.d, n0);
+        let A1 = ld_A4(ln.d, n0 + 4u);
+        let A2 = ld_A4(ln.d, n0 + 8u);
+        let A3 = ld_A4(ln.d, n0 + 12u);
+        let iA0 = 1.0 / A0;
+        let iA1 = 1.0 / A1;
+        let iA2 = 1.0 / A2;
+        let iA3 = 1.0 / A3;
+        var h0 = vec4<f32>(0.0);
+        var h1 = vec4<f32>(0.0);
+        var h2 = vec4<f32>(0.0);
+        var h3 = vec4<f32>(0.0);
+        var sacc = 0.0;
+        var nx = load_step(ln.b, min(t0, t1 - 1u), ln.d, n0, false);
+        for (var t = t0; t < t1; t++) {
+            let cur = nx;
+            if (t + 1u < t1) {
+                nx = load_step(ln.b, t + 1u, ln.d, n0, false);
+            }
+            let dl = softplus(cur.z);
+            let uv = cur.u;
+            sacc = sacc + dl;
+            h0 = fwd_q(h0, A0, iA0, dl, cur.b0 * uv, zoh);
+            h1 = fwd_q(h1, A1, iA1, dl, cur.b1 * uv, zoh);
+            h2 = fwd_q(h2, A2, iA2, dl, cur.b2 * uv, zoh);
+            h3 = fwd_q(h3, A3, iA3, dl, cur.b3 * uv, zoh);
+        }
+        ssum = sacc;
+        let base = P.off_in_S + s_idx(ln.b, P.n_chunks, ln.c, ln.d) * ds;
+        st_S4(base, n0, h0);
+        st_S4(base, n0 + 4u, h1);
+        st_S4(base, n0 + 8u, h2);
+        st_S4(base, n0 + 12u, h3);
+    }
+    sbuf[P.off_in_s + s_idx(ln.b, P.n_chunks, ln.c, ln.d)] = ssum;
+}
+
+// Pass 3: recompute each chunk from its scanned start state; write y, h (optional), last_state.
+@compute @workgroup_size(64)
+fn s6_fwd_output(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let ln = chunk_lane(wid, nwg, lid, P.n_chunks);
+    if (!ln.ok) {
+        return;  // no barriers in this entry point
+    }
+    let ds = P.d_state;
+    let t0 = ln.c * P.chunk_len;
+    let t1 = min(t0 + P.chunk_len, P.seq_len);
+    let zoh = P.convention == 1u;
+    let store_h = (P.flags & 2u) != 0u;
+    let n_tiles = (ds + TILE - 1u) / TILE;
+    let Dd = Dv[ln.d];
+    for (var tile = 0u; tile < n_tiles; tile++) {
+        let n0 = tile * TILE;
+        let A0 = ld_A4(ln.d, n0);
+        let A1 = ld_A4(ln.d, n0 + 4u);
+        let A2 = ld_A4(ln.d, n0 + 8u);
+        let A3 = ld_A4(ln.d, n0 + 12u);
+        let iA0 = 1.0 / A0;
+        let iA1 = 1.0 / A1;
+        let iA2 = 1.0 / A2;
+        let iA3 = 1.0 / A3;
+        var h0 = vec4<f32>(0.0);
+        var h1 = vec4<f32>(0.0);
+        var h2 = vec4<f32>(0.0);
+        var h3 = vec4<f32>(0.0);
+        if (ln.c > 0u) {
+            let cbase = P.off_carry + s_idx(ln.b, P.n_chunks, ln.c - 1u, ln.d) * ds;
+            h0 = ld_S4(cbase, n0);
+            h1 = ld_S4(cbase, n0 + 4u);
+            h2 = ld_S4(cbase, n0 + 8u);
+            h3 = ld_S4(cbase, n0 + 12u);
+        }
+        var nx = load_step(ln.b, t0, ln.d, n0, true);
+        for (var t = t0; t < t1; t++) {
+            let cur = nx;
+            if (t + 1u < t1) {
+                nx = load_step(ln.b, t + 1u, ln.d, n0, true);
+            }
+            let i = act_idx(ln.b, t, ln.d);
+            let dl = softplus(cur.z);
+            let uv = cur.u;
+            h0 = fwd_q(h0, A0, iA0, dl, cur.b0 * uv, zoh);
+            h1 = fwd_q(h1, A1, iA1, dl, cur.b1 * uv, zoh);
+            h2 = fwd_q(h2, A2, iA2, dl, cur.b2 * uv, zoh);
+            h3 = fwd_q(h3, A3, iA3, dl, cur.b3 * uv, zoh);
+            let acc = dot(cur.c0, h0) + dot(cur.c1, h1) + dot(cur.c2, h2) + dot(cur.c3, h3);
+            if (tile == 0u) {
+                y[i] = Dd * uv + acc;
+            } else {
+                y[i] = y[i] + acc;
+            }
+            if (store_h) {
+                st_h4(i * ds, n0, h0);
+                st_h4(i * ds, n0 + 4u, h1);
+                st_h4(i * ds, n0 + 8u, h2);
+                st_h4(i * ds, n0 + 12u, h3);
+            }
+        }
+        if (t1 == P.seq_len) {
+            let lb = (ln.b * P.d_inner + ln.d) * ds;
+            st_last4(lb, n0, h0);
+            st_last4(lb, n0 + 4u, h1);
+            st_last4(lb, n0 + 8u, h2);
+            st_last4(lb, n0 + 12u, h3);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- carry scan
+
+// Up-sweep of one level: thread per (set, block of 32 elements, d, n) scans its
+// block sequentially, writes local inclusive prefixes (s out of place, S in
+// place or not) and the block aggregate for the next level.
+@compute @workgroup_size(64)
+fn s6_scan_up(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let i = wg_linear(wid, nwg) * WG + lid;
+    if (i >= P.n_threads) {
+        return;  // no barriers in this entry point
+    }
+    let ds = P.d_state;
+    let N = P.scan_n;
+    let nb = (N + GBLK - 1u) / GBLK;
+    let n = i % ds;
+    let r = i / ds;
+    let d = r % P.d_inner;
+    let r2 = r / P.d_inner;
+    let blk = r2 % nb;
+    let sb = r2 / nb;
+    let A = -exp(A_log[d * ds + n]);
+    var sa = 0.0;
+    var Sa = 0.0;
+    let c0 = blk * GBLK;
+    let c1 = min(c0 + GBLK, N);
+    for (var c = c0; c < c1; c++) {
+        let ie = s_idx(sb, N, c, d);
+        let s = sbuf[P.off_in_s + ie];
+        let S = Sbuf[P.off_in_S + ie * ds + n];
+        sa = sa + s;
+        Sa = exp(A * s) * Sa + S;
+        if (n == 0u) {
+            sbuf[P.off_out_s + ie] = sa;
+        }
+        Sbuf[P.off_out_S + ie * ds + n] = Sa;
+    }
+    let ia = s_idx(sb, nb, blk, d);
+    if (n == 0u) {
+        sbuf[P.off_agg_s + ia] = sa;
+    }
+    Sbuf[P.off_agg_S + ia * ds + n] = Sa;
+}
+
+// Down-sweep of one level: thread per element (set, c, d, n); folds in the
+// finished prefix of the previous block from the level above.
+@compute @workgroup_size(64)
+fn s6_scan_down(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let i = wg_linear(wid, nwg) * WG + lid;
+    if (i >= P.n_threads) {
+        return;  // no barriers in this entry point
+    }
+    let ds = P.d_state;
+    let N = P.scan_n;
+    let nb = (N + GBLK - 1u) / GBLK;
+    let n = i % ds;
+    let r = i / ds;
+    let d = r % P.d_inner;
+    let r2 = r / P.d_inner;
+    let c = r2 % N;
+    let sb = r2 / N;
+    let blk = c / GBLK;
+    if (blk == 0u) {
+        return;
+    }
+    let A = -exp(A_log[d * ds + n]);
+    let ie = s_idx(sb, N, c, d);
+    let carry = Sbuf[P.off_agg_S + s_idx(sb, nb, blk - 1u, d) * ds + n];
+    let s = sbuf[P.off_out_s + ie];
+    let o = P.off_out_S + ie * ds + n;
+    Sbuf[o] = Sbuf[o] + exp(A * s) * carry;
+}
+
+// ---------------------------------------------------------------- backward
+
+// Backward pass 1: per (batch, chunk, d): the forward summary (set 0, as
+// s6_fwd_summary) and the reverse summary of the adjoint (set 1, chunk order
+// flipped): L = Ā_{t0}·g_{t0} with g from zero at the chunk's end.
+@compute @workgroup_size(64)
+fn s6_bwd_summary(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let ln = chunk_lane(wid, nwg, lid, P.n_chunks);
+    if (!ln.ok) {
+        return;  // no barriers in this entry point
+    }
+    let ds = P.d_state;
+    let N = P.n_chunks;
+    let t0 = ln.c * P.chunk_len;
+    let t1 = min(t0 + P.chunk_len, P.seq_len);
+    let zoh = P.convention == 1u;
+    let n_tiles = (ds + TILE - 1u) / TILE;
+    let rc = N - 1u - ln.c;
+    var ssum = 0.0;
+    for (var tile = 0u; tile < n_tiles; tile++) {
+        let n0 = tile * TILE;
+        let A0 = ld_A4(ln.d, n0);
+        let A1 = ld_A4(ln.d, n0 + 4u);
+        let A2 = ld_A4(ln.d, n0 + 8u);
+        let A3 = ld_A4(ln.d, n0 + 12u);
+        let iA0 = 1.0 / A0;
+        let iA1 = 1.0 / A1;
+        let iA2 = 1.0 / A2;
+        let iA3 = 1.0 / A3;
+        var h0 = vec4<f32>(0.0);
+        var h1 = vec4<f32>(0.0);
+        var h2 = vec4<f32>(0.0);
+        var h3 = vec4<f32>(0.0);
+        var sacc = 0.0;
+        var nx = load_step(ln.b, min(t0, t1 - 1u), ln.d, n0, false);
+        for (var t = t0; t < t1; t++) {
+            let cur = nx;
+            if (t + 1u < t1) {
+                nx = load_step(ln.b, t + 1u, ln.d, n0, false);
+            }
+            let dl = softplus(cur.z);
+            let uv = cur.u;
+            sacc = sacc + dl;
+            h0 = fwd_q(h0, A0, iA0, dl, cur.b0 * uv, zoh);
+            h1 = fwd_q(h1, A1, iA1, dl, cur.b1 * uv, zoh);
+            h2 = fwd_q(h2, A2, iA2, dl, cur.b2 * uv, zoh);
+            h3 = fwd_q(h3, A3, iA3, dl, cur.b3 * uv, zoh);
+        }
+        // g here is Ā_t·g_t, the amount handed to step t-1.
+        var g0 = vec4<f32>(0.0);
+        var g1 = vec4<f32>(0.0);
+        var g2 = vec4<f32>(0.0);
+        var g3 = vec4<f32>(0.0);
+        for (var tt = t1; tt > t0; tt--) {
+            let t = tt - 1u;
+            let i = act_idx(ln.b, t, ln.d);
+            let dl = softplus(delta_raw(i, ln.d));
+            let dyv = dy[i];
+            let bb = bc_idx(ln.b, t, 0u);
+            g0 = exp(dl * A0) * (ld_C4(bb, n0) * dyv + g0);
+            g1 = exp(dl * A1) * (ld_C4(bb, n0 + 4u) * dyv + g1);
+            g2 = exp(dl * A2) * (ld_C4(bb, n0 + 8u) * dyv + g2);
+            g3 = exp(dl * A3) * (ld_C4(bb, n0 + 12u) * dyv + g3);
+        }
+        ssum = sacc;
+        let fb = P.off_in_S + s_idx(ln.b, N, ln.c, ln.d) * ds;
+        let rb = P.off_in_S + s_idx(P.batch + ln.b, N, rc, ln.d) * ds;
+        st_S4(fb, n0, h0);
+        st_S4(fb, n0 + 4u, h1);
+        st_S4(fb, n0 + 8u, h2);
+        st_S4(fb, n0 + 12u, h3);
+        st_S4(rb, n0, g0);
+        st_S4(rb, n0 + 4u, g1);
+        st_S4(rb, n0 + 8u, g2);
+        st_S4(rb, n0 + 12u, g3);
+    }
+    sbuf[P.off_in_s + s_idx(ln.b, N, ln.c, ln.d)] = ssum;
+    sbuf[P.off_in_s + s_idx(P.batch + ln.b, N, rc, ln.d)] = ssum;
+}
+
+fn smem_st4(base: u32, v: vec4<f32>) {
+    bc_smem[base] = v.x;
+    bc_smem[base + 1u] = v.y;
+    bc_smem[base + 2u] = v.z;
+    bc_smem[base + 3u] = v.w;
+}
+
+// Backward pass 3: per (batch, group of k_chunks chunks, d). Writes du, ddelta,
+// dB/dC partials per d-block, and dA_log/dD/ddelta_bias partials per (batch, group).
+@compute @workgroup_size(64)
+fn s6_bwd_output(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let ln = chunk_lane(wid, nwg, lid, P.n_kgroups);
+    let ok = ln.ok;
+    // Predicated, never returned: the loops below hold barriers.
+    let b = select(0u, ln.b, ln.wok && ln.b < P.batch);
+    let d = select(0u, ln.d, ok);
+    let ds = P.d_state;
+    let N = P.n_chunks;
+    let L = P.chunk_len;
+    let zoh = P.convention == 1u;
+    let n_tiles = (ds + TILE - 1u) / TILE;
+    let cpw = WG / P.wg_d;  // chunk lanes per workgroup
+    let Dd = Dv[d];
+    let bcM = P.batch * P.seq_len * ds;  // columns of one of dB, dC in the partials
+    let sm = lid * SM_ROW;
+    var dD_acc = 0.0;
+    var ddb_acc = 0.0;
+    for (var tile = 0u; tile < n_tiles; tile++) {
+        let n0 = tile * TILE;
+        let A0 = ld_A4(d, n0);
+        let A1 = ld_A4(d, n0 + 4u);
+        let A2 = ld_A4(d, n0 + 8u);
+        let A3 = ld_A4(d, n0 + 12u);
+        let iA0 = 1.0 / A0;
+        let iA1 = 1.0 / A1;
+        let iA2 = 1.0 / A2;
+        let iA3 = 1.0 / A3;
+        var dA0 = vec4<f32>(0.0);
+        var dA1 = vec4<f32>(0.0);
+        var dA2 = vec4<f32>(0.0);
+        var dA3 = vec4<f32>(0.0);
+        for (var kk = 0u; kk < P.k_chunks; kk++) {
+            let kslot = P.k_chunks - 1u - kk;
+            let c_raw = ln.c * P.k_chunks + kslot;
+            let cok = ok && c_raw < N;
+            let c = select(0u, c_raw, cok);
+            let t0 = c * L;
+            let nsteps = select(0u, min(L, P.seq_len - min(t0, P.seq_len)), cok);
+            // Chunk-start state (forward set) and adjoint handed in from the right (reverse set).
+            var h0 = vec4<f32>(0.0);
+            var h1 = vec4<f32>(0.0);
+            var h2 = vec4<f32>(0.0);
+            var h3 = vec4<f32>(0.0);
+            var gc0 = vec4<f32>(0.0);
+            var gc1 = vec4<f32>(0.0);
+            var gc2 = vec4<f32>(0.0);
+            var gc3 = vec4<f32>(0.0);
+            let p = N - 1u - c;
+            if (cok && c > 0u) {
+                let fb = P.off_carry + s_idx(b, N, c - 1u, d) * ds;
+                h0 = ld_S4(fb, n0);
+                h1 = ld_S4(fb, n0 + 4u);
+                h2 = ld_S4(fb, n0 + 8u);
+                h3 = ld_S4(fb, n0 + 12u);
+            }
+            if (cok && p > 0u) {
+                let rb = P.off_carry + s_idx(P.batch + b, N, p - 1u, d) * ds;
+                gc0 = ld_S4(rb, n0);
+                gc1 = ld_S4(rb, n0 + 4u);
+                gc2 = ld_S4(rb, n0 + 8u);
+                gc3 = ld_S4(rb, n0 + 12u);
+            }
+            // Sweep the chunk once, keeping the state every SUB steps.
+            var ckpt: array<vec4<f32>, 16>;
+            for (var j = 0u; j < SUB * NSUB; j++) {
+                if (j % SUB == 0u) {
+                    let q = (j / SUB) * 4u;
+                    ckpt[q] = h0;
+                    ckpt[q + 1u] = h1;
+                    ckpt[q + 2u] = h2;
+                    ckpt[q + 3u] = h3;
+                }
+                if (j < nsteps) {
+                    let i = act_idx(b, t0 + j, d);
+                    let dl = softplus(delta_raw(i, d));
+                    let uv = u[i];
+                    let bb = bc_idx(b, t0 + j, 0u);
+                    h0 = fwd_q(h0, A0, iA0, dl, ld_B4(bb, n0) * uv, zoh);
+                    h1 = fwd_q(h1, A1, iA1, dl, ld_B4(bb, n0 + 4u) * uv, zoh);
+                    h2 = fwd_q(h2, A2, iA2, dl, ld_B4(bb, n0 + 8u) * uv, zoh);
+                    h3 = fwd_q(h3, A3, iA3, dl, ld_B4(bb, n0 + 12u) * uv, zoh);
+                }
+            }
+            for (var sub1 = NSUB; sub1 > 0u; sub1--) {
+                let sub = sub1 - 1u;
+                // Recompute this sub-chunk, keeping h_{t-1} of each step.
+                var hist: array<vec4<f32>, 32>;
+                h0 = ckpt[sub * 4u];
+                h1 = ckpt[sub * 4u + 1u];
+                h2 = ckpt[sub * 4u + 2u];
+                h3 = ckpt[sub * 4u + 3u];
+                for (var j = 0u; j < SUB; j++) {
+                    hist[j * 4u] = h0;
+                    hist[j * 4u + 1u] = h1;
+                    hist[j * 4u + 2u] = h2;
+                    hist[j * 4u + 3u] = h3;
+                    let jt = sub * SUB + j;
+                    if (jt < nsteps) {
+                        let i = act_idx(b, t0 + jt, d);
+                        let dl = softplus(delta_raw(i, d));
+                        let uv = u[i];
+                        let bb = bc_idx(b, t0 + jt, 0u);
+                        h0 = fwd_q(h0, A0, iA0, dl, ld_B4(bb, n0) * uv, zoh);
+                        h1 = fwd_q(h1, A1, iA1, dl, ld_B4(bb, n0 + 4u) * uv, zoh);
+                        h2 = fwd_q(h2, A2, iA2, dl, ld_B4(bb, n0 + 8u) * uv, zoh);
+                        h3 = fwd_q(h3, A3, iA3, dl, ld_B4(bb, n0 + 12u) * uv, zoh);
+                    }
+                }
+                // Reverse sweep of the sub-chunk with the adjoint.
+                for (var j1 = SUB; j1 > 0u; j1--) {
+                    let j = j1 - 1u;
+                    let jt = sub * SUB + j;
+                    let v = jt < nsteps;
+                    let t = t0 + select(0u, jt, v);
+                    let i = act_idx(b, t, d);
+                    let z = delta_raw(i, d);
+                    let dl = softplus(z);
+                    let uv = u[i];
+                    let dyv = dy[i];
+                    let bb = bc_idx(b, t, 0u);
+                    let r0 = bwd_q(hist[j * 4u], A0, iA0, gc0, ld_B4(bb, n0), ld_C4(bb, n0),
+                                   dl, uv, dyv, zoh);
+                    let r1 = bwd_q(hist[j * 4u + 1u], A1, iA1, gc1, ld_B4(bb, n0 + 4u),
+                                   ld_C4(bb, n0 + 4u), dl, uv, dyv, zoh);
+                    let r2 = bwd_q(hist[j * 4u + 2u], A2, iA2, gc2, ld_B4(bb, n0 + 8u),
+                                   ld_C4(bb, n0 + 8u), dl, uv, dyv, zoh);
+                    let r3 = bwd_q(hist[j * 4u + 3u], A3, iA3, gc3, ld_B4(bb, n0 + 12u),
+                                   ld_C4(bb, n0 + 12u), dl, uv, dyv, zoh);
+                    let zero = vec4<f32>(0.0);
+                    smem_st4(sm, select(zero, r0.dB, v));
+                    smem_st4(sm + 4u, select(zero, r1.dB, v));
+                    smem_st4(sm + 8u, select(zero, r2.dB, v));
+                    smem_st4(sm + 12u, select(zero, r3.dB, v));
+                    smem_st4(sm + 16u, select(zero, r0.dC, v));
+                    smem_st4(sm + 20u, select(zero, r1.dC, v));
+                    smem_st4(sm + 24u, select(zero, r2.dC, v));
+                    smem_st4(sm + 28u, select(zero, r3.dC, v));
+                    if (v) {
+                        gc0 = r0.gc;
+                        gc1 = r1.gc;
+                        gc2 = r2.gc;
+                        gc3 = r3.gc;
+                        dA0 = dA0 + r0.dA;
+                        dA1 = dA1 + r1.dA;
+                        dA2 = dA2 + r2.dA;
+                        dA3 = dA3 + r3.dA;
+                        let du_t = (r0.du + r1.du) + (r2.du + r3.du);
+                        let ddz = softplus_grad(z) * ((r0.ddl + r1.ddl) + (r2.ddl + r3.ddl));
+                        if (tile == 0u) {
+                            du[i] = Dd * dyv + du_t;
+                            ddelta[i] = ddz;
+                            dD_acc = dD_acc + dyv * uv;
+                        } else {
+                            du[i] = du[i] + du_t;
+                            ddelta[i] = ddelta[i] + ddz;
+                        }
+                        ddb_acc = ddb_acc + ddz;
+                    }
+                    workgroupBarrier();
+                    // Sum the lanes of each chunk lane group in a fixed order.
+                    for (var o = lid; o < cpw * 32u; o += WG) {
+                        let cg = o / 32u;
+                        let kq = o % 32u;
+                        let n = n0 + (kq % 16u);
+                        let cc = (ln.grp * cpw + cg) * P.k_chunks + kslot;
+                        let tt = cc * L + jt;
+                        var acc = 0.0;
+                        for (var l = 0u; l < P.wg_d; l++) {
+                            acc = acc + bc_smem[(cg * P.wg_d + l) * SM_ROW + kq];
+                        }
+                        if (ln.wok && cc < N && jt < L && tt < P.seq_len && n < ds) {
+                            let col = (kq / 16u) * bcM + bc_idx(ln.b, tt, n);
+                            red[ln.dblk * 2u * bcM + col] = acc;
+                        }
+                    }
+                    workgroupBarrier();
+                }
+            }
+        }
+        if (ok) {
+            let row = ln.b * P.n_kgroups + ln.c;
+            let rbase = row * (P.d_inner * ds + 2u * P.d_inner) + d * ds;
+            st_par4(rbase, n0, A0 * dA0);
+            st_par4(rbase, n0 + 4u, A1 * dA1);
+            st_par4(rbase, n0 + 8u, A2 * dA2);
+            st_par4(rbase, n0 + 12u, A3 * dA3);
+        }
+    }
+    if (ok) {
+        let row = ln.b * P.n_kgroups + ln.c;
+        let rbase = row * (P.d_inner * ds + 2u * P.d_inner) + P.d_inner * ds;
+        red_par[rbase + d] = dD_acc;
+        red_par[rbase + P.d_inner + d] = ddb_acc;
+    }
+}
+
+// ---------------------------------------------------------------- reductions
+
+// out[r', col] = Σ_{r in group r'} in[r, col], groups of 32 rows in fixed order.
+@compute @workgroup_size(64)
+fn s6_reduce_rows(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let i = wg_linear(wid, nwg) * WG + lid;
+    if (i >= P.n_threads) {
+        return;  // no barriers in this entry point
+    }
+    let M = P.red_cols;
+    let col = i % M;
+    let orow = i / M;
+    let r0 = orow * GBLK;
+    let r1 = min(r0 + GBLK, P.red_rows);
+    var acc = 0.0;
+    for (var r = r0; r < r1; r++) {
+        acc = acc + red[P.red_in + r * M + col];
+    }
+    red[P.red_out + orow * M + col] = acc;
+}
+
+// Last level: sum the remaining rows per column and scatter to up to three outputs.
+@compute @workgroup_size(64)
+fn s6_reduce_final(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let col = wg_linear(wid, nwg) * WG + lid;
+    let M = P.red_cols;
+    if (col >= M) {
+        return;  // no barriers in this entry point
+    }
+    var acc = 0.0;
+    for (var r = 0u; r < P.red_rows; r++) {
+        acc = acc + red[P.red_in + r * M + col];
+    }
+    if (col < P.m0) {
+        out0[col] = acc;
+    } else if (col < P.m0 + P.m1) {
+        out1[col - P.m0] = acc;
+    } else {
+        out2[col - P.m0 - P.m1] = acc;
+    }
+}

@@ -1,0 +1,861 @@
+"""Runner for ssmviz's own S6 (Mamba selective scan) WGSL kernels, forward and backward.
+
+The kernels live in ``shaders/selective_scan.wgsl``; :data:`S6_ABI` describes
+their passes, bindings and params as plain data. :class:`S6Kernel` uploads a
+problem, builds the dispatch lists and reads the results back.
+
+Shapes: u, delta, dy, y, du, ddelta: (batch, seq_len, d_inner); A_log, dA_log:
+(d_inner, d_state); B, C, dB, dC: (batch, seq_len, d_state); D, delta_bias, dD,
+ddelta_bias: (d_inner,); h: (batch, seq_len, d_inner, d_state); last_state:
+(batch, d_inner, d_state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ssmviz.core.errors import SsmvizError
+from ssmviz.core.gpu import (
+    POISON_U32,
+    Dispatch,
+    GpuRuntime,
+    TimedResult,
+    get_runtime,
+    split_workgroups,
+)
+
+SHADER = "selective_scan.wgsl"
+WORKGROUP = 64  # invocations per workgroup, every pass
+SCAN_BLOCK = 32  # summaries per thread per scan level; rows per reduction group
+BWD_MAX_CHUNK = 32  # the backward output pass keeps 4 checkpoints of 8 steps
+TARGET_THREADS = 131072  # enough invocations to fill a large GPU
+WORKGROUP_STORAGE = 2112 * 4
+CONVENTION_IDS = {"mamba": 0, "builderforce": 1}
+
+PARAM_FIELDS: list[str] = [
+    "batch",
+    "seq_len",
+    "d_inner",
+    "d_state",
+    "chunk_len",
+    "n_chunks",
+    "convention",
+    "flags",
+    "n_wg",
+    "wg_d",
+    "n_dblocks",
+    "n_cgroups",
+    "k_chunks",
+    "n_kgroups",
+    "scan_n",
+    "scan_sets",
+    "off_in_s",
+    "off_in_S",
+    "off_out_s",
+    "off_out_S",
+    "off_agg_s",
+    "off_agg_S",
+    "off_carry",
+    "red_rows",
+    "red_cols",
+    "red_in",
+    "red_out",
+    "m0",
+    "m1",
+    "n_threads",
+    "_pad0",
+    "_pad1",
+]
+
+FLAG_HAS_BIAS = 1
+FLAG_STORE_H = 2
+FLAG_REVERSE_WG = 4
+
+
+def _b(index: int, name: str, role: str, shape: str, access: str, mode: str = "overwrite") -> dict:
+    return {
+        "index": index,
+        "name": name,
+        "role": role,
+        "shape": shape,
+        "access": access,
+        "mode": mode,
+    }
+
+
+_U = _b(1, "u", "input", "(batch, seq_len, d_inner)", "read")
+_DELTA = _b(2, "delta", "input", "(batch, seq_len, d_inner), before bias and softplus", "read")
+_ALOG = _b(3, "A_log", "input", "(d_inner, d_state)", "read")
+_B = _b(4, "B", "input", "(batch, seq_len, d_state)", "read")
+_C = _b(5, "C", "input", "(batch, seq_len, d_state)", "read")
+_D = _b(6, "D", "input", "(d_inner,)", "read")
+_BIAS = _b(7, "delta_bias", "input", "(d_inner,); zeros when absent (flags bit 0 off)", "read")
+_DY = _b(8, "dy", "input", "(batch, seq_len, d_inner)", "read")
+_Y = _b(9, "y", "output", "(batch, seq_len, d_inner)", "read_write")
+_H = _b(
+    10,
+    "h",
+    "output",
+    "(batch, seq_len, d_inner, d_state); 4-byte dummy unless store_h",
+    "read_write",
+)
+_LAST = _b(11, "last_state", "output", "(batch, d_inner, d_state)", "read_write")
+_SBUF = _b(
+    12, "sbuf", "scratch", "chunk ΣΔ sums and their scans, all levels (see offsets)", "read_write"
+)
+_SSTATE = _b(13, "Sbuf", "scratch", "chunk summaries / scanned carries, all levels", "read_write")
+_DU = _b(14, "du", "output", "(batch, seq_len, d_inner), includes D·dy", "read_write")
+_DDELTA = _b(15, "ddelta", "output", "(batch, seq_len, d_inner), w.r.t. raw delta", "read_write")
+_RED = _b(
+    16,
+    "red",
+    "scratch",
+    "partial sums (rows, cols) per reduction level; for s6_bwd_output the dB | dC partials "
+    "(n_dblocks, 2, batch, seq_len, d_state), which are the outputs when n_dblocks == 1",
+    "read_write",
+)
+_RED_PAR = _b(
+    17,
+    "red_par",
+    "scratch",
+    "(batch * n_kgroups, d_inner * d_state + 2 * d_inner) partials",
+    "read_write",
+)
+_OUT0 = _b(18, "out0", "output", "dB or dA_log", "read_write")
+_OUT1 = _b(19, "out1", "output", "dC or dD", "read_write")
+_OUT2 = _b(20, "out2", "output", "ddelta_bias (4-byte dummy for the dB/dC reduction)", "read_write")
+_PARAMS = {
+    "index": 0,
+    "name": "params",
+    "role": "uniform",
+    "shape": "Params (32 × u32)",
+    "access": "uniform",
+    "mode": "overwrite",
+}
+
+_CHUNK_DISPATCH = (
+    "split_workgroups(batch * n_cgroups * n_dblocks), n_dblocks = ceil(d_inner"
+    " / wg_d), n_cgroups = ceil(n_chunks / (64 / wg_d))"
+)
+
+#: The ABI of shaders/selective_scan.wgsl as plain data (rendered and reused elsewhere).
+S6_ABI: dict = {
+    "shader": SHADER,
+    "workgroup_storage_bytes": WORKGROUP_STORAGE,
+    "storage_buffers_per_stage": 13,
+    "params": {
+        "struct": "Params",
+        "binding": 0,
+        "fields": [{"name": f, "type": "u32"} for f in PARAM_FIELDS],
+        "notes": [
+            "convention: 0 mamba, 1 builderforce",
+            "flags: bit 0 has delta_bias, bit 1 store h, bit 2 reverse workgroup order",
+            "wg_d = min(64, next power of two >= d_inner); 64 / wg_d chunks per workgroup",
+            "the linear workgroup id is wid.x + wid.y * num_workgroups.x (split_workgroups)",
+        ],
+    },
+    "passes": [
+        {
+            "entry_point": "s6_fwd_summary",
+            "stage": "forward",
+            "workgroup_size": WORKGROUP,
+            "dispatch": _CHUNK_DISPATCH,
+            "does": "per (batch, chunk, d): ΣΔ -> sbuf[off_in_s], end state from 0 -> "
+            "Sbuf[off_in_S]",
+            "bindings": [_PARAMS, _U, _DELTA, _ALOG, _B, _C, _BIAS, _SBUF, _SSTATE],
+        },
+        {
+            "entry_point": "s6_scan_up",
+            "stage": "forward and backward",
+            "workgroup_size": WORKGROUP,
+            "dispatch": "split_workgroups(ceil(scan_sets * ceil(scan_n / 32) * d_inner * d_state"
+            " / 64)), once per level, bottom up",
+            "does": "inclusive scan of blocks of 32 chunk summaries; block aggregates feed the "
+            "next level",
+            "bindings": [_PARAMS, _ALOG, _SBUF, _SSTATE],
+        },
+        {
+            "entry_point": "s6_scan_down",
+            "stage": "forward and backward",
+            "workgroup_size": WORKGROUP,
+            "dispatch": "split_workgroups(ceil(scan_sets * scan_n * d_inner * d_state / 64)), "
+            "once per level below the top, top down",
+            "does": "folds the previous block's finished prefix into each element",
+            "bindings": [_PARAMS, _ALOG, _SBUF, _SSTATE],
+        },
+        {
+            "entry_point": "s6_fwd_output",
+            "stage": "forward",
+            "workgroup_size": WORKGROUP,
+            "dispatch": _CHUNK_DISPATCH,
+            "does": "recompute each chunk from its scanned start state; write y, h, last_state",
+            "bindings": [_PARAMS, _U, _DELTA, _ALOG, _B, _C, _D, _BIAS, _Y, _H, _LAST, _SSTATE],
+        },
+        {
+            "entry_point": "s6_bwd_summary",
+            "stage": "backward",
+            "workgroup_size": WORKGROUP,
+            "dispatch": _CHUNK_DISPATCH + " (chunk_len <= 32)",
+            "does": "forward chunk summaries (set 0) and reverse adjoint summaries (set 1, chunk"
+            " order flipped); scan_sets = 2 * batch",
+            "bindings": [_PARAMS, _U, _DELTA, _ALOG, _B, _C, _BIAS, _DY, _SBUF, _SSTATE],
+        },
+        {
+            "entry_point": "s6_bwd_output",
+            "stage": "backward",
+            "workgroup_size": WORKGROUP,
+            "dispatch": "split_workgroups(batch * n_cgroups * n_dblocks), n_cgroups = "
+            "ceil(n_kgroups / (64 / wg_d)), n_kgroups = ceil(n_chunks / k_chunks)",
+            "does": "recompute states per 8-step sub-chunk, sweep the adjoint in reverse; write "
+            "du, ddelta and the partials of dB, dC (per d block) and of dA_log, dD, "
+            "ddelta_bias (per batch and chunk group)",
+            "bindings": [
+                _PARAMS,
+                _U,
+                _DELTA,
+                _ALOG,
+                _B,
+                _C,
+                _D,
+                _BIAS,
+                _DY,
+                _SSTATE,
+                _DU,
+                _DDELTA,
+                _RED,
+                _RED_PAR,
+            ],
+        },
+        {
+            "entry_point": "s6_reduce_rows",
+            "stage": "backward",
+            "workgroup_size": WORKGROUP,
+            "dispatch": "split_workgroups(ceil(ceil(red_rows / 32) * red_cols / 64)), while "
+            "red_rows > 32",
+            "does": "sums groups of 32 partial rows in a fixed order",
+            "bindings": [_PARAMS, _RED],
+        },
+        {
+            "entry_point": "s6_reduce_final",
+            "stage": "backward",
+            "workgroup_size": WORKGROUP,
+            "dispatch": "split_workgroups(ceil(red_cols / 64)); for dB/dC only when n_dblocks > 1",
+            "does": "sums the last <= 32 rows; columns [0, m0) -> out0, [m0, m0 + m1) -> out1, "
+            "the rest -> out2 (dB, dC, - or dA_log, dD, ddelta_bias)",
+            "bindings": [_PARAMS, _RED, _OUT0, _OUT1, _OUT2],
+        },
+    ],
+}
+
+_PASS_BINDINGS: dict[str, list[str]] = {
+    p["entry_point"]: [b["name"] for b in p["bindings"]] for p in S6_ABI["passes"]
+}
+
+
+@dataclass
+class S6GpuResult:
+    """Outputs (float32, shapes as in the module docstring) and GPU timing per stage."""
+
+    outputs: dict[str, np.ndarray]
+    timing: dict[str, TimedResult]
+
+
+@dataclass
+class _Sizes:
+    batch: int
+    seq_len: int
+    d_inner: int
+    d_state: int
+
+
+@dataclass
+class _ScanLayout:
+    """Offsets of every scan level inside sbuf (ΣΔ) and Sbuf (states)."""
+
+    counts: list[int]  # elements per line at each level
+    s_in: list[int]
+    s_out: list[int]
+    S: list[int]
+    agg_s: int
+    agg_S: int
+    s_size: int
+    S_size: int
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _pow2_at_least(x: int) -> int:
+    return 1 << max(0, int(x) - 1).bit_length()
+
+
+def _scan_layout(sets: int, n_chunks: int, d_inner: int, d_state: int) -> _ScanLayout:
+    counts = [n_chunks]
+    while counts[-1] > SCAN_BLOCK:
+        counts.append(_cdiv(counts[-1], SCAN_BLOCK))
+    s_in, s_out, S = [], [], []
+    so = So = 0
+    for n in counts:
+        s_in.append(so)
+        s_out.append(so + sets * n * d_inner)
+        so += 2 * sets * n * d_inner
+        S.append(So)
+        So += sets * n * d_inner * d_state
+    agg_s, agg_S = so, So  # the top level's (unused) aggregate
+    so += sets * d_inner
+    So += sets * d_inner * d_state
+    return _ScanLayout(counts, s_in, s_out, S, agg_s, agg_S, so, So)
+
+
+def _reduce_levels(rows: int) -> list[int]:
+    """Row counts of each reduction level until at most SCAN_BLOCK remain."""
+    levels = [rows]
+    while levels[-1] > SCAN_BLOCK:
+        levels.append(_cdiv(levels[-1], SCAN_BLOCK))
+    return levels
+
+
+@dataclass
+class _Plan:
+    sz: _Sizes
+    fwd_chunk: int
+    bwd_chunk: int
+    k_chunks: int
+    wg_d: int
+
+    @property
+    def n_dblocks(self) -> int:
+        return _cdiv(self.sz.d_inner, self.wg_d)
+
+    @property
+    def lanes_c(self) -> int:
+        return WORKGROUP // self.wg_d
+
+    @property
+    def n_fwd_chunks(self) -> int:
+        return _cdiv(self.sz.seq_len, self.fwd_chunk)
+
+    @property
+    def n_bwd_chunks(self) -> int:
+        return _cdiv(self.sz.seq_len, self.bwd_chunk)
+
+    @property
+    def n_kgroups(self) -> int:
+        return _cdiv(self.n_bwd_chunks, self.k_chunks)
+
+    def fwd_scan(self) -> _ScanLayout:
+        return _scan_layout(self.sz.batch, self.n_fwd_chunks, self.sz.d_inner, self.sz.d_state)
+
+    def bwd_scan(self) -> _ScanLayout:
+        return _scan_layout(2 * self.sz.batch, self.n_bwd_chunks, self.sz.d_inner, self.sz.d_state)
+
+    def bc_cols(self) -> int:
+        return 2 * self.sz.batch * self.sz.seq_len * self.sz.d_state
+
+    def par_rows(self) -> int:
+        return self.sz.batch * self.n_kgroups
+
+    def par_cols(self) -> int:
+        return self.sz.d_inner * self.sz.d_state + 2 * self.sz.d_inner
+
+    def chunk_workgroups(self, n_items: int) -> int:
+        return self.sz.batch * _cdiv(n_items, self.lanes_c) * self.n_dblocks
+
+
+def _make_plan(
+    sz: _Sizes, fwd_chunk: int | None, bwd_chunk: int | None, k_chunks: int | None
+) -> _Plan:
+    channels = sz.batch * sz.d_inner
+    if fwd_chunk is None:
+        # Long enough that the chunk summaries stay small next to u/delta, short enough
+        # that batch * d_inner * n_chunks threads fill the GPU.
+        fwd_chunk = min(1024, max(32, _pow2_at_least(_cdiv(sz.seq_len * channels, TARGET_THREADS))))
+    if bwd_chunk is None:
+        bwd_chunk = BWD_MAX_CHUNK
+    if not 1 <= bwd_chunk <= BWD_MAX_CHUNK:
+        raise SsmvizError(f"bwd_chunk_len is {bwd_chunk}, expected 1..{BWD_MAX_CHUNK}")
+    if fwd_chunk < 1:
+        raise SsmvizError(f"fwd_chunk_len is {fwd_chunk}, expected >= 1")
+    if k_chunks is None:
+        n_bwd = _cdiv(sz.seq_len, bwd_chunk)
+        k_chunks = int(min(16, max(1, channels * n_bwd // TARGET_THREADS)))
+    if k_chunks < 1:
+        raise SsmvizError(f"bwd_k_chunks is {k_chunks}, expected >= 1")
+    wg_d = min(WORKGROUP, _pow2_at_least(sz.d_inner))
+    return _Plan(sz, int(fwd_chunk), int(bwd_chunk), int(k_chunks), wg_d)
+
+
+def _params(**fields: int) -> np.ndarray:
+    unknown = set(fields) - set(PARAM_FIELDS)
+    if unknown:
+        raise AssertionError(f"unknown params fields {sorted(unknown)}")
+    return np.array([int(fields.get(f, 0)) for f in PARAM_FIELDS], dtype=np.uint32)
+
+
+@dataclass
+class S6Prepared:
+    """An uploaded problem with its dispatch lists (reusable, e.g. by the benchmark)."""
+
+    runtime: GpuRuntime
+    sizes: tuple[int, int, int, int]  # batch, seq_len, d_inner, d_state
+    store_h: bool
+    buffers: dict[str, Any]
+    forward_dispatches: list[Dispatch]
+    backward_dispatches: list[Dispatch]
+    output_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def read(self, names: list[str]) -> dict[str, np.ndarray]:
+        """Read back the named outputs as float32 arrays of their documented shapes."""
+        out = {}
+        for n in names:
+            if n in ("dB", "dC") and n not in self.buffers:
+                # One d-block: the backward pass wrote dB | dC straight into its partials.
+                both = self.runtime.read(self.buffers["red_bc"], np.float32,
+                                         (2, *self.output_shapes[n]))  # fmt: skip
+                out[n] = both[0 if n == "dB" else 1].copy()
+            else:
+                out[n] = self.runtime.read(self.buffers[n], np.float32, self.output_shapes[n])
+        return out
+
+
+class S6Kernel:
+    """ssmviz's S6 forward/backward WGSL kernels on the shared GPU runtime."""
+
+    def __init__(self, runtime: GpuRuntime | None = None, source: str | None = None) -> None:
+        self.rt = runtime if runtime is not None else get_runtime()
+        if source is None:
+            from ssmviz.core.resources import shader_source
+
+            source = shader_source(SHADER)
+        self.source = source
+
+    # -- sizes and limits --------------------------------------------------------------
+    @staticmethod
+    def _buffer_bytes(plan: _Plan, store_h: bool, backward: bool = True) -> dict[str, int]:
+        sz = plan.sz
+        act = sz.batch * sz.seq_len * sz.d_inner * 4
+        fs = plan.fwd_scan()
+        sizes = {
+            "activation": act,
+            "B": sz.batch * sz.seq_len * sz.d_state * 4,
+            "h": act * sz.d_state if store_h else 4,
+            "fwd_sbuf": fs.s_size * 4,
+            "fwd_Sbuf": fs.S_size * 4,
+        }
+        if backward:
+            bs = plan.bwd_scan()
+            # Every reduction level's rows stay in the buffer (level l+1 follows level l).
+            bc_rows = sum(_reduce_levels(plan.n_dblocks))
+            par_rows = sum(_reduce_levels(plan.par_rows()))
+            sizes.update(
+                bwd_sbuf=bs.s_size * 4,
+                bwd_Sbuf=bs.S_size * 4,
+                red_bc=bc_rows * plan.bc_cols() * 4,
+                red_par=par_rows * plan.par_cols() * 4,
+            )
+        return sizes
+
+    def requirements(
+        self,
+        batch: int,
+        seq_len: int,
+        d_inner: int,
+        d_state: int,
+        *,
+        store_h: bool,
+        backward: bool = True,
+    ) -> dict[str, int]:
+        """Keyword arguments for ``rt.require`` for this problem (forward, and backward)."""
+        plan = _make_plan(_Sizes(batch, seq_len, d_inner, d_state), None, None, None)
+        return self._requirements(plan, store_h, backward)
+
+    def _requirements(self, plan: _Plan, store_h: bool, backward: bool) -> dict[str, int]:
+        sizes = self._buffer_bytes(plan, store_h, backward)
+        biggest = max(sizes.values())
+        sz = plan.sz
+        most_wg = max(
+            plan.chunk_workgroups(plan.n_fwd_chunks),
+            plan.chunk_workgroups(plan.n_kgroups),
+            _cdiv(2 * sz.batch * plan.n_bwd_chunks * sz.d_inner * sz.d_state, WORKGROUP),
+            _cdiv(plan.bc_cols() * _cdiv(plan.n_dblocks, SCAN_BLOCK), WORKGROUP),
+            _cdiv(plan.par_cols() * _cdiv(plan.par_rows(), SCAN_BLOCK), WORKGROUP),
+        )
+        per_dim = most_wg if most_wg <= 65535 else _cdiv(most_wg, 65535)
+        return {
+            "storage_binding_bytes": biggest,
+            "buffer_bytes": biggest,
+            "workgroup_storage_bytes": WORKGROUP_STORAGE,
+            "invocations_per_workgroup": WORKGROUP,
+            "storage_buffers_per_stage": int(S6_ABI["storage_buffers_per_stage"]),
+            "workgroups_per_dimension": per_dim,
+        }
+
+    @staticmethod
+    def min_bytes(
+        batch: int, seq_len: int, d_inner: int, d_state: int, *, store_h: bool = False
+    ) -> dict[str, int]:
+        """Bytes that must move at minimum: each input read once, each output written once."""
+        act = batch * seq_len * d_inner
+        bc = batch * seq_len * d_state
+        a = d_inner * d_state
+        fwd = 2 * act + a + 2 * bc + 2 * d_inner + act + batch * a
+        if store_h:
+            fwd += act * d_state
+        bwd = (3 * act + a + 2 * bc + 2 * d_inner) + (2 * act + a + 2 * bc + 2 * d_inner)
+        return {"forward": 4 * fwd, "backward": 4 * bwd}
+
+    # -- inputs ---------------------------------------------------------------------------
+    @staticmethod
+    def _sizes(inputs: Mapping[str, Any], need_dy: bool) -> _Sizes:
+        def get(name: str) -> Any:
+            if name not in inputs or inputs[name] is None:
+                raise SsmvizError(f"S6 input '{name}' is missing")
+            return inputs[name]
+
+        u = get("u")
+        if np.ndim(u) != 3:
+            raise SsmvizError(f"u has shape {np.shape(u)}, expected (batch, seq_len, d_inner)")
+        batch, seq_len, d_inner = (int(x) for x in np.shape(u))
+        a_log = get("A_log")
+        if np.ndim(a_log) != 2:
+            raise SsmvizError(f"A_log has shape {np.shape(a_log)}, expected (d_inner, d_state)")
+        d_state = int(np.shape(a_log)[1])
+        if min(batch, seq_len, d_inner, d_state) < 1:
+            raise SsmvizError(
+                f"S6 sizes must be >= 1: batch {batch}, seq_len {seq_len}, d_inner {d_inner}, "
+                f"d_state {d_state}"
+            )
+        want = {
+            "delta": (batch, seq_len, d_inner),
+            "A_log": (d_inner, d_state),
+            "B": (batch, seq_len, d_state),
+            "C": (batch, seq_len, d_state),
+            "D": (d_inner,),
+        }
+        if inputs.get("delta_bias") is not None:
+            want["delta_bias"] = (d_inner,)
+        if need_dy:
+            want["dy"] = (batch, seq_len, d_inner)
+        for name, shape in want.items():
+            got = tuple(np.shape(get(name)))
+            if got != shape:
+                raise SsmvizError(f"{name} has shape {got}, expected {shape}")
+        return _Sizes(batch, seq_len, d_inner, d_state)
+
+    # -- building ---------------------------------------------------------------------------
+    def prepare(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        convention: str = "mamba",
+        store_h: bool = False,
+        backward: bool = True,
+        poison: bool = True,
+        reverse_wg: bool = False,
+        fwd_chunk_len: int | None = None,
+        bwd_chunk_len: int | None = None,
+        bwd_k_chunks: int | None = None,
+    ) -> S6Prepared:
+        """Check limits, upload once and build the forward and backward dispatch lists.
+
+        ``reverse_wg`` runs every pass with its workgroups in reverse order (race probe);
+        the ``*_chunk_len`` / ``bwd_k_chunks`` overrides are for tests.
+        """
+        if convention not in CONVENTION_IDS:
+            raise SsmvizError(
+                f"convention is {convention!r}, expected one of {', '.join(CONVENTION_IDS)}"
+            )
+        sz = self._sizes(inputs, backward)
+        plan = _make_plan(sz, fwd_chunk_len, bwd_chunk_len, bwd_k_chunks)
+        rt = self.rt
+        rt.require(
+            **self._requirements(plan, store_h, backward),
+            what=f"S6 (batch {sz.batch}, seq_len {sz.seq_len}, d_inner {sz.d_inner}, "
+            f"d_state {sz.d_state})",
+        )
+        B_, L_, Di, Ds = sz.batch, sz.seq_len, sz.d_inner, sz.d_state
+        fill = POISON_U32 if poison else None
+
+        def out(nbytes: int, label: str) -> Any:
+            return rt.empty(nbytes, fill_u32=fill, label=label)
+
+        bias = inputs.get("delta_bias")
+        has_bias = bias is not None
+        buf: dict[str, Any] = {
+            "u": rt.upload(np.asarray(inputs["u"]), label="u"),
+            "delta": rt.upload(np.asarray(inputs["delta"]), label="delta"),
+            "A_log": rt.upload(np.asarray(inputs["A_log"]), label="A_log"),
+            "B": rt.upload(np.asarray(inputs["B"]), label="B"),
+            "C": rt.upload(np.asarray(inputs["C"]), label="C"),
+            "D": rt.upload(np.asarray(inputs["D"]), label="D"),
+            "delta_bias": rt.upload(
+                np.asarray(bias) if has_bias else np.zeros(Di, np.float32), label="delta_bias"
+            ),
+            "y": out(B_ * L_ * Di * 4, "y"),
+            "h": out(B_ * L_ * Di * Ds * 4, "h") if store_h else rt.empty(4, label="h dummy"),
+            "last_state": out(B_ * Di * Ds * 4, "last_state"),
+        }
+        shapes: dict[str, tuple[int, ...]] = {
+            "y": (B_, L_, Di),
+            "last_state": (B_, Di, Ds),
+            "h": (B_, L_, Di, Ds),
+            "du": (B_, L_, Di),
+            "ddelta": (B_, L_, Di),
+            "dA_log": (Di, Ds),
+            "dB": (B_, L_, Ds),
+            "dC": (B_, L_, Ds),
+            "dD": (Di,),
+            "ddelta_bias": (Di,),
+        }
+        base_flags = (FLAG_HAS_BIAS if has_bias else 0) | (FLAG_REVERSE_WG if reverse_wg else 0)
+        common = dict(
+            batch=B_,
+            seq_len=L_,
+            d_inner=Di,
+            d_state=Ds,
+            convention=CONVENTION_IDS[convention],
+            wg_d=plan.wg_d,
+            n_dblocks=plan.n_dblocks,
+        )
+
+        def dispatch(entry: str, n_wg: int, bindings: dict[str, Any], **fields: int) -> Dispatch:
+            flags = fields.pop("flags", 0) | base_flags
+            params = rt.uniform(_params(**common, **fields, n_wg=n_wg, flags=flags))
+            names = _PASS_BINDINGS[entry]
+            index = {b["name"]: b["index"] for p in S6_ABI["passes"] for b in p["bindings"]}
+            missing = [n for n in names if n != "params" and n not in bindings]
+            if missing:
+                raise AssertionError(f"{entry}: no buffer for {missing}")
+            bound = {0: params}
+            bound.update({index[n]: bindings[n] for n in names if n != "params"})
+            return Dispatch(
+                rt.pipeline(self.source, entry, label=entry),
+                bound,
+                split_workgroups(n_wg),
+                label=entry,
+            )
+
+        def scan_dispatches(lay: _ScanLayout, sets: int, bindings: dict[str, Any]) -> list:
+            ds: list[Dispatch] = []
+            top = len(lay.counts) - 1
+            for lvl, n in enumerate(lay.counts):
+                nb = _cdiv(n, SCAN_BLOCK)
+                threads = sets * nb * Di * Ds
+                agg_s = lay.s_in[lvl + 1] if lvl < top else lay.agg_s
+                agg_S = lay.S[lvl + 1] if lvl < top else lay.agg_S
+                ds.append(
+                    dispatch(
+                        "s6_scan_up",
+                        _cdiv(threads, WORKGROUP),
+                        bindings,
+                        scan_n=n,
+                        scan_sets=sets,
+                        off_in_s=lay.s_in[lvl],
+                        off_out_s=lay.s_out[lvl],
+                        off_in_S=lay.S[lvl],
+                        off_out_S=lay.S[lvl],
+                        off_agg_s=agg_s,
+                        off_agg_S=agg_S,
+                        n_threads=threads,
+                    )
+                )
+            for lvl in range(top - 1, -1, -1):
+                n = lay.counts[lvl]
+                threads = sets * n * Di * Ds
+                ds.append(
+                    dispatch(
+                        "s6_scan_down",
+                        _cdiv(threads, WORKGROUP),
+                        bindings,
+                        scan_n=n,
+                        scan_sets=sets,
+                        off_out_s=lay.s_out[lvl],
+                        off_out_S=lay.S[lvl],
+                        off_agg_S=lay.S[lvl + 1],
+                        n_threads=threads,
+                    )
+                )
+            return ds
+
+        # Forward: summary, scan, output.
+        fs = plan.fwd_scan()
+        buf["fwd_sbuf"] = rt.empty(fs.s_size * 4, label="fwd sbuf")
+        buf["fwd_Sbuf"] = rt.empty(fs.S_size * 4, label="fwd Sbuf")
+        fb = dict(buf, sbuf=buf["fwd_sbuf"], Sbuf=buf["fwd_Sbuf"])
+        nfc = plan.n_fwd_chunks
+        fchunk = dict(chunk_len=plan.fwd_chunk, n_chunks=nfc, n_cgroups=_cdiv(nfc, plan.lanes_c))
+        forward = [
+            dispatch(
+                "s6_fwd_summary",
+                plan.chunk_workgroups(nfc),
+                fb,
+                **fchunk,
+                off_in_s=fs.s_in[0],
+                off_in_S=fs.S[0],
+            )
+        ]
+        forward += scan_dispatches(fs, B_, fb)
+        forward.append(
+            dispatch(
+                "s6_fwd_output",
+                plan.chunk_workgroups(nfc),
+                fb,
+                **fchunk,
+                off_carry=fs.S[0],
+                flags=FLAG_STORE_H if store_h else 0,
+            )
+        )
+
+        backward_list: list[Dispatch] = []
+        if backward:
+            buf["dy"] = rt.upload(np.asarray(inputs["dy"]), label="dy")
+            buf["du"] = out(B_ * L_ * Di * 4, "du")
+            buf["ddelta"] = out(B_ * L_ * Di * 4, "ddelta")
+            buf["dA_log"] = out(Di * Ds * 4, "dA_log")
+            # With a single d-block the dB/dC partials are the result: no reduction pass.
+            direct_bc = plan.n_dblocks == 1
+            if not direct_bc:
+                buf["dB"] = out(B_ * L_ * Ds * 4, "dB")
+                buf["dC"] = out(B_ * L_ * Ds * 4, "dC")
+            buf["dD"] = out(Di * 4, "dD")
+            buf["ddelta_bias"] = out(Di * 4, "ddelta_bias")
+            bs = plan.bwd_scan()
+            buf["bwd_sbuf"] = rt.empty(bs.s_size * 4, label="bwd sbuf")
+            buf["bwd_Sbuf"] = rt.empty(bs.S_size * 4, label="bwd Sbuf")
+            sizes = self._buffer_bytes(plan, store_h)
+            buf["red_bc"] = (
+                out(sizes["red_bc"], "dB | dC")
+                if direct_bc
+                else rt.empty(sizes["red_bc"], label="dB/dC partials")
+            )
+            buf["red_par"] = rt.empty(sizes["red_par"], label="dA_log/dD/ddelta_bias partials")
+            buf["dummy"] = rt.empty(4, label="dummy")
+            bb = dict(buf, sbuf=buf["bwd_sbuf"], Sbuf=buf["bwd_Sbuf"], red=buf["red_bc"])
+            nbc = plan.n_bwd_chunks
+            bchunk = dict(chunk_len=plan.bwd_chunk, n_chunks=nbc)
+            backward_list.append(
+                dispatch(
+                    "s6_bwd_summary",
+                    plan.chunk_workgroups(nbc),
+                    bb,
+                    **bchunk,
+                    n_cgroups=_cdiv(nbc, plan.lanes_c),
+                    off_in_s=bs.s_in[0],
+                    off_in_S=bs.S[0],
+                )
+            )
+            backward_list += scan_dispatches(bs, 2 * B_, bb)
+            nkg = plan.n_kgroups
+            backward_list.append(
+                dispatch(
+                    "s6_bwd_output",
+                    plan.chunk_workgroups(nkg),
+                    bb,
+                    **bchunk,
+                    n_cgroups=_cdiv(nkg, plan.lanes_c),
+                    k_chunks=plan.k_chunks,
+                    n_kgroups=nkg,
+                    off_carry=bs.S[0],
+                )
+            )
+            if not direct_bc:
+                backward_list += self._reduce_dispatches(
+                    dispatch,
+                    buf["red_bc"],
+                    plan.n_dblocks,
+                    plan.bc_cols(),
+                    (buf["dB"], buf["dC"], buf["dummy"]),
+                    B_ * L_ * Ds,
+                    B_ * L_ * Ds,
+                )
+            backward_list += self._reduce_dispatches(
+                dispatch,
+                buf["red_par"],
+                plan.par_rows(),
+                plan.par_cols(),
+                (buf["dA_log"], buf["dD"], buf["ddelta_bias"]),
+                Di * Ds,
+                Di,
+            )
+        return S6Prepared(rt, (B_, L_, Di, Ds), store_h, buf, forward, backward_list, shapes)
+
+    @staticmethod
+    def _reduce_dispatches(
+        dispatch: Any, red: Any, rows: int, cols: int, outs: tuple, m0: int, m1: int
+    ) -> list[Dispatch]:
+        levels = _reduce_levels(rows)
+        ds = []
+        off = 0
+        for lvl in range(len(levels) - 1):
+            out_rows = levels[lvl + 1]
+            threads = out_rows * cols
+            out_off = off + levels[lvl] * cols
+            ds.append(
+                dispatch(
+                    "s6_reduce_rows",
+                    _cdiv(threads, WORKGROUP),
+                    {"red": red},
+                    red_rows=levels[lvl],
+                    red_cols=cols,
+                    red_in=off,
+                    red_out=out_off,
+                    n_threads=threads,
+                )
+            )
+            off = out_off
+        ds.append(
+            dispatch(
+                "s6_reduce_final",
+                _cdiv(cols, WORKGROUP),
+                {"red": red, "out0": outs[0], "out1": outs[1], "out2": outs[2]},
+                red_rows=levels[-1],
+                red_cols=cols,
+                red_in=off,
+                m0=m0,
+                m1=m1,
+                n_threads=cols,
+            )
+        )
+        return ds
+
+    # -- running ------------------------------------------------------------------------------
+    def run(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        convention: str = "mamba",
+        store_h: bool = False,
+        backward: bool = True,
+        poison: bool = True,
+        timed: bool = False,
+        reverse_wg: bool = False,
+        fwd_chunk_len: int | None = None,
+        bwd_chunk_len: int | None = None,
+        bwd_k_chunks: int | None = None,
+    ) -> S6GpuResult:
+        """Run forward (and backward) on ``inputs``; see the module docstring for shapes.
+
+        ``inputs`` keys: u, delta, A_log, B, C, D, delta_bias (optional), dy (backward).
+        """
+        prep = self.prepare(
+            inputs,
+            convention=convention,
+            store_h=store_h,
+            backward=backward,
+            poison=poison,
+            reverse_wg=reverse_wg,
+            fwd_chunk_len=fwd_chunk_len,
+            bwd_chunk_len=bwd_chunk_len,
+            bwd_k_chunks=bwd_k_chunks,
+        )
+        timing = {"forward": self.rt.run(prep.forward_dispatches, timed=timed)}
+        names = ["y", "last_state"] + (["h"] if store_h else [])
+        if backward:
+            timing["backward"] = self.rt.run(prep.backward_dispatches, timed=timed)
+            names += ["du", "ddelta", "dA_log", "dB", "dC", "dD", "ddelta_bias"]
+        return S6GpuResult(prep.read(names), timing)

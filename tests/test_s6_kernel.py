@@ -1,0 +1,264 @@
+"""ssmviz's S6 selective-scan WGSL kernels against the float64 reference (lavapipe in CI)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from ssmviz.core.errors import LimitError, SsmvizError
+from ssmviz.core.gpu import POISON_U32
+from ssmviz.core.kernels.s6 import PARAM_FIELDS, S6_ABI, S6Kernel
+from ssmviz.core.reference._common import inverse_softplus
+from ssmviz.core.reference.s6 import s6_backward, s6_forward
+from ssmviz.core.resources import shader_source
+
+FWD = ("y", "h", "last_state")
+GRADS = ("du", "ddelta", "dA_log", "dB", "dC", "dD", "ddelta_bias")
+ARGS = ("u", "delta", "A_log", "B", "C", "D", "delta_bias")
+FWD_TOL = 1e-5
+GRAD_TOL = 1e-4
+
+
+def make_inputs(
+    batch: int, seq_len: int, d_inner: int, d_state: int, seed: int = 0, *, bias: bool = True
+) -> dict[str, np.ndarray]:
+    """Mamba-like init as float32: Δ = softplus(small noise + bias) with the bias the inverse
+    softplus of dt log-uniform in [1e-3, 0.1], A_log = log(1..d_state), D = 1, randn B, C, dy,
+    u a noisy sine."""
+    rng = np.random.default_rng(seed)
+
+    def randn(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    dt = np.exp(rng.uniform(np.log(1e-3), np.log(0.1), d_inner))
+    t = np.arange(seq_len)[None, :, None]
+    freq = rng.uniform(0.001, 0.1, (1, 1, d_inner))
+    u = np.sin(2 * np.pi * freq * t) + 0.5 * rng.standard_normal((batch, seq_len, d_inner))
+    return {
+        "u": u.astype(np.float32),
+        "delta": (0.1 * randn(batch, seq_len, d_inner)).astype(np.float32),
+        "A_log": np.log(np.tile(np.arange(1.0, d_state + 1), (d_inner, 1))).astype(np.float32),
+        "B": randn(batch, seq_len, d_state),
+        "C": randn(batch, seq_len, d_state),
+        "D": np.ones(d_inner, np.float32),
+        "delta_bias": inverse_softplus(dt).astype(np.float32) if bias else None,
+        "dy": randn(batch, seq_len, d_inner),
+    }
+
+
+def reference(inp: dict[str, np.ndarray | None], convention: str) -> dict[str, np.ndarray]:
+    x = {k: (None if v is None else np.asarray(v, np.float64)) for k, v in inp.items()}
+    if x["delta_bias"] is None:
+        x["delta_bias"] = np.zeros(x["D"].shape)
+    args = [x[k] for k in ARGS]
+    fwd = s6_forward(*args, convention=convention)
+    grads = s6_backward(*args, x["dy"], convention=convention, fwd=fwd)
+    out = {k: getattr(fwd, k) for k in FWD}
+    out.update({k: getattr(grads, k) for k in GRADS})
+    return out
+
+
+def rel_err(got: np.ndarray, want: np.ndarray) -> float:
+    """‖got − want‖₂ / ‖want‖₂; the absolute norm when the reference is exactly zero."""
+    diff = float(np.linalg.norm(got.astype(np.float64) - want))
+    scale = float(np.linalg.norm(want))
+    return diff / scale if scale > 0 else diff
+
+
+def assert_close(got: dict[str, np.ndarray], want: dict[str, np.ndarray], label: str) -> None:
+    errs = {k: rel_err(got[k], want[k]) for k in got if k in want}
+    bad = {
+        k: e for k, e in errs.items() if not e <= (FWD_TOL if k in FWD else GRAD_TOL)
+    }  # `not <=` so NaN fails too
+    assert not bad, f"{label}: relative errors over tolerance {bad} (all: {errs})"
+
+
+def no_poison(outputs: dict[str, np.ndarray]) -> None:
+    for name, arr in outputs.items():
+        bits = np.ascontiguousarray(arr, np.float32).view(np.uint32)
+        assert not np.any(bits == POISON_U32), f"{name} has elements the kernel never wrote"
+
+
+def same_bits(a: dict[str, np.ndarray], b: dict[str, np.ndarray], what: str) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        assert np.array_equal(a[k].view(np.uint32), b[k].view(np.uint32)), f"{k} differs: {what}"
+
+
+@pytest.fixture(scope="module")
+def kernel(runtime) -> S6Kernel:
+    return S6Kernel(runtime)
+
+
+# (batch, seq_len, d_inner, d_state)
+ACCURACY_SIZES = [
+    (1, 1, 3, 5),
+    (3, 1, 2, 4),
+    (1, 7, 5, 3),
+    (3, 7, 3, 16),
+    (1, 64, 4, 16),
+    (3, 64, 3, 8),
+    (1, 1000, 4, 16),
+    (3, 1000, 3, 8),
+    (1, 4097, 4, 16),
+    (3, 4097, 2, 8),
+    pytest.param(1, 65536, 4, 16, marks=pytest.mark.slow),
+    pytest.param(3, 65536, 2, 4, marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("convention", ["mamba", "builderforce"])
+@pytest.mark.parametrize(("batch", "seq_len", "d_inner", "d_state"), ACCURACY_SIZES)
+def test_matches_reference(kernel, batch, seq_len, d_inner, d_state, convention):
+    inp = make_inputs(batch, seq_len, d_inner, d_state, seed=seq_len + batch)
+    res = kernel.run(inp, convention=convention, store_h=True)
+    no_poison(res.outputs)
+    assert_close(res.outputs, reference(inp, convention), f"{batch}x{seq_len}x{d_inner}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d_state", [1, 3, 16, 17, 256])
+def test_d_state_range(kernel, d_state):
+    # d_inner 5 is no multiple of the lane count; 17 and 256 need several state tiles.
+    inp = make_inputs(2, 45, 5, d_state, seed=d_state)
+    for convention in ("mamba", "builderforce"):
+        res = kernel.run(inp, convention=convention, store_h=True)
+        no_poison(res.outputs)
+        assert_close(res.outputs, reference(inp, convention), f"d_state {d_state} {convention}")
+
+
+@pytest.mark.gpu
+def test_without_delta_bias(kernel):
+    inp = make_inputs(2, 100, 3, 4, seed=5, bias=False)
+    inp["delta"] = (inp["delta"] - 3.0).astype(np.float32)  # small Δ without a bias
+    res = kernel.run(inp, convention="builderforce")
+    no_poison(res.outputs)
+    assert_close(res.outputs, reference(inp, "builderforce"), "no delta_bias")
+
+
+# Overrides that force many chunks (a 3-level carry scan), short backward chunks that are no
+# multiple of the 8-step sub-chunk, several chunks per backward thread, and > 32 partial rows.
+TILINGS = [
+    dict(fwd_chunk_len=1, bwd_chunk_len=5, bwd_k_chunks=3),
+    dict(fwd_chunk_len=3, bwd_chunk_len=32, bwd_k_chunks=1),
+    dict(fwd_chunk_len=100, bwd_chunk_len=1, bwd_k_chunks=7),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tiling", TILINGS, ids=["c1", "c3", "c100"])
+def test_tilings_match_reference(kernel, tiling):
+    inp = make_inputs(2, 4097, 3, 5, seed=11)
+    want = {c: reference(inp, c) for c in ("mamba", "builderforce")}
+    for convention in ("mamba", "builderforce"):
+        res = kernel.run(inp, convention=convention, store_h=True, **tiling)
+        no_poison(res.outputs)
+        assert_close(res.outputs, want[convention], f"{tiling} {convention}")
+
+
+# (batch, seq_len, d_inner, d_state, overrides): many workgroups in every pass, and one with
+# more than 32 d-blocks so the dB/dC reduction takes two levels.
+RACE_CASES = [
+    (2, 3000, 3, 16, dict(fwd_chunk_len=2, bwd_k_chunks=2)),
+    (1, 700, 70, 17, {}),
+    (1, 9, 2113, 2, {}),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("batch", "seq_len", "d_inner", "d_state", "tiling"), RACE_CASES)
+def test_deterministic_and_race_free(kernel, batch, seq_len, d_inner, d_state, tiling):
+    inp = make_inputs(batch, seq_len, d_inner, d_state, seed=3)
+    runs = [kernel.run(inp, convention="builderforce", store_h=True, **tiling) for _ in range(3)]
+    for r in runs:
+        no_poison(r.outputs)
+    same_bits(runs[0].outputs, runs[1].outputs, "run 1 vs 2")
+    same_bits(runs[0].outputs, runs[2].outputs, "run 1 vs 3")
+    # Race probe: workgroups in reverse order in every pass must give the same bits.
+    rev = kernel.run(inp, convention="builderforce", store_h=True, reverse_wg=True, **tiling)
+    same_bits(runs[0].outputs, rev.outputs, "workgroup order reversed")
+    assert_close(runs[0].outputs, reference(inp, "builderforce"), "race case")
+
+
+@pytest.mark.gpu
+def test_nan_propagates(kernel):
+    inp = make_inputs(1, 300, 3, 4, seed=9)
+    inp["u"][0, 100, 1] = np.nan
+    res = kernel.run(inp)
+    out = res.outputs
+    no_poison(out)
+    assert np.isnan(out["y"][0, 100:, 1]).all() and np.isfinite(out["y"][0, :100]).all()
+    assert np.isnan(out["last_state"][0, 1]).all() and np.isfinite(out["last_state"][0, 0]).all()
+    assert np.isnan(out["ddelta"][0, 100, 1]) and np.isnan(out["dA_log"][1]).all()
+    assert np.isnan(out["dB"][0, 100]).all() and np.isfinite(out["dB"][0, :100]).all()
+    assert np.isfinite(out["dA_log"][0]).all()
+
+
+@pytest.mark.gpu
+def test_limit_error_names_the_limit(kernel, runtime):
+    limit = int(runtime.limits["max-storage-buffer-binding-size"])
+    d_inner = 4
+    seq_len = limit // (4 * d_inner) + 1  # u alone is past the limit
+    req = kernel.requirements(1, seq_len, d_inner, 16, store_h=False)
+    with pytest.raises(LimitError, match="max-storage-buffer-binding-size"):
+        runtime.require(**req)
+    # The runner checks before it allocates: zero-stride views cost no memory.
+    big = np.broadcast_to(np.float32(0.5), (1, seq_len, d_inner))
+    bc = np.broadcast_to(np.float32(0.5), (1, seq_len, 16))
+    inp = {
+        "u": big,
+        "delta": big,
+        "dy": big,
+        "B": bc,
+        "C": bc,
+        "A_log": np.zeros((d_inner, 16), np.float32),
+        "D": np.ones(d_inner, np.float32),
+    }
+    with pytest.raises(LimitError, match="max-storage-buffer-binding-size"):
+        kernel.run(inp)
+
+
+@pytest.mark.gpu
+def test_bad_inputs_name_the_array(kernel):
+    inp = make_inputs(1, 10, 3, 4)
+    with pytest.raises(SsmvizError, match="delta_bias"):
+        kernel.run({**inp, "delta_bias": np.zeros(4, np.float32)})
+    with pytest.raises(SsmvizError, match=r"^B has shape"):
+        kernel.run({**inp, "B": np.zeros((1, 10, 5), np.float32)})
+    with pytest.raises(SsmvizError, match="dy"):
+        kernel.run({k: v for k, v in inp.items() if k != "dy"})
+    with pytest.raises(SsmvizError, match="convention"):
+        kernel.run(inp, convention="s4")
+    fwd_only = kernel.run({k: v for k, v in inp.items() if k != "dy"}, backward=False)
+    assert set(fwd_only.outputs) == {"y", "last_state"}
+
+
+def test_abi_matches_shader():
+    src = shader_source("selective_scan.wgsl")
+    declared = {int(i): name for i, name in re.findall(r"@binding\((\d+)\) var<[^>]+> (\w+)", src)}
+    wgsl_names = {"B": "Bm", "C": "Cm", "D": "Dv", "h": "h_out", "params": "P"}
+    for p in S6_ABI["passes"]:
+        assert re.search(
+            rf"@workgroup_size\({p['workgroup_size']}\)\s*fn {p['entry_point']}\(", src
+        ), p["entry_point"]
+        for b in p["bindings"]:
+            assert declared[b["index"]] == wgsl_names.get(b["name"], b["name"]), b
+    storage = max(sum(b["role"] != "uniform" for b in p["bindings"]) for p in S6_ABI["passes"])
+    assert storage == S6_ABI["storage_buffers_per_stage"]
+    smem = re.findall(r"var<workgroup> \w+: array<f32, (\d+)>", src)
+    assert 4 * sum(int(n) for n in smem) == S6_ABI["workgroup_storage_bytes"] <= 16384
+    fields = re.search(r"struct Params \{(.*?)\}", src, re.S).group(1)
+    assert re.findall(r"(\w+): u32", fields) == PARAM_FIELDS
+    assert len(PARAM_FIELDS) % 4 == 0  # 16-byte uniform
+
+
+def test_min_bytes():
+    got = S6Kernel.min_bytes(8, 8192, 1024, 16)
+    act = 8 * 8192 * 1024 * 4
+    assert 3 * act < got["forward"] < 3.1 * act
+    assert 5 * act < got["backward"] < 5.1 * act
+    with_h = S6Kernel.min_bytes(8, 8192, 1024, 16, store_h=True)["forward"]
+    assert with_h - got["forward"] == 16 * act
