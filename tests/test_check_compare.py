@@ -12,6 +12,14 @@ def _ref(shape=(2, 50, 3)) -> np.ndarray:
     return np.random.default_rng(0).standard_normal(shape)
 
 
+def test_norm_tolerance_alone_fails_a_tensor() -> None:
+    # Spread error: every element within the element bound, the norm error above 1e-5.
+    r = _ref()
+    g = (r * (1 + 3e-5)).astype(np.float32)
+    v = compare("y", g, r, 1e-5, time_axis=1)
+    assert v.first_bad is None and v.rel_err > 1e-5 and not v.passed
+
+
 def test_exact_copy_passes() -> None:
     r = _ref()
     v = compare("y", r.astype(np.float32), r, 1e-5)
@@ -66,9 +74,9 @@ def test_time_axis_scale_is_per_series() -> None:
     t = np.linspace(0, 1, 200)
     r = np.stack([100 * np.sin(9 * t), 1e-3 * np.sin(7 * t)], axis=-1)[None]  # (1, 200, 2)
     g = r.astype(np.float32).copy()
-    g[0, 50, 0] += 100 * 5e-6  # 5e-6 of the big channel's scale: fine
+    g[0, 50, 0] += 100 * 5e-4  # half the element bound (100 · 1e-5) of the big channel
     assert compare("y", g, r, 1e-5, time_axis=1).first_bad is None
-    g[0, 120, 1] += 1e-3 * 1e-3  # 1e-3 of the small channel's scale: bad
+    g[0, 120, 1] += 1e-3 * 1e-2  # ten times the element bound of the small channel: bad
     assert compare("y", g, r, 1e-5, time_axis=1).first_bad == (0, 120, 1)
     # Judged against the whole tensor's scale, the small channel's error would hide.
     assert compare("y", g, r, 1e-5).first_bad is None

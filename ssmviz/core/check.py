@@ -35,11 +35,21 @@ from ssmviz.core.problem import (
 #: Relative-error tolerances against the float64 reference (fp32 kernels).
 FORWARD_TOL = 1e-5
 GRAD_TOL = 1e-4
+#: An element is "past tolerance" when its error exceeds this many times the tensor's
+#: norm tolerance, relative to the element's scale (see :func:`compare`). fp32 rounding in
+#: a scan of length L drifts per element like √L·2⁻²⁴ (1.5e-5 at L = 65536), so single
+#: elements of a correct kernel legitimately sit above the norm tolerance; real faults (a
+#: missing term, an off-by-one at a chunk boundary, a race) are off by 1e-2 to 1 relative.
+#: The factor puts the element bound (1e-3 forward, 1e-2 gradients) near the element-wise
+#: rtol of state-spaces/mamba's own tests (6e-4 forward).
+ELEMENT_FACTOR = 100.0
 #: Store every hidden state for the check (and the plots) up to this many elements.
 MAX_STORED_STATES = 1 << 24
 
 S6_FORWARD_KEYS = ("y", "last_state", "h")
-_NO_TIME_AXIS = ("last_state", "final_state")
+# States at chunk ends have few slots along axis 1 (two for one chunk): judge them on the
+# scale of the whole tensor, like the final states.
+_NO_TIME_AXIS = ("last_state", "final_state", "chunk_states")
 SSD_FORWARD_KEYS = ("y", "final_state", "chunk_states")
 
 
@@ -218,6 +228,23 @@ def unwritten_count(array: np.ndarray) -> int:
     return int(np.count_nonzero(a.view(np.uint32) == POISON_U32))
 
 
+def element_bound(ref: np.ndarray, tolerance: float, *, time_axis: int | None = None) -> np.ndarray:
+    """The largest |gpu − ref| each element may have, shaped like ``ref``.
+
+    ELEMENT_FACTOR · tolerance · max(|ref|, scale), where scale is the rms of the
+    element's own time series (``time_axis`` given) or of the whole tensor.
+    """
+    r = np.asarray(ref, dtype=np.float64)
+    finite = np.isfinite(r)
+    r0 = np.where(finite, r, 0.0)
+    if time_axis is not None and r.ndim > time_axis:
+        count = np.maximum(finite.sum(axis=time_axis, keepdims=True), 1)
+        scale = np.sqrt((r0**2).sum(axis=time_axis, keepdims=True) / count)
+    else:
+        scale = np.sqrt((r0**2).sum() / max(int(finite.sum()), 1))
+    return ELEMENT_FACTOR * tolerance * np.maximum(np.abs(r0), scale)
+
+
 def compare(
     name: str,
     gpu: np.ndarray,
@@ -229,7 +256,9 @@ def compare(
 ) -> TensorVerdict:
     """Judge one GPU tensor against its float64 reference.
 
-    An element is past tolerance when |gpu − ref| > tolerance · max(|ref|, scale):
+    The verdict needs ``rel_err`` ≤ ``tolerance`` (the norm test) and no element past
+    the element bound. An element is past it when
+    |gpu − ref| > ELEMENT_FACTOR · tolerance · max(|ref|, scale):
     relative to the element, but never tighter than relative to its scale, so exact
     zeros and sign changes in the reference do not flag rounding noise. The scale
     is the rms of the element's own time series when ``time_axis`` is given (a scan's
@@ -261,13 +290,8 @@ def compare(
         return v
     v.rel_err = diff_norm / ref_norm if ref_norm > 0 else (0.0 if diff_norm == 0 else np.inf)
     v.max_abs_err = float(np.max(np.where(both, diff, 0.0)))
-    r0 = np.where(finite, r, 0.0)
-    if time_axis is not None and r.ndim > time_axis:
-        count = np.maximum(finite.sum(axis=time_axis, keepdims=True), 1)
-        scale = np.sqrt((r0**2).sum(axis=time_axis, keepdims=True) / count)
-    else:
-        scale = ref_norm / np.sqrt(max(int(finite.sum()), 1))
-    bad = (finite & ~np.isfinite(g64)) | (both & (diff > tolerance * np.maximum(np.abs(r), scale)))
+    bound = element_bound(r, tolerance, time_axis=time_axis)
+    bad = (finite & ~np.isfinite(g64)) | (both & (diff > bound))
     bad |= poisoned
     if bad.any():
         v.first_bad = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), r.shape))
