@@ -18,8 +18,9 @@
 //   (s1+s2, exp(A·s2)·S1 + S2). The carry scan over chunks is hierarchical:
 //   s6_scan_up scans blocks of 32 summaries per thread and emits block
 //   aggregates, recursively until one block remains; s6_scan_down then folds
-//   each level's block carries back in. Every level is its own dispatch, so no
-//   workgroup ever reads another workgroup's result within one dispatch.
+//   each level's block carries back in (level 0 as the output passes read it).
+//   Every level is its own dispatch, so no workgroup ever reads another
+//   workgroup's result within one dispatch.
 // * Forward = summary pass, scan passes, output pass (recompute with the carry).
 //   u and delta are read twice; the chunk length is picked by the runner so the
 //   summaries stay small next to u/delta (e.g. 512 steps at the wide size).
@@ -46,8 +47,18 @@
 //   otherwise: the backward output pass was 1.6x slower).
 //   Tried and slower: a pairwise-tree lane reduction (7 barriers a step instead
 //   of 2) and a double-buffered 16 KiB exchange with one barrier (lower occupancy).
-//   The time is in the per-step exps (16 a step per pass) and, in the backward,
-//   in the three sweeps and the per-step exchange.
+// * Speed notes, second round (H200, same-run A/B): B and C are read as vec4 rows
+//   (4 loads a row instead of 16 clamped scalar loads; the runner pads rows to a
+//   multiple of 4 and appends a zero vec4), Ā = exp2(Δ·A·log2 e), the last chunk's
+//   forward summary is skipped, the level-0 carry down-sweep is folded into the
+//   output passes (ld_carry4), and the dB/dC lane sum uses 4 interleaved partial
+//   sums. Wide (8, 8192, 1024, 16): forward 2.44 -> 1.57 ms, backward 14.2 -> 8.5
+//   ms; long (1, 1M, 4, 16): forward 0.38 -> 0.25 ms, backward 1.19 -> 0.99 ms.
+//   Measured and not kept: no look-ahead load of B/C (forward 1.35x slower), fixing
+//   the convention at pipeline build (no zero-order-hold code in mamba pipelines:
+//   0-2%), fwd chunks of 1024/2048 at the wide size (slower; 256 = 512), more
+//   backward chunks per thread (no change). The backward output pass (7 of the
+//   8.5 ms) is the remaining target: 3 sweeps a chunk and the per-step exchange.
 // * flags bit 2 reverses the workgroup order in every pass (race probe: the
 //   results must not change bitwise).
 
@@ -90,8 +101,8 @@ struct Params {
 @group(0) @binding(1) var<storage, read> u: array<f32>;
 @group(0) @binding(2) var<storage, read> delta: array<f32>;
 @group(0) @binding(3) var<storage, read> A_log: array<f32>;
-@group(0) @binding(4) var<storage, read> Bm: array<f32>;
-@group(0) @binding(5) var<storage, read> Cm: array<f32>;
+@group(0) @binding(4) var<storage, read> Bm: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read> Cm: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read> Dv: array<f32>;
 @group(0) @binding(7) var<storage, read> delta_bias: array<f32>;
 @group(0) @binding(8) var<storage, read> dy: array<f32>;
@@ -113,6 +124,8 @@ const TILE: u32 = 16u;    // states per thread per tile
 const SUB: u32 = 8u;      // backward: steps per recomputed sub-chunk
 const NSUB: u32 = 4u;     // backward: sub-chunks per chunk (chunk_len <= 32)
 const GBLK: u32 = 32u;    // scan: summaries per thread per level
+const LOG2E: f32 = 1.4426950408889634;
+const LN2: f32 = 0.6931471805599453;
 
 // dB / dC contributions of one step: 64 lanes × (16 dB + 16 dC), rows padded to 33 so
 // that a lane's 32 stores and a column's reads both fall in distinct banks.
@@ -208,27 +221,41 @@ fn ld_A4(d: u32, n: u32) -> vec4<f32> {
     );
 }
 
-// B or C of states n..n+3 in the (batch, t) row starting at bb; 0 past d_state.
-fn ld_B4(bb: u32, n: u32) -> vec4<f32> {
-    let ds = P.d_state;
-    let last = bb + ds - 1u;
-    return vec4<f32>(
-        select(0.0, Bm[min(bb + n, last)], n < ds),
-        select(0.0, Bm[min(bb + n + 1u, last)], n + 1u < ds),
-        select(0.0, Bm[min(bb + n + 2u, last)], n + 2u < ds),
-        select(0.0, Bm[min(bb + n + 3u, last)], n + 3u < ds),
-    );
+// B and C are bound as rows of ceil(d_state / 4) vec4s, zero-padded, followed by one
+// zero vec4 (index bc_zero()) that stands in for the vec4s of a tile past the row: one
+// 16-byte load and one index select per 4 states instead of 4 clamped scalar loads.
+struct BcTile {
+    q: vec4<u32>,    // the tile's 4 vec4 indices within a row
+    ok: vec4<bool>,  // inside the row
 }
 
-fn ld_C4(bb: u32, n: u32) -> vec4<f32> {
-    let ds = P.d_state;
-    let last = bb + ds - 1u;
-    return vec4<f32>(
-        select(0.0, Cm[min(bb + n, last)], n < ds),
-        select(0.0, Cm[min(bb + n + 1u, last)], n + 1u < ds),
-        select(0.0, Cm[min(bb + n + 2u, last)], n + 2u < ds),
-        select(0.0, Cm[min(bb + n + 3u, last)], n + 3u < ds),
-    );
+fn bc_q4() -> u32 {
+    return (P.d_state + 3u) / 4u;
+}
+
+fn bc_zero() -> u32 {
+    return P.batch * P.seq_len * bc_q4();
+}
+
+fn bc_tile(n0: u32) -> BcTile {
+    var bt: BcTile;
+    bt.q = vec4<u32>(n0 / 4u) + vec4<u32>(0u, 1u, 2u, 3u);
+    bt.ok = bt.q < vec4<u32>(bc_q4());
+    return bt;
+}
+
+// First vec4 of the B / C row of (b, t).
+fn bc_row(b: u32, t: u32) -> u32 {
+    return (b * P.seq_len + t) * bc_q4();
+}
+
+// States n0 + 4k .. n0 + 4k + 3 of the row r (k constant at every call site).
+fn ld_B4(r: u32, bt: BcTile, k: u32) -> vec4<f32> {
+    return Bm[select(bc_zero(), r + bt.q[k], bt.ok[k])];
+}
+
+fn ld_C4(r: u32, bt: BcTile, k: u32) -> vec4<f32> {
+    return Cm[select(bc_zero(), r + bt.q[k], bt.ok[k])];
 }
 
 // Sbuf states n..n+3 of the row starting at base; 0 past d_state.
@@ -275,13 +302,14 @@ fn st_par4(base: u32, n: u32, v: vec4<f32>) {
     if (n + 3u < ds) { red_par[base + n + 3u] = v.w; }
 }
 
-// One forward step of 4 states: h = Ā·h + B̄·u, with bu = B·u.
-fn fwd_q(h: vec4<f32>, A: vec4<f32>, iA: vec4<f32>, dl: f32, bu: vec4<f32>, zoh: bool) -> vec4<f32> {
-    let x = dl * A;
-    let a = exp(x);
+// One forward step of 4 states: h = Ā·h + B̄·u, with bu = B·u and E = A·log2(e)
+// (Ā = exp2(Δ·E): one multiply less per state than exp(Δ·A)).
+fn fwd_q(h: vec4<f32>, E: vec4<f32>, iA: vec4<f32>, dl: f32, bu: vec4<f32>, zoh: bool) -> vec4<f32> {
+    let x2 = dl * E;
+    let a = exp2(x2);
     var coef = vec4<f32>(dl);
     if (zoh) {
-        coef = zoh_coef4(x, a, dl, iA);
+        coef = zoh_coef4(x2 * LN2, a, dl, iA);
     }
     return a * h + coef * bu;
 }
@@ -296,10 +324,10 @@ struct BwdQ {
     ddl: f32,        // dL/dΔ_t contribution
 }
 
-fn bwd_q(hp: vec4<f32>, A: vec4<f32>, iA: vec4<f32>, gc: vec4<f32>, bv: vec4<f32>,
-         cv: vec4<f32>, dl: f32, uv: f32, dyv: f32, zoh: bool) -> BwdQ {
+fn bwd_q(hp: vec4<f32>, A: vec4<f32>, E: vec4<f32>, iA: vec4<f32>, gc: vec4<f32>,
+         bv: vec4<f32>, cv: vec4<f32>, dl: f32, uv: f32, dyv: f32, zoh: bool) -> BwdQ {
     let x = dl * A;
-    let a = exp(x);
+    let a = exp2(dl * E);
     var coef = vec4<f32>(dl);
     var dx_ddl = bv * uv;
     var dx_dA = vec4<f32>(0.0);
@@ -356,21 +384,21 @@ struct StepIn {
     c3: vec4<f32>,
 }
 
-fn load_step(b: u32, t: u32, d: u32, n0: u32, with_c: bool) -> StepIn {
+fn load_step(b: u32, t: u32, d: u32, bt: BcTile, with_c: bool) -> StepIn {
     var s: StepIn;
     let i = act_idx(b, t, d);
     s.z = delta_raw(i, d);
     s.u = u[i];
-    let bb = bc_idx(b, t, 0u);
-    s.b0 = ld_B4(bb, n0);
-    s.b1 = ld_B4(bb, n0 + 4u);
-    s.b2 = ld_B4(bb, n0 + 8u);
-    s.b3 = ld_B4(bb, n0 + 12u);
+    let bb = bc_row(b, t);
+    s.b0 = ld_B4(bb, bt, 0u);
+    s.b1 = ld_B4(bb, bt, 1u);
+    s.b2 = ld_B4(bb, bt, 2u);
+    s.b3 = ld_B4(bb, bt, 3u);
     if (with_c) {
-        s.c0 = ld_C4(bb, n0);
-        s.c1 = ld_C4(bb, n0 + 4u);
-        s.c2 = ld_C4(bb, n0 + 8u);
-        s.c3 = ld_C4(bb, n0 + 12u);
+        s.c0 = ld_C4(bb, bt, 0u);
+        s.c1 = ld_C4(bb, bt, 1u);
+        s.c2 = ld_C4(bb, bt, 2u);
+        s.c3 = ld_C4(bb, bt, 3u);
     }
     return s;
 }
@@ -409,6 +437,38 @@ fn s_idx(set_b: u32, nchunks: u32, c: u32, d: u32) -> u32 {
     return (set_b * nchunks + c) * P.d_inner + d;
 }
 
+// The scanned (carry) state of chunk cc of scan set sb, read by the output passes. Level 0
+// of the carry scan holds inclusive prefixes within blocks of GBLK chunks; the previous
+// block's finished prefix (level 1, off_agg_S) is folded in here rather than by a level-0
+// s6_scan_down pass, which would rewrite all of level 0 (the largest scan array).
+struct CarryRef {
+    S: u32,       // level-0 state row in Sbuf
+    agg: u32,     // level-1 state row of the previous block
+    s: f32,       // level-0 ΣΔ prefix within the block
+    fold: bool,   // not in the first block
+}
+
+fn carry_ref(sb: u32, cc: u32, d: u32) -> CarryRef {
+    let N = P.n_chunks;
+    let ie = s_idx(sb, N, cc, d);
+    let blk = cc / GBLK;
+    var r: CarryRef;
+    r.S = P.off_carry + ie * P.d_state;
+    r.fold = blk > 0u;
+    r.agg = P.off_agg_S + s_idx(sb, (N + GBLK - 1u) / GBLK, max(blk, 1u) - 1u, d) * P.d_state;
+    r.s = select(0.0, sbuf[P.off_out_s + ie], r.fold);
+    return r;
+}
+
+// States n..n+3 of a carry; E = A·log2(e) of those states.
+fn ld_carry4(r: CarryRef, n: u32, E: vec4<f32>) -> vec4<f32> {
+    var h = ld_S4(r.S, n);
+    if (r.fold) {
+        h = h + exp2(E * r.s) * ld_S4(r.agg, n);
+    }
+    return h;
+}
+
 // ---------------------------------------------------------------- forward
 
 // Pass 1: per (batch, chunk, d): ΣΔ and, per state, the chunk's end state from h = 0.
@@ -419,7 +479,8 @@ fn s6_fwd_summary(
     @builtin(local_invocation_index) lid: u32,
 ) {
     let ln = chunk_lane(wid, nwg, lid, P.n_chunks);
-    if (!ln.ok) {
+    // Nobody reads the last chunk's summary (chunk c starts from the carry of c - 1).
+    if (!ln.ok || ln.c + 1u == P.n_chunks) {
         return;  // no barriers in this entry point
     }
     let ds = P.d_state;
@@ -430,6 +491,7 @@ fn s6_fwd_summary(
     var ssum = 0.0;
     for (var tile = 0u; tile < n_tiles; tile++) {
         let n0 = tile * TILE;
+        let bt = bc_tile(n0);
         let A0 = ld_A4(ln.d, n0);
         let A1 = ld_A4(ln.d, n0 + 4u);
         let A2 = ld_A4(ln.d, n0 + 8u);
@@ -438,24 +500,28 @@ fn s6_fwd_summary(
         let iA1 = 1.0 / A1;
         let iA2 = 1.0 / A2;
         let iA3 = 1.0 / A3;
+        let E0 = A0 * LOG2E;
+        let E1 = A1 * LOG2E;
+        let E2 = A2 * LOG2E;
+        let E3 = A3 * LOG2E;
         var h0 = vec4<f32>(0.0);
         var h1 = vec4<f32>(0.0);
         var h2 = vec4<f32>(0.0);
         var h3 = vec4<f32>(0.0);
         var sacc = 0.0;
-        var nx = load_step(ln.b, min(t0, t1 - 1u), ln.d, n0, false);
+        var nx = load_step(ln.b, min(t0, t1 - 1u), ln.d, bt, false);
         for (var t = t0; t < t1; t++) {
             let cur = nx;
             if (t + 1u < t1) {
-                nx = load_step(ln.b, t + 1u, ln.d, n0, false);
+                nx = load_step(ln.b, t + 1u, ln.d, bt, false);
             }
             let dl = softplus(cur.z);
             let uv = cur.u;
             sacc = sacc + dl;
-            h0 = fwd_q(h0, A0, iA0, dl, cur.b0 * uv, zoh);
-            h1 = fwd_q(h1, A1, iA1, dl, cur.b1 * uv, zoh);
-            h2 = fwd_q(h2, A2, iA2, dl, cur.b2 * uv, zoh);
-            h3 = fwd_q(h3, A3, iA3, dl, cur.b3 * uv, zoh);
+            h0 = fwd_q(h0, E0, iA0, dl, cur.b0 * uv, zoh);
+            h1 = fwd_q(h1, E1, iA1, dl, cur.b1 * uv, zoh);
+            h2 = fwd_q(h2, E2, iA2, dl, cur.b2 * uv, zoh);
+            h3 = fwd_q(h3, E3, iA3, dl, cur.b3 * uv, zoh);
         }
         ssum = sacc;
         let base = P.off_in_S + s_idx(ln.b, P.n_chunks, ln.c, ln.d) * ds;
@@ -487,6 +553,7 @@ fn s6_fwd_output(
     let Dd = Dv[ln.d];
     for (var tile = 0u; tile < n_tiles; tile++) {
         let n0 = tile * TILE;
+        let bt = bc_tile(n0);
         let A0 = ld_A4(ln.d, n0);
         let A1 = ld_A4(ln.d, n0 + 4u);
         let A2 = ld_A4(ln.d, n0 + 8u);
@@ -495,30 +562,34 @@ fn s6_fwd_output(
         let iA1 = 1.0 / A1;
         let iA2 = 1.0 / A2;
         let iA3 = 1.0 / A3;
+        let E0 = A0 * LOG2E;
+        let E1 = A1 * LOG2E;
+        let E2 = A2 * LOG2E;
+        let E3 = A3 * LOG2E;
         var h0 = vec4<f32>(0.0);
         var h1 = vec4<f32>(0.0);
         var h2 = vec4<f32>(0.0);
         var h3 = vec4<f32>(0.0);
         if (ln.c > 0u) {
-            let cbase = P.off_carry + s_idx(ln.b, P.n_chunks, ln.c - 1u, ln.d) * ds;
-            h0 = ld_S4(cbase, n0);
-            h1 = ld_S4(cbase, n0 + 4u);
-            h2 = ld_S4(cbase, n0 + 8u);
-            h3 = ld_S4(cbase, n0 + 12u);
+            let cr = carry_ref(ln.b, ln.c - 1u, ln.d);
+            h0 = ld_carry4(cr, n0, E0);
+            h1 = ld_carry4(cr, n0 + 4u, E1);
+            h2 = ld_carry4(cr, n0 + 8u, E2);
+            h3 = ld_carry4(cr, n0 + 12u, E3);
         }
-        var nx = load_step(ln.b, t0, ln.d, n0, true);
+        var nx = load_step(ln.b, t0, ln.d, bt, true);
         for (var t = t0; t < t1; t++) {
             let cur = nx;
             if (t + 1u < t1) {
-                nx = load_step(ln.b, t + 1u, ln.d, n0, true);
+                nx = load_step(ln.b, t + 1u, ln.d, bt, true);
             }
             let i = act_idx(ln.b, t, ln.d);
             let dl = softplus(cur.z);
             let uv = cur.u;
-            h0 = fwd_q(h0, A0, iA0, dl, cur.b0 * uv, zoh);
-            h1 = fwd_q(h1, A1, iA1, dl, cur.b1 * uv, zoh);
-            h2 = fwd_q(h2, A2, iA2, dl, cur.b2 * uv, zoh);
-            h3 = fwd_q(h3, A3, iA3, dl, cur.b3 * uv, zoh);
+            h0 = fwd_q(h0, E0, iA0, dl, cur.b0 * uv, zoh);
+            h1 = fwd_q(h1, E1, iA1, dl, cur.b1 * uv, zoh);
+            h2 = fwd_q(h2, E2, iA2, dl, cur.b2 * uv, zoh);
+            h3 = fwd_q(h3, E3, iA3, dl, cur.b3 * uv, zoh);
             let acc = dot(cur.c0, h0) + dot(cur.c1, h1) + dot(cur.c2, h2) + dot(cur.c3, h3);
             if (tile == 0u) {
                 y[i] = Dd * uv + acc;
@@ -647,6 +718,7 @@ fn s6_bwd_summary(
     var ssum = 0.0;
     for (var tile = 0u; tile < n_tiles; tile++) {
         let n0 = tile * TILE;
+        let bt = bc_tile(n0);
         let A0 = ld_A4(ln.d, n0);
         let A1 = ld_A4(ln.d, n0 + 4u);
         let A2 = ld_A4(ln.d, n0 + 8u);
@@ -655,24 +727,28 @@ fn s6_bwd_summary(
         let iA1 = 1.0 / A1;
         let iA2 = 1.0 / A2;
         let iA3 = 1.0 / A3;
+        let E0 = A0 * LOG2E;
+        let E1 = A1 * LOG2E;
+        let E2 = A2 * LOG2E;
+        let E3 = A3 * LOG2E;
         var h0 = vec4<f32>(0.0);
         var h1 = vec4<f32>(0.0);
         var h2 = vec4<f32>(0.0);
         var h3 = vec4<f32>(0.0);
         var sacc = 0.0;
-        var nx = load_step(ln.b, min(t0, t1 - 1u), ln.d, n0, false);
+        var nx = load_step(ln.b, min(t0, t1 - 1u), ln.d, bt, false);
         for (var t = t0; t < t1; t++) {
             let cur = nx;
             if (t + 1u < t1) {
-                nx = load_step(ln.b, t + 1u, ln.d, n0, false);
+                nx = load_step(ln.b, t + 1u, ln.d, bt, false);
             }
             let dl = softplus(cur.z);
             let uv = cur.u;
             sacc = sacc + dl;
-            h0 = fwd_q(h0, A0, iA0, dl, cur.b0 * uv, zoh);
-            h1 = fwd_q(h1, A1, iA1, dl, cur.b1 * uv, zoh);
-            h2 = fwd_q(h2, A2, iA2, dl, cur.b2 * uv, zoh);
-            h3 = fwd_q(h3, A3, iA3, dl, cur.b3 * uv, zoh);
+            h0 = fwd_q(h0, E0, iA0, dl, cur.b0 * uv, zoh);
+            h1 = fwd_q(h1, E1, iA1, dl, cur.b1 * uv, zoh);
+            h2 = fwd_q(h2, E2, iA2, dl, cur.b2 * uv, zoh);
+            h3 = fwd_q(h3, E3, iA3, dl, cur.b3 * uv, zoh);
         }
         // g here is Ā_t·g_t, the amount handed to step t-1.
         var g0 = vec4<f32>(0.0);
@@ -684,11 +760,11 @@ fn s6_bwd_summary(
             let i = act_idx(ln.b, t, ln.d);
             let dl = softplus(delta_raw(i, ln.d));
             let dyv = dy[i];
-            let bb = bc_idx(ln.b, t, 0u);
-            g0 = exp(dl * A0) * (ld_C4(bb, n0) * dyv + g0);
-            g1 = exp(dl * A1) * (ld_C4(bb, n0 + 4u) * dyv + g1);
-            g2 = exp(dl * A2) * (ld_C4(bb, n0 + 8u) * dyv + g2);
-            g3 = exp(dl * A3) * (ld_C4(bb, n0 + 12u) * dyv + g3);
+            let bb = bc_row(ln.b, t);
+            g0 = exp2(dl * E0) * (ld_C4(bb, bt, 0u) * dyv + g0);
+            g1 = exp2(dl * E1) * (ld_C4(bb, bt, 1u) * dyv + g1);
+            g2 = exp2(dl * E2) * (ld_C4(bb, bt, 2u) * dyv + g2);
+            g3 = exp2(dl * E3) * (ld_C4(bb, bt, 3u) * dyv + g3);
         }
         ssum = sacc;
         let fb = P.off_in_S + s_idx(ln.b, N, ln.c, ln.d) * ds;
@@ -739,6 +815,7 @@ fn s6_bwd_output(
     var ddb_acc = 0.0;
     for (var tile = 0u; tile < n_tiles; tile++) {
         let n0 = tile * TILE;
+        let bt = bc_tile(n0);
         let A0 = ld_A4(d, n0);
         let A1 = ld_A4(d, n0 + 4u);
         let A2 = ld_A4(d, n0 + 8u);
@@ -747,6 +824,10 @@ fn s6_bwd_output(
         let iA1 = 1.0 / A1;
         let iA2 = 1.0 / A2;
         let iA3 = 1.0 / A3;
+        let E0 = A0 * LOG2E;
+        let E1 = A1 * LOG2E;
+        let E2 = A2 * LOG2E;
+        let E3 = A3 * LOG2E;
         var dA0 = vec4<f32>(0.0);
         var dA1 = vec4<f32>(0.0);
         var dA2 = vec4<f32>(0.0);
@@ -769,18 +850,18 @@ fn s6_bwd_output(
             var gc3 = vec4<f32>(0.0);
             let p = N - 1u - c;
             if (cok && c > 0u) {
-                let fb = P.off_carry + s_idx(b, N, c - 1u, d) * ds;
-                h0 = ld_S4(fb, n0);
-                h1 = ld_S4(fb, n0 + 4u);
-                h2 = ld_S4(fb, n0 + 8u);
-                h3 = ld_S4(fb, n0 + 12u);
+                let cr = carry_ref(b, c - 1u, d);
+                h0 = ld_carry4(cr, n0, E0);
+                h1 = ld_carry4(cr, n0 + 4u, E1);
+                h2 = ld_carry4(cr, n0 + 8u, E2);
+                h3 = ld_carry4(cr, n0 + 12u, E3);
             }
             if (cok && p > 0u) {
-                let rb = P.off_carry + s_idx(P.batch + b, N, p - 1u, d) * ds;
-                gc0 = ld_S4(rb, n0);
-                gc1 = ld_S4(rb, n0 + 4u);
-                gc2 = ld_S4(rb, n0 + 8u);
-                gc3 = ld_S4(rb, n0 + 12u);
+                let cr = carry_ref(P.batch + b, p - 1u, d);
+                gc0 = ld_carry4(cr, n0, E0);
+                gc1 = ld_carry4(cr, n0 + 4u, E1);
+                gc2 = ld_carry4(cr, n0 + 8u, E2);
+                gc3 = ld_carry4(cr, n0 + 12u, E3);
             }
             // Sweep the chunk once, keeping the state every SUB steps.
             var ckpt: array<vec4<f32>, 16>;
@@ -796,11 +877,11 @@ fn s6_bwd_output(
                     let i = act_idx(b, t0 + j, d);
                     let dl = softplus(delta_raw(i, d));
                     let uv = u[i];
-                    let bb = bc_idx(b, t0 + j, 0u);
-                    h0 = fwd_q(h0, A0, iA0, dl, ld_B4(bb, n0) * uv, zoh);
-                    h1 = fwd_q(h1, A1, iA1, dl, ld_B4(bb, n0 + 4u) * uv, zoh);
-                    h2 = fwd_q(h2, A2, iA2, dl, ld_B4(bb, n0 + 8u) * uv, zoh);
-                    h3 = fwd_q(h3, A3, iA3, dl, ld_B4(bb, n0 + 12u) * uv, zoh);
+                    let bb = bc_row(b, t0 + j);
+                    h0 = fwd_q(h0, E0, iA0, dl, ld_B4(bb, bt, 0u) * uv, zoh);
+                    h1 = fwd_q(h1, E1, iA1, dl, ld_B4(bb, bt, 1u) * uv, zoh);
+                    h2 = fwd_q(h2, E2, iA2, dl, ld_B4(bb, bt, 2u) * uv, zoh);
+                    h3 = fwd_q(h3, E3, iA3, dl, ld_B4(bb, bt, 3u) * uv, zoh);
                 }
             }
             for (var sub1 = NSUB; sub1 > 0u; sub1--) {
@@ -821,11 +902,11 @@ fn s6_bwd_output(
                         let i = act_idx(b, t0 + jt, d);
                         let dl = softplus(delta_raw(i, d));
                         let uv = u[i];
-                        let bb = bc_idx(b, t0 + jt, 0u);
-                        h0 = fwd_q(h0, A0, iA0, dl, ld_B4(bb, n0) * uv, zoh);
-                        h1 = fwd_q(h1, A1, iA1, dl, ld_B4(bb, n0 + 4u) * uv, zoh);
-                        h2 = fwd_q(h2, A2, iA2, dl, ld_B4(bb, n0 + 8u) * uv, zoh);
-                        h3 = fwd_q(h3, A3, iA3, dl, ld_B4(bb, n0 + 12u) * uv, zoh);
+                        let bb = bc_row(b, t0 + jt);
+                        h0 = fwd_q(h0, E0, iA0, dl, ld_B4(bb, bt, 0u) * uv, zoh);
+                        h1 = fwd_q(h1, E1, iA1, dl, ld_B4(bb, bt, 1u) * uv, zoh);
+                        h2 = fwd_q(h2, E2, iA2, dl, ld_B4(bb, bt, 2u) * uv, zoh);
+                        h3 = fwd_q(h3, E3, iA3, dl, ld_B4(bb, bt, 3u) * uv, zoh);
                     }
                 }
                 // Reverse sweep of the sub-chunk with the adjoint.
@@ -839,15 +920,15 @@ fn s6_bwd_output(
                     let dl = softplus(z);
                     let uv = u[i];
                     let dyv = dy[i];
-                    let bb = bc_idx(b, t, 0u);
-                    let r0 = bwd_q(hist[j * 4u], A0, iA0, gc0, ld_B4(bb, n0), ld_C4(bb, n0),
-                                   dl, uv, dyv, zoh);
-                    let r1 = bwd_q(hist[j * 4u + 1u], A1, iA1, gc1, ld_B4(bb, n0 + 4u),
-                                   ld_C4(bb, n0 + 4u), dl, uv, dyv, zoh);
-                    let r2 = bwd_q(hist[j * 4u + 2u], A2, iA2, gc2, ld_B4(bb, n0 + 8u),
-                                   ld_C4(bb, n0 + 8u), dl, uv, dyv, zoh);
-                    let r3 = bwd_q(hist[j * 4u + 3u], A3, iA3, gc3, ld_B4(bb, n0 + 12u),
-                                   ld_C4(bb, n0 + 12u), dl, uv, dyv, zoh);
+                    let bb = bc_row(b, t);
+                    let r0 = bwd_q(hist[j * 4u], A0, E0, iA0, gc0, ld_B4(bb, bt, 0u),
+                                   ld_C4(bb, bt, 0u), dl, uv, dyv, zoh);
+                    let r1 = bwd_q(hist[j * 4u + 1u], A1, E1, iA1, gc1, ld_B4(bb, bt, 1u),
+                                   ld_C4(bb, bt, 1u), dl, uv, dyv, zoh);
+                    let r2 = bwd_q(hist[j * 4u + 2u], A2, E2, iA2, gc2, ld_B4(bb, bt, 2u),
+                                   ld_C4(bb, bt, 2u), dl, uv, dyv, zoh);
+                    let r3 = bwd_q(hist[j * 4u + 3u], A3, E3, iA3, gc3, ld_B4(bb, bt, 3u),
+                                   ld_C4(bb, bt, 3u), dl, uv, dyv, zoh);
                     let zero = vec4<f32>(0.0);
                     smem_st4(sm, select(zero, r0.dB, v));
                     smem_st4(sm + 4u, select(zero, r1.dB, v));
@@ -886,10 +967,20 @@ fn s6_bwd_output(
                         let n = n0 + (kq % 16u);
                         let cc = (ln.grp * cpw + cg) * P.k_chunks + kslot;
                         let tt = cc * L + jt;
-                        var acc = 0.0;
-                        for (var l = 0u; l < P.wg_d; l++) {
-                            acc = acc + bc_smem[(cg * P.wg_d + l) * SM_ROW + kq];
+                        // Four interleaved partial sums (a fixed order still): one serial
+                        // chain of wg_d dependent adds per step was latency bound.
+                        let rb = cg * P.wg_d * SM_ROW + kq;
+                        var a4 = vec4<f32>(0.0);
+                        var l = 0u;
+                        for (; l + 4u <= P.wg_d; l += 4u) {
+                            let o4 = rb + l * SM_ROW;
+                            a4 += vec4<f32>(bc_smem[o4], bc_smem[o4 + SM_ROW],
+                                            bc_smem[o4 + 2u * SM_ROW], bc_smem[o4 + 3u * SM_ROW]);
                         }
+                        for (; l < P.wg_d; l++) {
+                            a4.x += bc_smem[rb + l * SM_ROW];
+                        }
+                        let acc = (a4.x + a4.y) + (a4.z + a4.w);
                         if (ln.wok && cc < N && jt < L && tt < P.seq_len && n < ds) {
                             let col = (kq / 16u) * bcM + bc_idx(ln.b, tt, n);
                             red[ln.dblk * 2u * bcM + col] = acc;

@@ -119,9 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--size",
-        choices=("full", "small"),
+        choices=("full", "small", "tiny"),
         default="full",
-        help="full: the issue's sizes (a real GPU); small: sizes lavapipe can run",
+        help="full: the issue's sizes (a real GPU); small: sizes lavapipe can run; tiny: tests",
     )
     bench.add_argument("--repeats", type=_positive("repeats"), default=5)
     bench.add_argument("--reference", action="store_true", help="time the float64 references")

@@ -90,8 +90,12 @@ def _b(index: int, name: str, role: str, shape: str, access: str, mode: str = "o
 _U = _b(1, "u", "input", "(batch, seq_len, d_inner)", "read")
 _DELTA = _b(2, "delta", "input", "(batch, seq_len, d_inner), before bias and softplus", "read")
 _ALOG = _b(3, "A_log", "input", "(d_inner, d_state)", "read")
-_B = _b(4, "B", "input", "(batch, seq_len, d_state)", "read")
-_C = _b(5, "C", "input", "(batch, seq_len, d_state)", "read")
+_BC_SHAPE = (
+    "(batch, seq_len, d_state) as vec4 rows: each row zero-padded to a multiple of 4, then one "
+    "zero vec4 at the end"
+)
+_B = _b(4, "B", "input", _BC_SHAPE, "read")
+_C = _b(5, "C", "input", _BC_SHAPE, "read")
 _D = _b(6, "D", "input", "(d_inner,)", "read")
 _BIAS = _b(7, "delta_bias", "input", "(d_inner,); zeros when absent (flags bit 0 off)", "read")
 _DY = _b(8, "dy", "input", "(batch, seq_len, d_inner)", "read")
@@ -146,7 +150,7 @@ _CHUNK_DISPATCH = (
 S6_ABI: dict = {
     "shader": SHADER,
     "workgroup_storage_bytes": WORKGROUP_STORAGE,
-    "storage_buffers_per_stage": 13,
+    "storage_buffers_per_stage": 14,
     "params": {
         "struct": "Params",
         "binding": 0,
@@ -183,8 +187,9 @@ S6_ABI: dict = {
             "stage": "forward and backward",
             "workgroup_size": WORKGROUP,
             "dispatch": "split_workgroups(ceil(scan_sets * scan_n * d_inner * d_state / 64)), "
-            "once per level below the top, top down",
-            "does": "folds the previous block's finished prefix into each element",
+            "once per level from the top - 1 down to level 1, top down",
+            "does": "folds the previous block's finished prefix into each element (levels >= 1;"
+            " the output passes fold level 0 as they read it)",
             "bindings": [_PARAMS, _ALOG, _SBUF, _SSTATE],
         },
         {
@@ -192,8 +197,24 @@ S6_ABI: dict = {
             "stage": "forward",
             "workgroup_size": WORKGROUP,
             "dispatch": _CHUNK_DISPATCH,
-            "does": "recompute each chunk from its scanned start state; write y, h, last_state",
-            "bindings": [_PARAMS, _U, _DELTA, _ALOG, _B, _C, _D, _BIAS, _Y, _H, _LAST, _SSTATE],
+            "does": "recompute each chunk from its scanned start state (level 0 of the carry scan"
+            " at off_carry, ΣΔ prefixes at off_out_s, level 1 at off_agg_S); write y, h, "
+            "last_state",
+            "bindings": [
+                _PARAMS,
+                _U,
+                _DELTA,
+                _ALOG,
+                _B,
+                _C,
+                _D,
+                _BIAS,
+                _Y,
+                _H,
+                _LAST,
+                _SBUF,
+                _SSTATE,
+            ],
         },
         {
             "entry_point": "s6_bwd_summary",
@@ -223,6 +244,7 @@ S6_ABI: dict = {
                 _D,
                 _BIAS,
                 _DY,
+                _SBUF,
                 _SSTATE,
                 _DU,
                 _DDELTA,
@@ -310,6 +332,15 @@ def _scan_layout(sets: int, n_chunks: int, d_inner: int, d_state: int) -> _ScanL
     so += sets * d_inner
     So += sets * d_inner * d_state
     return _ScanLayout(counts, s_in, s_out, S, agg_s, agg_S, so, So)
+
+
+def _bc_padded(x: Any, batch: int, seq_len: int, d_state: int) -> np.ndarray:
+    """B or C laid out as the kernels read them: rows of ceil(d_state / 4) vec4s, zero-padded,
+    and one zero vec4 after the last row (the stand-in for vec4s past a row)."""
+    q4 = _cdiv(d_state, 4)
+    out = np.zeros(batch * seq_len * q4 * 4 + 4, np.float32)
+    out[:-4].reshape(batch, seq_len, q4 * 4)[..., :d_state] = np.asarray(x, np.float32)
+    return out
 
 
 def _reduce_levels(rows: int) -> list[int]:
@@ -442,7 +473,7 @@ class S6Kernel:
         fs = plan.fwd_scan()
         sizes = {
             "activation": act,
-            "B": sz.batch * sz.seq_len * sz.d_state * 4,
+            "B": (sz.batch * sz.seq_len * _cdiv(sz.d_state, 4) + 1) * 16,
             "h": act * sz.d_state if store_h else 4,
             "fwd_sbuf": fs.s_size * 4,
             "fwd_Sbuf": fs.S_size * 4,
@@ -590,8 +621,8 @@ class S6Kernel:
             "u": rt.upload(np.asarray(inputs["u"]), label="u"),
             "delta": rt.upload(np.asarray(inputs["delta"]), label="delta"),
             "A_log": rt.upload(np.asarray(inputs["A_log"]), label="A_log"),
-            "B": rt.upload(np.asarray(inputs["B"]), label="B"),
-            "C": rt.upload(np.asarray(inputs["C"]), label="C"),
+            "B": rt.upload(_bc_padded(inputs["B"], B_, L_, Ds), label="B"),
+            "C": rt.upload(_bc_padded(inputs["C"], B_, L_, Ds), label="C"),
             "D": rt.upload(np.asarray(inputs["D"]), label="D"),
             "delta_bias": rt.upload(
                 np.asarray(bias) if has_bias else np.zeros(Di, np.float32), label="delta_bias"
@@ -664,7 +695,8 @@ class S6Kernel:
                         n_threads=threads,
                     )
                 )
-            for lvl in range(top - 1, -1, -1):
+            # Level 0 is folded in by the output passes (ld_carry4), not by a down-sweep.
+            for lvl in range(top - 1, 0, -1):
                 n = lay.counts[lvl]
                 threads = sets * n * Di * Ds
                 ds.append(
@@ -682,6 +714,11 @@ class S6Kernel:
                 )
             return ds
 
+        def carry_fields(lay: _ScanLayout) -> dict[str, int]:
+            # Level 0 scanned states and ΣΔ prefixes, and level 1 for the block fold.
+            agg = lay.S[1] if len(lay.counts) > 1 else lay.agg_S
+            return {"off_carry": lay.S[0], "off_out_s": lay.s_out[0], "off_agg_S": agg}
+
         # Forward: summary, scan, output.
         fs = plan.fwd_scan()
         buf["fwd_sbuf"] = rt.empty(fs.s_size * 4, label="fwd sbuf")
@@ -689,24 +726,26 @@ class S6Kernel:
         fb = dict(buf, sbuf=buf["fwd_sbuf"], Sbuf=buf["fwd_Sbuf"])
         nfc = plan.n_fwd_chunks
         fchunk = dict(chunk_len=plan.fwd_chunk, n_chunks=nfc, n_cgroups=_cdiv(nfc, plan.lanes_c))
-        forward = [
-            dispatch(
-                "s6_fwd_summary",
-                plan.chunk_workgroups(nfc),
-                fb,
-                **fchunk,
-                off_in_s=fs.s_in[0],
-                off_in_S=fs.S[0],
+        forward: list[Dispatch] = []
+        if nfc > 1:  # one chunk starts from zero: no summary, no carry scan
+            forward.append(
+                dispatch(
+                    "s6_fwd_summary",
+                    plan.chunk_workgroups(nfc),
+                    fb,
+                    **fchunk,
+                    off_in_s=fs.s_in[0],
+                    off_in_S=fs.S[0],
+                )
             )
-        ]
-        forward += scan_dispatches(fs, B_, fb)
+            forward += scan_dispatches(fs, B_, fb)
         forward.append(
             dispatch(
                 "s6_fwd_output",
                 plan.chunk_workgroups(nfc),
                 fb,
                 **fchunk,
-                off_carry=fs.S[0],
+                **carry_fields(fs),
                 flags=FLAG_STORE_H if store_h else 0,
             )
         )
@@ -760,7 +799,7 @@ class S6Kernel:
                     n_cgroups=_cdiv(nkg, plan.lanes_c),
                     k_chunks=plan.k_chunks,
                     n_kgroups=nkg,
-                    off_carry=bs.S[0],
+                    **carry_fields(bs),
                 )
             )
             if not direct_bc:

@@ -1,0 +1,34 @@
+"""``ssmviz bench`` runs end to end (figures only; speed targets are not asserted)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.test_cli import ssmviz
+
+
+def test_bench_tiny_reports_every_figure(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    proc = ssmviz("bench", "--size", "tiny", "--repeats", "1", "--json", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(out.read_text())
+    names = [r["name"] for r in data["results"]]
+    for name in ("copy vec4", "s6 forward wide", "s6 backward long", "ssd forward",
+                 "ssd backward", "s6 forward on the SSD problem"):
+        assert name in names, names
+    for r in data["results"]:
+        assert "error" not in r, r
+        assert r["seconds"] > 0 and r["timing"] in ("gpu-timestamps", "wall-clock")
+    s6 = next(r for r in data["results"] if r["name"] == "s6 forward wide")
+    # At least u, delta, y and B, C move once each, for (batch 2, 256, d_inner 64, d_state 16);
+    # the parameters and the last state add less than another (d_inner, d_state) per batch.
+    floor = 4 * (3 * 2 * 256 * 64 + 2 * 2 * 256 * 16)
+    assert floor <= s6["min_bytes"] <= floor + 4 * 4 * 64 * 16
+    assert s6["ratio_to_copy"] > 0 and "% of copy" in proc.stdout
+
+
+def test_reference_bench_runs() -> None:
+    proc = ssmviz("bench", "--family", "reference", "--repeats", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "reference s6 fwd+bwd" in proc.stdout and "reference ssd" in proc.stdout
