@@ -126,6 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=_positive("repeats"), default=5)
     bench.add_argument("--reference", action="store_true", help="time the float64 references")
     bench.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
+    bench.add_argument(
+        "--ui",
+        action="store_true",
+        help="the app's latency from a control change to updated plots, and UI-thread stalls",
+    )
     return parser
 
 
@@ -206,6 +211,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if args.cpu:
         gpu.configure(force_cpu=True)
+    if args.ui:
+        from ssmviz.app.uibench import run_ui_bench
+
+        return run_ui_bench(args.json)
     results = bench.run_bench(
         family=args.family, size=args.size, repeats=args.repeats, reference=args.reference
     )

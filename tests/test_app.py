@@ -41,7 +41,8 @@ RUN_TIMEOUT_MS = 120_000
 
 
 def _worker_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "ssmviz-run-worker" and t.is_alive()]
+    names = ("ssmviz-run-worker", "ssmviz-view-worker")
+    return [t for t in threading.enumerate() if t.name in names and t.is_alive()]
 
 
 def _run(qtbot, window: MainWindow, action) -> None:
@@ -220,7 +221,8 @@ def test_session_round_trips_through_json(qtbot, make_window, tmp_path) -> None:
         dy="ones", seed=7,
     )
     _run(qtbot, w, lambda: w.controls.set_problem(problem))
-    w.controls.set_selection(0, 2, 3)
+    with qtbot.waitSignal(w.viewApplied, timeout=RUN_TIMEOUT_MS):
+        w.controls.set_selection(0, 2, 3)
     w.time_plots.set_cursor(17)
     path = tmp_path / "s.json"
     w.session().save(path)
@@ -248,7 +250,10 @@ def test_last_session_is_remembered(qtbot, make_window) -> None:
 
 def test_cursor_readout_and_play(qtbot, make_window) -> None:
     w = make_window()
-    w.controls.set_selection(0, 1, 2)
+    # The view is re-sliced on the view thread: wait for it to reach the plots.
+    with qtbot.waitSignal(w.viewApplied, timeout=RUN_TIMEOUT_MS):
+        w.controls.set_selection(0, 1, 2)
+    assert w.trace.sel.channel == 1 and w.trace.sel.state == 2
     w.time_plots.set_cursor(10)
     rows = dict(w.readout.rows)
     assert rows["t"] == "10"
@@ -309,7 +314,7 @@ def test_screenshot_command(tmp_path) -> None:
 def test_shader_panel_highlights_the_family_kernel_and_f5_reruns(qtbot, make_window) -> None:
     w = make_window()
     panel = w.shader_panel
-    assert panel.files.currentText() == "selective_scan.wgsl"
+    assert panel.sources.currentText() == "built-in: selective_scan.wgsl"
     doc = panel.editor.document()
     assert doc.toPlainText() == (ROOT / "shaders" / "selective_scan.wgsl").read_text()
     # Find a line holding the keyword "fn" and check the highlighter made it bold.
@@ -323,3 +328,17 @@ def test_shader_panel_highlights_the_family_kernel_and_f5_reruns(qtbot, make_win
     gen = w.scheduler.generation
     _run(qtbot, w, w.actions_by_name["reload"].trigger)
     assert w.result.generation == gen + 1
+
+
+def test_changes_during_a_run_coalesce_into_one_follow_up(qtbot, make_window) -> None:
+    w = make_window()
+    gen = w.scheduler.generation
+    w.controls.set_value("signal.frequency", 1.5)
+    qtbot.waitUntil(lambda: w.scheduler.generation == gen + 1, timeout=5000)  # sent at once
+    for freq in (2.5, 3.5, 4.5, 5.5):  # a burst while that run is in flight
+        w.controls.set_value("signal.frequency", freq)
+    qtbot.waitUntil(lambda: not w.scheduler.waiting, timeout=RUN_TIMEOUT_MS)
+    # The first change ran at once; the burst became at most one follow-up run.
+    assert gen + 1 <= w.scheduler.generation <= gen + 2
+    assert w.result.generation == w.scheduler.generation
+    assert w.result.problem.signal.frequency == 5.5

@@ -82,3 +82,29 @@ def test_one_line_flattens_any_exception() -> None:
     msg = one_line(RuntimeError("Validation Error\n\nCaused by:\n  bad thing"))
     assert "\n" not in msg and msg.startswith("RuntimeError: Validation Error")
     assert one_line(SsmvizError("seq_len must be ≥ 1; got 0")) == "seq_len must be ≥ 1; got 0"
+
+
+def test_downsampled_heatmap_keeps_peaks_and_non_finite_values() -> None:
+    from ssmviz.app.viewdata import downsample_rows
+
+    a = np.zeros((5000, 3))
+    a[1234, 1] = -7.0  # one spike: must survive the downsampling
+    a[4999, 2] = np.nan
+    small = downsample_rows(a, max_rows=100)
+    assert small.shape[0] <= 100 and small.shape[1] == 3
+    assert np.nanmin(small[:, 1]) == -7.0 and np.isnan(small[:, 2]).sum() == 1
+    np.testing.assert_array_equal(downsample_rows(a[:50], max_rows=100), a[:50])
+
+
+def test_robust_levels_ignore_a_single_outlier() -> None:
+    from ssmviz.app.viewdata import robust_levels
+
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1.0, 1.0, size=(200, 16))
+    a[3, 4] = 1e6
+    lo, hi = robust_levels(a)
+    assert -1.0 <= lo < -0.9 and 0.9 < hi <= 1.0
+    m_lo, m_hi = robust_levels(a, symmetric=True)
+    assert m_lo == -m_hi and 0.9 < m_hi <= 1.0
+    assert robust_levels(np.full((4, 4), np.nan)) == (0.0, 1.0)
+    assert robust_levels(np.ones((4, 4)))[1] > robust_levels(np.ones((4, 4)))[0]

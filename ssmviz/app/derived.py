@@ -11,8 +11,10 @@ step, :func:`grad_views` one 1-D or 2-D view per gradient tensor.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -67,7 +69,7 @@ class Trace:
     def seq_len(self) -> int:
         return int(self.u.shape[0])
 
-    @property
+    @cached_property
     def err(self) -> np.ndarray | None:
         """|gpu − ref| of y, floored at LOG_FLOOR for the log axis; None without a GPU y."""
         if self.y_gpu is None:
@@ -218,6 +220,47 @@ class GradView:
     x_label: str
     y_label: str = ""
     time_axis: bool = False
+    #: Filled by :func:`ssmviz.app.viewdata.prepare_view` (off the UI thread): downsampled
+    #: images with robust levels ("gpu", "ref", "diff") and finite-difference points.
+    images: dict[str, Any] = field(default_factory=dict)
+    fd: Any = None
+
+
+Cut = Callable[[np.ndarray], np.ndarray]
+
+
+def grad_slicers(
+    family: str, inputs: Mapping[str, np.ndarray], sel: Selection
+) -> dict[str, tuple[str, Cut, str, bool]]:
+    """key → (kind, cut, x_label, time_axis): how each gradient tensor is sliced for ``sel``.
+
+    ``cut`` maps a full tensor (the gradient, or the input of the same shape) to its view.
+    """
+    s = sizes_of(family, inputs)
+    sel = sel.clamped(s["batch"], s["d_inner"], s["d_state"])
+    b, ch = sel.batch, sel.channel
+    if family == "s6":
+        return {
+            "du": ("line", lambda a: a[b, :, ch], "time", True),
+            "ddelta": ("line", lambda a: a[b, :, ch], "time", True),
+            "dA_log": ("image", lambda a: a, "channel × state", False),
+            "dB": ("image", lambda a: a[b], "time × state", True),
+            "dC": ("image", lambda a: a[b], "time × state", True),
+            "dD": ("bars", lambda a: a, "channel", False),
+            "ddelta_bias": ("bars", lambda a: a, "channel", False),
+        }
+    P, H, G = s["d_head"], s["n_heads"], s["n_groups"]
+    head, p = ch // P, ch % P
+    g = head * G // H
+    return {
+        "dx": ("line", lambda a: a[b, :, head, p], "time", True),
+        "ddt": ("line", lambda a: a[b, :, head], "time", True),
+        "dA_log": ("bars", lambda a: a, "head", False),
+        "dB": ("image", lambda a: a[b, :, g, :], "time × state", True),
+        "dC": ("image", lambda a: a[b, :, g, :], "time × state", True),
+        "dD": ("bars", lambda a: a, "head", False),
+        "ddt_bias": ("bars", lambda a: a, "head", False),
+    }
 
 
 def grad_views(
@@ -227,35 +270,12 @@ def grad_views(
     gpu: Mapping[str, np.ndarray],
     sel: Selection,
 ) -> list[GradView]:
-    """One view per gradient tensor present in ``ref``, sliced by ``sel``."""
-    s = sizes_of(family, inputs)
-    sel = sel.clamped(s["batch"], s["d_inner"], s["d_state"])
-    b, ch = sel.batch, sel.channel
-    if family == "s6":
-        slicers = {
-            "du": ("line", lambda a: a[b, :, ch], "time", True),
-            "ddelta": ("line", lambda a: a[b, :, ch], "time", True),
-            "dA_log": ("image", lambda a: a, "channel × state", False),
-            "dB": ("image", lambda a: a[b], "time × state", True),
-            "dC": ("image", lambda a: a[b], "time × state", True),
-            "dD": ("line", lambda a: a, "channel", False),
-            "ddelta_bias": ("line", lambda a: a, "channel", False),
-        }
-    else:
-        P, H, G = s["d_head"], s["n_heads"], s["n_groups"]
-        head, p = ch // P, ch % P
-        g = head * G // H
-        slicers = {
-            "dx": ("line", lambda a: a[b, :, head, p], "time", True),
-            "ddt": ("line", lambda a: a[b, :, head], "time", True),
-            "dA_log": ("line", lambda a: a, "head", False),
-            "dB": ("image", lambda a: a[b, :, g, :], "time × state", True),
-            "dC": ("image", lambda a: a[b, :, g, :], "time × state", True),
-            "dD": ("line", lambda a: a, "head", False),
-            "ddt_bias": ("line", lambda a: a, "head", False),
-        }
+    """One view per gradient tensor present in ``ref``, sliced by ``sel``.
+
+    ``kind`` "bars" is a 1-D view over channels/heads (drawn as a bar-like scatter).
+    """
     views = []
-    for key, (kind, cut, x_label, time_axis) in slicers.items():
+    for key, (kind, cut, x_label, time_axis) in grad_slicers(family, inputs, sel).items():
         if key not in ref:
             continue
         r = np.asarray(cut(ref[key]), np.float64)

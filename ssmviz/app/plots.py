@@ -9,17 +9,24 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtCore import QRectF, Qt, QTimer, Signal
 
 from ssmviz.app.derived import GradView, Trace
+from ssmviz.app.viewdata import LOD_POINTS, ImageView, envelope, image_view, time_series
 
 #: Draw chunk boundaries only up to this many chunks (more would just grey the plot).
 MAX_CHUNK_LINES = 256
-GPU_PEN = pg.mkPen("#1f77b4", width=2)
-REF_PEN = pg.mkPen("#ff7f0e", width=2, style=Qt.PenStyle.DashLine)
-TOL_PEN = pg.mkPen("#d62728", width=1, style=Qt.PenStyle.DashLine)
+# Thin solid pens: on a software rasteriser wide or dashed strokes of long curves cost
+# several times more to paint (``bench --ui`` measures it). The reference is drawn over
+# the GPU curve, so where they agree the line shows orange, where not both show.
+GPU_PEN = pg.mkPen("#1f77b4", width=1)
+REF_PEN = pg.mkPen("#ff7f0e", width=1)
+TOL_PEN = pg.mkPen("#d62728", width=1)
 CURSOR_PEN = pg.mkPen("#2ca02c", width=2)
 CHUNK_PEN = pg.mkPen((120, 120, 120, 160), width=1, style=Qt.PenStyle.DotLine)
+FD_PEN = pg.mkPen("#000000", width=1.5)
+FD_BRUSH = pg.mkBrush(46, 160, 44, 220)
+BAR_BRUSH = pg.mkBrush(31, 119, 180, 150)
 
 TIME_ROWS = (
     ("input", "input u"),
@@ -27,7 +34,7 @@ TIME_ROWS = (
     ("a_bar", "Ā (chosen state)"),
     ("h", "hidden states h_t[n] of the channel"),
     ("h_map", "h (time × state)"),
-    ("y", "output y: GPU solid, reference dashed"),
+    ("y", "output y: GPU (blue) under reference (orange)"),
     ("error", "|gpu − ref| of y (log) and tolerance"),
 )
 
@@ -35,7 +42,7 @@ TIME_ROWS = (
 def _style(plot: pg.PlotItem) -> None:
     plot.setDownsampling(auto=True, mode="peak")
     plot.setClipToView(True)
-    plot.showGrid(x=True, y=True, alpha=0.25)
+    # No grid: its translucent lines over every plot were the largest part of a repaint.
 
 
 def release_menus(plots: list[pg.PlotItem]) -> None:
@@ -75,9 +82,9 @@ class TimePlots(pg.GraphicsLayoutWidget):
         self.plots["error"].setLabel("bottom", "time step t")
         self.plots["y"].addLegend(offset=(-10, 5), brush=(255, 255, 255, 200))
         self.curves = {
-            "input": self.plots["input"].plot(pen=pg.mkPen("#333", width=1.5)),
-            "delta": self.plots["delta"].plot(pen=pg.mkPen("#9467bd", width=1.5)),
-            "a_bar": self.plots["a_bar"].plot(pen=pg.mkPen("#8c564b", width=1.5)),
+            "input": self.plots["input"].plot(pen=pg.mkPen("#333", width=1)),
+            "delta": self.plots["delta"].plot(pen=pg.mkPen("#9467bd", width=1)),
+            "a_bar": self.plots["a_bar"].plot(pen=pg.mkPen("#8c564b", width=1)),
             "y_gpu": self.plots["y"].plot(pen=GPU_PEN, name="GPU"),
             "y_ref": self.plots["y"].plot(pen=REF_PEN, name="reference"),
             "err": self.plots["error"].plot(pen=GPU_PEN),
@@ -105,6 +112,13 @@ class TimePlots(pg.GraphicsLayoutWidget):
         self.chunk_lines: dict[str, list[pg.InfiniteLine]] = {n: [] for n in self.plots}
         self.seq_len = 1
         self.updates = 0
+        # Level of detail for long sequences: full series kept here, the curves get the
+        # visible window (an envelope past LOD_POINTS), refreshed shortly after a zoom/pan.
+        self._series: dict[str, tuple[pg.PlotDataItem, np.ndarray]] = {}
+        self._window: tuple[int, int] | None = None
+        self._lod_timer = QTimer(self, singleShot=True, interval=60)
+        self._lod_timer.timeout.connect(lambda: self._apply_series())
+        self.plots["input"].sigXRangeChanged.connect(self._x_range_changed)
 
     # -- cursor --------------------------------------------------------------------------------
     @property
@@ -127,18 +141,25 @@ class TimePlots(pg.GraphicsLayoutWidget):
         self.set_cursor(round(line.value()))
 
     # -- data ----------------------------------------------------------------------------------
-    def update_trace(self, tr: Trace) -> None:
-        """Show a selection's time series (setData/setImage only)."""
+    def update_trace(self, tr: Trace, h_image: ImageView | None = None,
+                     envelopes: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> None:
+        """Show a selection's time series (setData/setImage only).
+
+        ``h_image`` and ``envelopes`` (full-range curves of a long sequence) are prepared
+        off the UI thread; made here when not given.
+        """
         L = tr.seq_len
+        if self.seq_len != L or self.updates == 0:
+            # Set the shared x range once, before the data: with x auto-range on, every
+            # curve's setData re-ranged all linked plots and re-downsampled every curve.
+            for p in self.plots.values():
+                p.disableAutoRange(axis="x")
+            self.plots["input"].setXRange(0, max(L - 1, 1), padding=0.01)
         self.seq_len = L
-        t = np.arange(L, dtype=np.float64)
         n = tr.sel.state
         self.plots["input"].setTitle(f"input {tr.names['input']} (channel {tr.sel.channel})")
         self.plots["delta"].setTitle(tr.names["delta"])
         self.plots["a_bar"].setTitle(f"{tr.names['a_bar']}, state {n}")
-        self.curves["input"].setData(t, tr.u)
-        self.curves["delta"].setData(t, tr.delta)
-        self.curves["a_bar"].setData(t, tr.a_bar[:, n])
         N = tr.h_ref.shape[1]
         while len(self.h_curves) < N:
             i = len(self.h_curves)
@@ -146,30 +167,53 @@ class TimePlots(pg.GraphicsLayoutWidget):
             self.h_curves.append(self.plots["h"].plot(pen=pen))
         for i, curve in enumerate(self.h_curves):
             if i < N:
-                curve.setData(t, tr.h_ref[:, i])
-                curve.setPen(pg.mkPen(pg.intColor(i, hues=9), width=3 if i == n else 1))
+                curve.setPen(pg.mkPen(pg.intColor(i, hues=9), width=2 if i == n else 1))
                 curve.setVisible(True)
             else:
                 curve.setData([], [])
                 curve.setVisible(False)
+        items = dict(self.curves) | {f"h{i}": c for i, c in enumerate(self.h_curves)}
+        series = {k: (items[k], v) for k, v in time_series(tr).items()}
         if tr.chunk_t is not None and tr.chunk_h_gpu is not None:
             self.curves["chunk_h"].setData(tr.chunk_t.astype(np.float64), tr.chunk_h_gpu[:, n])
         else:
             self.curves["chunk_h"].setData([], [])
-        h_gpu = tr.h_gpu if tr.h_gpu is not None else tr.h_ref
-        self.h_image.setImage(np.ascontiguousarray(h_gpu), autoLevels=True)
-        self.h_image.setRect(QRectF(0, 0, L, N))
-        if tr.y_gpu is not None:
-            self.curves["y_gpu"].setData(t, tr.y_gpu)
-            self.curves["err"].setData(t, tr.err)
-        else:
+        if h_image is None:
+            h_image = image_view(tr.h_gpu if tr.h_gpu is not None else tr.h_ref)
+        self.h_image.setImage(h_image.data, levels=h_image.levels)
+        self.h_image.setRect(QRectF(0, 0, *h_image.extent))
+        if "y_gpu" not in series:
             self.curves["y_gpu"].setData([], [])
             self.curves["err"].setData([], [])
-        self.curves["y_ref"].setData(t, tr.y_ref)
-        self.curves["tol"].setData(t, tr.tol_curve)
+        self._series = series
+        self._window = None
+        self._apply_series(envelopes)
         self._chunks(tr.chunk_len if tr.family == "ssd" else None, L)
         self.set_cursor(self.cursor)
         self.updates += 1
+
+    def _visible_window(self) -> tuple[int, int]:
+        L = self.seq_len
+        if L <= LOD_POINTS:
+            return 0, L
+        x0, x1 = self.plots["input"].viewRange()[0]
+        span = max(x1 - x0, 1.0)
+        return max(0, int(np.floor(x0 - span))), min(L, int(np.ceil(x1 + span)) + 1)
+
+    def _x_range_changed(self, *_: object) -> None:
+        if self.seq_len > LOD_POINTS:
+            self._lod_timer.start()
+
+    def _apply_series(self, envelopes: dict | None = None) -> None:
+        """setData of every time curve for the visible window (full data when short)."""
+        a, b = self._visible_window()
+        if (a, b) == self._window:
+            return
+        self._window = (a, b)
+        whole = envelopes if (a, b) == (0, self.seq_len) and envelopes else {}
+        for name, (curve, full) in self._series.items():
+            x, y = whole[name] if name in whole else envelope(full[a:b], start=a)
+            curve.setData(x, y)
 
     def _chunks(self, chunk_len: int | None, L: int) -> None:
         bounds: np.ndarray = np.zeros(0)
@@ -202,24 +246,41 @@ class TimePlots(pg.GraphicsLayoutWidget):
 
 
 class _GradRow:
-    """The items of one gradient tensor: a line plot, or GPU/reference/difference heatmaps."""
+    """The items of one gradient tensor: a line plot, a bar-like scatter (per channel or
+    head), or GPU/reference/difference heatmaps; finite-difference points on top."""
 
     def __init__(self, layout: pg.GraphicsLayout, row: int, view: GradView,
                  time_plot: pg.PlotItem | None) -> None:
         """``time_plot``: the first time-axis plot of this widget, to link x with."""
         self.kind = view.kind
         self.plots: list[pg.PlotItem] = []
-        if view.kind == "line":
-            p = layout.addPlot(row=row, col=0, colspan=3)
+        self.fd = pg.ScatterPlotItem(size=10, pen=FD_PEN, brush=FD_BRUSH, symbol="o")
+        self.fd.setZValue(30)
+        self.label = None
+        if view.kind in ("line", "bars"):
+            p = layout.addPlot(row=2 * row, col=0, colspan=3)
             _style(p)
             p.setLabel("bottom", view.x_label)
-            self.gpu = p.plot(pen=GPU_PEN, name="GPU")
-            self.ref = p.plot(pen=REF_PEN, name="reference")
+            if view.kind == "line":
+                self.gpu = p.plot(pen=GPU_PEN, name="GPU")
+                self.ref = p.plot(pen=REF_PEN, name="reference")
+            else:
+                self.bars = pg.BarGraphItem(x=[], height=[], width=0.6, brush=BAR_BRUSH,
+                                            pen=pg.mkPen(None))
+                p.addItem(self.bars)
+                self.gpu = p.plot(pen=None, symbol="s", symbolSize=7, symbolBrush="#1f77b4",
+                                  symbolPen=None, name="GPU")
+                self.ref = p.plot(pen=None, symbol="+", symbolSize=13,
+                                  symbolPen=pg.mkPen("#ff7f0e", width=2), name="reference")
+            p.addItem(self.fd)
             self.plots = [p]
         else:
             self.images = []
+            # The long title (verdict, FD) spans the three heatmaps on its own row, so it
+            # never widens the first column.
+            self.label = layout.addLabel("", row=2 * row, col=0, colspan=3)
             for col, title in enumerate(("GPU", "reference", "GPU − reference")):
-                p = layout.addPlot(row=row, col=col, title=title)
+                p = layout.addPlot(row=2 * row + 1, col=col, title=title)
                 p.setLabel("bottom", view.x_label)
                 img = pg.ImageItem(axisOrder="col-major")
                 img.setAutoDownsample(True)
@@ -227,6 +288,7 @@ class _GradRow:
                 p.addItem(img)
                 self.images.append(img)
                 self.plots.append(p)
+            self.plots[0].addItem(self.fd)
         for p in self.plots:
             p.setMinimumHeight(110)
         # pyqtgraph lines linked views up by screen position when they overlap, so only
@@ -236,25 +298,47 @@ class _GradRow:
                 p.setXLink(time_plot)
 
     def update(self, view: GradView, title: str) -> None:
-        self.plots[0].setTitle(title if self.kind == "line" else f"{title} — GPU")
-        if self.kind == "line":
+        fd = view.fd
+        if fd is not None and fd.fd.size:
+            title += f" · FD({fd.fd.size}) {fd.max_rel_err():.0e}"
+        if self.label is not None:
+            self.label.setText(title)
+        else:
+            self.plots[0].setTitle(title)
+        if self.kind in ("line", "bars"):
             x = np.arange(view.ref.shape[0], dtype=np.float64)
             self.ref.setData(x, view.ref)
             if view.gpu is not None:
                 self.gpu.setData(x, view.gpu)
             else:
                 self.gpu.setData([], [])
+            if self.kind == "bars":
+                h = view.gpu if view.gpu is not None else view.ref
+                self.bars.setOpts(x=x, height=h)
+            if fd is not None and fd.fd.size:
+                self.fd.setData(fd.index[:, 0].astype(np.float64), fd.fd)
+            else:
+                self.fd.setData([], [])
             return
         gpu_img, ref_img, diff_img = self.images
-        ref_img.setImage(np.ascontiguousarray(view.ref), autoLevels=True)
+        self._show(ref_img, view.images.get("ref") or image_view(view.ref))
         if view.gpu is not None:
-            gpu_img.setImage(np.ascontiguousarray(view.gpu), autoLevels=True)
-            diff = view.gpu - view.ref
-            m = float(np.max(np.abs(diff))) or 1.0
-            diff_img.setImage(np.ascontiguousarray(diff), levels=(-m, m))
+            self._show(gpu_img, view.images.get("gpu") or image_view(view.gpu))
+            self._show(diff_img, view.images.get("diff")
+                       or image_view(view.gpu - view.ref, symmetric=True))
         else:
             gpu_img.clear()
             diff_img.clear()
+        if fd is not None and fd.fd.size:
+            # Mark the FD elements at their cell centres on the GPU heatmap.
+            self.fd.setData(fd.index[:, 0] + 0.5, fd.index[:, 1] + 0.5)
+        else:
+            self.fd.setData([], [])
+
+    @staticmethod
+    def _show(item: pg.ImageItem, iv: ImageView) -> None:
+        item.setImage(iv.data, levels=iv.levels)
+        item.setRect(QRectF(0, 0, *iv.extent))
 
 
 class GradPlots(pg.GraphicsLayoutWidget):

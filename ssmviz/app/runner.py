@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ssmviz.app.derived import Selection
 from ssmviz.core.check import CheckReport, check_arrays, s6_reference, ssd_reference
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.problem import Problem
@@ -27,14 +28,33 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
+@dataclass(frozen=True)
+class KernelChoice:
+    """The kernel source the shader panel holds: ``text`` as edited, ``path`` names it.
+
+    ``builtin`` with ``modified`` False means ssmviz's own shader, unchanged: the run then
+    uses the default kernel (no re-build); anything else is built from ``text``.
+    """
+
+    text: str
+    path: str
+    builtin: bool = True
+    modified: bool = False
+
+
 @dataclass
 class RunRequest:
-    """A problem to run; ``arrays`` (from an inputs .npz) replace ``problem.build()``."""
+    """A problem to run; ``arrays`` (from an inputs .npz) replace ``problem.build()``.
+
+    ``selection`` is the view at request time: the worker prepares its plots' data.
+    """
 
     generation: int
     problem: Problem
     arrays: Mapping[str, np.ndarray] | None = None
     requested_at: float = field(default_factory=time.perf_counter)
+    selection: Selection = field(default_factory=Selection)
+    kernel: KernelChoice | None = None
 
 
 @dataclass
@@ -52,6 +72,12 @@ class RunResult:
     requested_at: float = 0.0
     started_at: float = 0.0
     finished_at: float = 0.0
+    #: The kernel run and what the static analysis / naga said about it (file coordinates).
+    kernel: KernelChoice | None = None
+    diagnostics: list = field(default_factory=list)
+    kernel_note: str = ""
+    #: Plot data for the request's selection (a ViewData, prepared in the worker).
+    view: object = None
 
     @property
     def ok(self) -> bool:
@@ -61,6 +87,69 @@ class RunResult:
     @property
     def run_seconds(self) -> float:
         return self.finished_at - self.started_at
+
+
+_ANALYSIS_CACHE: dict[tuple[str, str], tuple[list, object]] = {}
+
+
+def analyze_kernel(choice: KernelChoice) -> tuple[list, object]:
+    """(diagnostics, profile) of a kernel text; cached per (path, text). Never raises."""
+    from ssmviz.core.external import analyze, detect_profile
+    from ssmviz.core.external.diagnostics import Diagnostic
+    from ssmviz.core.external.loader import load_kernel_text
+    from ssmviz.core.gpu import get_runtime
+
+    key = (choice.path, choice.text)
+    if key in _ANALYSIS_CACHE:
+        return _ANALYSIS_CACHE[key]
+    try:
+        kf = load_kernel_text(choice.text, choice.path)
+        an = analyze(kf, get_runtime().device)
+        diags = list(an.diagnostics)
+        entries = {e for m in an.modules.values() for e in m.entry_points}
+        try:
+            prof = detect_profile(entries, [s.name for s in kf.sources])
+        except SsmvizError as exc:
+            prof = None
+            diags.append(Diagnostic("error", choice.path, 1, 1, str(exc)))
+    except Exception as exc:  # a half-written file: one diagnostic, never a traceback
+        diags, prof = [Diagnostic("error", choice.path, 1, 1, one_line(exc))], None
+    if len(_ANALYSIS_CACHE) > 16:
+        _ANALYSIS_CACHE.clear()
+    _ANALYSIS_CACHE[key] = (diags, prof)
+    return diags, prof
+
+
+def _custom_kernel(p: Problem, choice: KernelChoice, result: RunResult):
+    """The kernel to run for ``choice`` (None: the default one); may set ``result.error``."""
+    result.kernel = choice
+    diags, prof = analyze_kernel(choice)
+    result.diagnostics = diags
+    if choice.builtin and not choice.modified:
+        return None
+    errors = [d for d in diags if d.severity == "error"]
+    if errors:
+        raise SsmvizError(f"kernel {choice.path} does not build: {errors[0].one_line()}"
+                          + (f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""))
+    if prof is None or getattr(prof, "host", None) is None:
+        name = getattr(prof, "name", "?")
+        result.kernel_note = (f"{choice.path}: ABI profile '{name}' is not ssmviz's own; the "
+                              "plots use the built-in kernel (run `ssmviz check --kernel`)")
+        return None
+    if prof.family != p.family:
+        result.kernel_note = (f"{choice.path} is a {prof.family} kernel; the problem is "
+                              f"{p.family}: the plots use the built-in kernel")
+        return None
+    from ssmviz.core.gpu import get_runtime
+
+    rt = get_runtime()
+    if p.family == "s6":
+        from ssmviz.core.kernels.s6 import S6Kernel
+
+        return S6Kernel(rt, source=choice.text)
+    from ssmviz.core.kernels.ssd import SSDKernel
+
+    return SSDKernel(rt, source=choice.text)
 
 
 def execute(request: RunRequest) -> RunResult:
@@ -74,8 +163,10 @@ def execute(request: RunRequest) -> RunResult:
     try:
         arrays = dict(request.arrays) if request.arrays is not None else p.build()
         result.inputs = arrays
+        kernel = _custom_kernel(p, request.kernel, result) if request.kernel else None
         report = check_arrays(
-            p.family, arrays, convention=p.convention, chunk_len=chunk_len, runs=1
+            p.family, arrays, convention=p.convention, chunk_len=chunk_len, runs=1,
+            kernel=kernel,
         )
         result.report, result.ref, result.gpu = report, dict(report.ref), dict(report.gpu)
         result.inputs = dict(report.inputs)

@@ -23,6 +23,11 @@ class RunStatusBar(QStatusBar):
         self.busy = QProgressBar()
         self.busy.setRange(0, 0)  # indeterminate
         self.busy.setMaximumWidth(90)
+        # Showing the bar must not re-layout the window: that repaints every plot, a
+        # long UI-thread stall on a software rasteriser, in the middle of a run.
+        policy = self.busy.sizePolicy()
+        policy.setRetainSizeWhenHidden(True)
+        self.busy.setSizePolicy(policy)
         self.busy.setVisible(False)
         self.addWidget(self.adapter)
         self.addWidget(self.times)

@@ -15,7 +15,7 @@ from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QWidget
 
 from ssmviz.app.controls import ControlsPanel
-from ssmviz.app.derived import Trace, grad_views, trace
+from ssmviz.app.derived import Trace
 from ssmviz.app.export import export_csv, export_image, export_npz
 from ssmviz.app.plots import GradPlots, TimePlots
 from ssmviz.app.readout import ReadoutPanel
@@ -23,7 +23,8 @@ from ssmviz.app.runner import RunResult
 from ssmviz.app.session import Session
 from ssmviz.app.shader_panel import ShaderPanel
 from ssmviz.app.statusbar import RunStatusBar
-from ssmviz.app.worker import RunScheduler
+from ssmviz.app.viewdata import ViewData
+from ssmviz.app.worker import RunScheduler, ViewWorker
 from ssmviz.core.errors import SsmvizError
 
 ORG, APP = "ssmviz", "ssmviz"
@@ -44,6 +45,7 @@ class MainWindow(QMainWindow):
     """
 
     plotsUpdated = Signal(int, float)
+    viewApplied = Signal()
 
     def __init__(self, settings: QSettings | None = None, *, restore: bool = True,
                  parent: QWidget | None = None) -> None:
@@ -55,6 +57,9 @@ class MainWindow(QMainWindow):
         self.result: RunResult | None = None
         self.trace: Trace | None = None
         self.latencies: list[float] = []
+        #: When the latest result reached the UI thread, and how long showing it took.
+        self.update_started = 0.0
+        self.update_seconds = 0.0
 
         self.time_plots = TimePlots()
         self.setCentralWidget(self.time_plots)
@@ -83,6 +88,11 @@ class MainWindow(QMainWindow):
         self.scheduler = RunScheduler(self._make_request, self)
         self.scheduler.resultReady.connect(self._on_result)
         self.scheduler.busyChanged.connect(self.status.set_busy)
+        self.view_worker = ViewWorker(self)
+        self.view_worker.finished.connect(self._on_view)
+        self.view: ViewData | None = None
+        self.shader_panel.kernelChanged.connect(self.run_now)
+        self.shader_panel.set_settings(self.settings)
         self.controls.problemChanged.connect(self._problem_changed)
         self.controls.inputsChanged.connect(self.scheduler.request)
         self.controls.viewChanged.connect(self._refresh_view)
@@ -135,12 +145,15 @@ class MainWindow(QMainWindow):
             view_menu.addAction(dock.toggleViewAction())
 
     # -- runs ----------------------------------------------------------------------------------
-    def _make_request(self):
+    def _make_request(self) -> dict | None:
         if self.controls.error_text:
             return None  # an invalid field: never send it to the core
-        return self.controls.problem(), self.controls.inputs_arrays
+        return {"problem": self.controls.problem(), "arrays": self.controls.inputs_arrays,
+                "selection": self.controls.selection(),
+                "kernel": self.shader_panel.choice()}
 
     def _problem_changed(self, _problem: object) -> None:
+        self.shader_panel.show_family(_problem.family)
         self.scheduler.request()
 
     def run_now(self) -> None:
@@ -153,36 +166,61 @@ class MainWindow(QMainWindow):
         self.run_now()
 
     def _on_result(self, result: RunResult) -> None:
+        self.update_started = time.perf_counter()
         self.result = result
         self.status.show_result(result)
-        if result.ok:
-            self._refresh_view()
+        self.shader_panel.show_result(result)
+        if result.kernel_note and not result.error:
+            self.status.show_error(result.kernel_note)
+        view = result.view
+        if isinstance(view, str):
+            self.status.show_error(view)
+        elif isinstance(view, ViewData):
+            if view.sel == self._current_sel(result):
+                self._apply_view(view)
+            else:
+                self._refresh_view()  # the selection moved while the run was in flight
         now = time.perf_counter()
+        self.update_seconds = now - self.update_started
         latency = now - result.requested_at
         self.latencies.append(latency)
         self.plotsUpdated.emit(result.generation, latency)
 
+    def _current_sel(self, result: RunResult):
+        from ssmviz.app.derived import sizes_of
+
+        s = sizes_of(result.problem.family, result.inputs)
+        return self.controls.selection().clamped(s["batch"], s["d_inner"], s["d_state"])
+
     def _refresh_view(self) -> None:
+        """The selection changed: re-slice the current result on the view thread."""
         r = self.result
         if r is None or not r.ok:
             return
+        self.view_worker.submit((r, self.controls.selection()))
+
+    def _on_view(self, out: tuple) -> None:
+        result, _sel, view = out
+        if result is not self.result or self._closed:
+            return  # a newer run has replaced it
+        if isinstance(view, str):
+            self.status.show_error(view)
+        elif isinstance(view, ViewData) and view.sel == self._current_sel(result):
+            self._apply_view(view)
+
+    def _apply_view(self, view: ViewData) -> None:
+        """Put prepared data on the plots (UI thread: setData / setImage only)."""
+        r = self.result
         p = r.problem
-        sel = self.controls.selection()
-        try:
-            self.trace = trace(p.family, p.convention, r.inputs, r.ref, r.gpu, sel,
-                               p.chunk_len if p.family == "ssd" else None)
-        except (KeyError, IndexError, ValueError) as exc:
-            self.status.show_error(f"cannot show this selection: {exc}")
-            return
-        self.time_plots.update_trace(self.trace)
+        self.view = view
+        self.trace = view.trace
+        self.time_plots.update_trace(view.trace, view.h_image, view.envelopes)
         titles = {}
         if r.report is not None:
             for v in r.report.verdicts:
                 mark = "✓" if v.passed else "✗"
-                titles[v.name] = f"{v.name}  {mark} rel err {v.rel_err:.2e}"
-        views = grad_views(p.family, r.inputs, r.ref, r.gpu, sel)
-        self.grad_plots.update_views(p.family, views, titles)
-        self.shader_panel.show_family(p.family)
+                titles[v.name] = f"{v.name} {mark} rel err {v.rel_err:.1e}"
+        self.grad_plots.update_views(p.family, view.grads, titles)
         if self._pending_cursor is None and self._first_result:
             # Nothing to restore: start the cursor where the signal is under way.
             self._pending_cursor = self.trace.seq_len // 3
@@ -191,6 +229,7 @@ class MainWindow(QMainWindow):
             self.time_plots.set_cursor(self._pending_cursor)
             self._pending_cursor = None
         self.readout.show_step(self.trace, self.time_plots.cursor)
+        self.viewApplied.emit()
 
     def _cursor_moved(self, t: int) -> None:
         self.readout.show_step(self.trace, t)
@@ -307,7 +346,9 @@ class MainWindow(QMainWindow):
             return
         self._closed = True
         self.play_timer.stop()
+        self.shader_panel.shutdown()
         self.scheduler.shutdown()
+        self.view_worker.stop()
         self.time_plots.release()
         self.grad_plots.release()
 

@@ -1,41 +1,49 @@
-"""Runs problems off the UI thread: debounced, newest request wins.
+"""Runs problems off the UI thread: adaptive scheduling, newest request wins.
 
-One Python thread consumes a single "pending" slot: a newer request overwrites
-an older one that has not started, and the window drops any result whose
-generation is not the latest (a run cannot be interrupted mid-dispatch).
-Timestamps on each result (requested, started, finished) let ``bench --ui``
-measure control change → plots updated.
+A :class:`JobThread` is one Python thread consuming a single "pending" slot: a newer
+job overwrites an older one that has not started. The :class:`RunScheduler` sends a
+change at once when the worker is idle (latency ≈ the run itself) and, while a run is
+in flight, holds the newest request and sends it when the run comes back (bursts
+coalesce into one follow-up run; the in-flight result is still shown). The worker also
+prepares the plot data (:func:`ssmviz.app.viewdata.prepare_view`), and a second thread
+re-prepares it when only the view selection changes, so the UI thread only calls
+setData. Timestamps on each result let ``bench --ui`` measure change → plots updated.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from ssmviz.app.runner import RunRequest, RunResult, execute
+from ssmviz.app.viewdata import prepare_view
 
-DEBOUNCE_MS = 40
+#: Kept for callers that still pass it; the scheduler coalesces instead of waiting.
+DEBOUNCE_MS = 0
 
 
-class RunWorker(QObject):
-    """A background thread that runs :class:`RunRequest` objects one at a time.
+class JobThread(QObject):
+    """A background thread that runs ``fn(job)`` for one job at a time, newest first.
 
-    ``finished`` is emitted (queued to the UI thread) with every RunResult,
-    stale or not; the receiver compares generations.
+    ``finished`` is emitted (queued to the UI thread) with every return value.
     """
 
     finished = Signal(object)
-    started = Signal(int)
+    started = Signal(object)
 
-    def __init__(self, parent: QObject | None = None) -> None:
+    def __init__(self, fn: Callable[[Any], Any], name: str,
+                 parent: QObject | None = None) -> None:
         super().__init__(parent)
+        self._fn = fn
         self._cond = threading.Condition()
-        self._pending: RunRequest | None = None
+        self._pending: Any = None
         self._stopping = False
         self._busy = False
-        self._thread = threading.Thread(target=self._loop, name="ssmviz-run-worker", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
     @property
@@ -43,13 +51,19 @@ class RunWorker(QObject):
         with self._cond:
             return self._busy or self._pending is not None
 
+    @property
+    def running(self) -> bool:
+        """True while a job is executing (not counting the pending one)."""
+        with self._cond:
+            return self._busy
+
     def is_alive(self) -> bool:
         return self._thread.is_alive()
 
-    def submit(self, request: RunRequest) -> None:
-        """Queue ``request``, replacing any request that has not started yet."""
+    def submit(self, job: Any) -> None:
+        """Queue ``job``, replacing any job that has not started yet."""
         with self._cond:
-            self._pending = request
+            self._pending = job
             self._cond.notify()
 
     def stop(self, timeout: float = 60.0) -> bool:
@@ -68,23 +82,64 @@ class RunWorker(QObject):
                     self._cond.wait()
                 if self._stopping:
                     return
-                request, self._pending = self._pending, None
+                job, self._pending = self._pending, None
                 self._busy = True
-            self.started.emit(request.generation)
-            result = execute(request)
+            self.started.emit(job)
+            out = self._fn(job)
             with self._cond:
                 self._busy = False
                 stopping = self._stopping
             if not stopping:
-                self.finished.emit(result)
+                self.finished.emit(out)
+
+
+def run_and_prepare(request: RunRequest) -> RunResult:
+    """:func:`execute`, then the plot data for the request's selection (never raises)."""
+    result = execute(request)
+    result.view = view_job((result, request.selection))
+    return result
+
+
+def view_job(job: tuple[RunResult, Any]) -> Any:
+    """The ViewData of ``(result, selection)``; an error string when it cannot be made."""
+    result, sel = job
+    if not result.ok:
+        return None
+    p = result.problem
+    try:
+        return prepare_view(p.family, p.convention, result.inputs, result.ref, result.gpu, sel,
+                            p.chunk_len if p.family == "ssd" else None)
+    except Exception as exc:  # a view that cannot be cut: one line on the status bar
+        from ssmviz.app.runner import one_line
+
+        return f"cannot show this selection: {one_line(exc)}"
+
+
+class RunWorker(JobThread):
+    """The run thread ("ssmviz-run-worker"): :func:`run_and_prepare` per request."""
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(run_and_prepare, "ssmviz-run-worker", parent)
+
+
+class ViewWorker(JobThread):
+    """The view thread ("ssmviz-view-worker"): re-slices a result for a new selection.
+
+    ``finished`` carries ``(result, selection, view)``.
+    """
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(lambda job: (*job, view_job(job)), "ssmviz-view-worker", parent)
 
 
 class RunScheduler(QObject):
-    """Debounces requests to a :class:`RunWorker` and filters stale results.
+    """Schedules requests to a :class:`RunWorker` and filters stale results.
 
-    ``request()`` (re)starts the debounce timer; when it fires a new generation is
-    sent. ``resultReady`` carries only the result of the latest generation;
-    ``busyChanged(True)`` comes when a run takes longer than ``busy_after_ms``.
+    ``request()`` runs at once when the worker is idle (after a zero-delay timer, so
+    several signals of one user action make one run); while a run is in flight the
+    newest request is held and sent when the run comes back. ``resultReady`` carries the
+    result of the latest sent generation; ``busyChanged(True)`` comes when a run takes
+    longer than ``busy_after_ms``.
     """
 
     resultReady = Signal(object)
@@ -93,51 +148,73 @@ class RunScheduler(QObject):
     def __init__(self, make_request, parent: QObject | None = None,
                  debounce_ms: int = DEBOUNCE_MS, busy_after_ms: int = 300) -> None:
         super().__init__(parent)
-        self._make_request = make_request  # () -> (problem, arrays) or None
+        self._make_request = make_request  # () -> RunRequest fields as a dict, or None
         self.generation = 0
         self.stale_dropped = 0
         self._changed_at = 0.0
+        self._held = False
+        self._in_flight = 0  # generation being run, 0 when idle
         self.worker = RunWorker(self)
         self.worker.finished.connect(self._on_finished)
         self._debounce = QTimer(self, singleShot=True, interval=debounce_ms)
-        self._debounce.timeout.connect(self.run_now)
+        self._debounce.timeout.connect(self._fire)
         self._busy_timer = QTimer(self, singleShot=True, interval=busy_after_ms)
         self._busy_timer.timeout.connect(lambda: self.busyChanged.emit(True))
         self._waiting = False
 
     @property
     def waiting(self) -> bool:
-        """True while the latest generation has not come back."""
-        return self._waiting or self._debounce.isActive()
+        """True while the latest request has not come back."""
+        return self._waiting or self._held or self._debounce.isActive()
 
     def request(self) -> None:
-        """A control changed: run after the debounce interval (restarted by each change)."""
+        """A control changed: run now if idle, else once the in-flight run returns."""
         self._changed_at = time.perf_counter()
-        self._debounce.start()
+        if self._in_flight:
+            self._held = True
+        else:
+            self._debounce.start()
+
+    def _fire(self) -> None:
+        if self._in_flight:
+            self._held = True
+        else:
+            self.run_now()
 
     def run_now(self) -> None:
+        """Send the current request (Ctrl+R); held when a run is in flight."""
         self._debounce.stop()
+        if self._in_flight:
+            self._held = True
+            return
+        self._held = False
         made = self._make_request()
         if made is None:
             return
-        problem, arrays = made
         self.generation += 1
         when = self._changed_at or time.perf_counter()
         self._changed_at = 0.0
         self._waiting = True
+        self._in_flight = self.generation
         self._busy_timer.start()
-        self.worker.submit(RunRequest(self.generation, problem, arrays, requested_at=when))
+        self.worker.submit(RunRequest(self.generation, requested_at=when, **made))
 
     def _on_finished(self, result: RunResult) -> None:
+        if result.generation == self._in_flight:
+            self._in_flight = 0
         if result.generation != self.generation:
             self.stale_dropped += 1
             return
-        self._waiting = False
-        self._busy_timer.stop()
-        self.busyChanged.emit(False)
+        if self._held:
+            self.run_now()  # the newest controls, right after the run they waited for
+        else:
+            self._waiting = False
+            self._busy_timer.stop()
+            self.busyChanged.emit(False)
         self.resultReady.emit(result)
 
     def shutdown(self) -> bool:
         self._debounce.stop()
         self._busy_timer.stop()
+        self._held = False
         return self.worker.stop()

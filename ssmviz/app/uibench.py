@@ -1,0 +1,235 @@
+"""``ssmviz bench --ui``: how responsive the desktop app is, measured on a real window.
+
+Two figures:
+
+1. **Change → plots latency.** Over ``changes`` edits of a control (the input signal's
+   frequency, so every edit needs a new GPU + reference run) at batch 1, seq_len 2048,
+   d_inner 16, d_state 16: the time from the control's value change to the end of the
+   plot update (the result's setData/setImage done and the resulting paint events
+   processed). Each edit starts from an idle app. Median, p90 and max, plus where the
+   time goes (waiting, the run, preparing the plot data, the UI-thread update).
+2. **UI-thread stalls during a long run.** A 5 ms QTimer heartbeat runs while a
+   seq_len 65536 problem is computed; the largest gap between two ticks while the run is
+   in flight (target ≤ 50 ms), and separately the gap that includes showing its result.
+
+:func:`ui_bench` returns the figures (sizes are arguments, so tests use tiny ones);
+:func:`run_ui_bench` is the CLI entry point: prints them and writes JSON.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+LATENCY_TARGET_MS = 50.0
+GAP_TARGET_MS = 50.0
+HEARTBEAT_MS = 5
+DEFAULT_SMALL = {"batch": 1, "seq_len": 2048, "d_inner": 16, "d_state": 16}
+DEFAULT_BIG_SEQ_LEN = 65536
+RUN_TIMEOUT_S = 600.0
+
+
+def _app():
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtWidgets import QApplication
+
+    return QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "ssmviz"])
+
+
+def _wait(app, window, pred, timeout_s: float) -> bool:
+    """Process events until ``pred()`` (True) or the timeout (False)."""
+    from PySide6.QtCore import QEventLoop
+
+    end = time.perf_counter() + timeout_s
+    while not pred():
+        if time.perf_counter() > end:
+            return False
+        app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 5)
+        time.sleep(0.0005)
+    return True
+
+
+def _idle(window) -> bool:
+    return not window.scheduler.waiting and not window.view_worker.busy
+
+
+def _settle(app, window) -> None:
+    _wait(app, window, lambda: _idle(window), RUN_TIMEOUT_S)
+    for _ in range(3):
+        app.processEvents()
+
+
+def _pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(q / 100 * (len(s) - 1))))]
+
+
+def measure_latency(app, window, problem, changes: int) -> dict[str, Any]:
+    """Median (and more) of control change → plots updated, over ``changes`` edits."""
+    w = window
+    _wait(app, w, lambda: _idle(w), RUN_TIMEOUT_S)
+    gen0 = w.scheduler.generation
+    w.controls.set_problem(problem)
+    if not _wait(app, w, lambda: w.scheduler.generation > gen0 and _idle(w), RUN_TIMEOUT_S):
+        raise RuntimeError("the first run did not finish")
+    _settle(app, w)
+    lat, run, prep, queue, update, paint = [], [], [], [], [], []
+    errors = []
+    base = float(problem.signal.frequency)
+    for i in range(changes):
+        gen = w.scheduler.generation
+        target = base * (1.0 + 0.05 * ((i % 7) + 1))  # every edit changes the inputs
+        t0 = time.perf_counter()
+        w.controls.set_value("signal.frequency", target)
+        ok = _wait(app, w, lambda g=gen: w.result is not None and w.result.generation > g
+                   and not w.scheduler.waiting, RUN_TIMEOUT_S)
+        t_shown = time.perf_counter()
+        app.processEvents()  # the repaint the new data scheduled
+        t1 = time.perf_counter()
+        if not ok:
+            raise RuntimeError("a run did not finish")
+        r = w.result
+        if r.error:
+            errors.append(r.error)
+        lat.append(t1 - t0)
+        run.append(r.finished_at - r.started_at)
+        prep.append(getattr(r.view, "seconds", 0.0))
+        queue.append(r.started_at - t0)
+        update.append(w.update_seconds)
+        paint.append(t1 - t_shown)
+        _settle(app, w)
+    ms = lambda xs: [round(x * 1e3, 3) for x in xs]  # noqa: E731
+    return {
+        "sizes": problem.sizes(),
+        "changes": changes,
+        "median_ms": round(statistics.median(lat) * 1e3, 3),
+        "p90_ms": round(_pct(lat, 90) * 1e3, 3),
+        "max_ms": round(max(lat) * 1e3, 3),
+        "target_ms": LATENCY_TARGET_MS,
+        "median_parts_ms": {
+            "to_worker_start": round(statistics.median(queue) * 1e3, 3),
+            "run (GPU + reference + compare)": round(statistics.median(run) * 1e3, 3),
+            "prepare plot data (worker)": round(statistics.median(prep) * 1e3, 3),
+            "ui update (setData)": round(statistics.median(update) * 1e3, 3),
+            "paint": round(statistics.median(paint) * 1e3, 3),
+        },
+        "latencies_ms": ms(lat),
+        "errors": sorted(set(errors)),
+    }
+
+
+def measure_heartbeat(app, window, problem, interval_ms: int = HEARTBEAT_MS) -> dict[str, Any]:
+    """Largest gap between ``interval_ms`` heartbeat ticks while ``problem`` runs."""
+    from PySide6.QtCore import Qt, QTimer
+
+    w = window
+    _settle(app, w)
+    ticks: list[float] = []
+    beat = QTimer(interval=interval_ms)
+    beat.setTimerType(Qt.TimerType.PreciseTimer)
+    beat.timeout.connect(lambda: ticks.append(time.perf_counter()))
+    beat.start()
+    _wait(app, w, lambda: len(ticks) > 10, 5.0)
+    gen = w.scheduler.generation
+    t_submit = time.perf_counter()
+    w.controls.set_problem(problem)
+    ok = _wait(app, w, lambda: w.scheduler.generation > gen and w.result is not None
+               and w.result.generation > gen and not w.scheduler.waiting, RUN_TIMEOUT_S)
+    t_arrived = w.update_started
+    t_end = time.perf_counter()
+    # Keep beating a little so the paint after the update is inside a measured gap.
+    _wait(app, w, lambda: time.perf_counter() > t_end + 0.3, 5.0)
+    beat.stop()
+    if not ok:
+        raise RuntimeError("the long run did not finish")
+    r = w.result
+    pairs = [(a, b) for a, b in itertools.pairwise(ticks) if b > t_submit]
+    in_flight = [b - a for a, b in pairs if b <= t_arrived]
+    worst = max(((b - a, a) for a, b in pairs if b <= t_arrived), default=(0.0, t_submit))
+    after = [b - a for a, b in pairs if b > t_arrived]
+    return {
+        "sizes": problem.sizes(),
+        "heartbeat_ms": interval_ms,
+        "run_seconds": round(r.finished_at - r.started_at, 3),
+        "prepare_seconds": round(getattr(r.view, "seconds", 0.0), 3),
+        "ticks_in_flight": len(in_flight),
+        "max_gap_in_flight_ms": round(max(in_flight, default=0.0) * 1e3, 3),
+        "max_gap_at_s": round(worst[1] - t_submit, 3),  # when it began, after the change
+        "p99_gap_in_flight_ms": round(_pct(in_flight, 99) * 1e3, 3) if in_flight else 0.0,
+        "max_gap_showing_result_ms": round(max(after, default=0.0) * 1e3, 3),
+        "ui_update_ms": round(w.update_seconds * 1e3, 3),
+        "target_ms": GAP_TARGET_MS,
+        "error": r.error,
+    }
+
+
+def ui_bench(*, small: Any = None, big: Any = None, changes: int = 20,
+             interval_ms: int = HEARTBEAT_MS) -> dict[str, Any]:
+    """Both measurements on a fresh, shown window with private settings.
+
+    ``small`` / ``big`` are Problems (default: the sizes of the issue, S6).
+    """
+    app = _app()
+    from PySide6.QtCore import QSettings
+
+    from ssmviz.app.window import MainWindow
+    from ssmviz.core.problem import Problem
+
+    small = small or Problem(family="s6", **DEFAULT_SMALL)
+    big = big or small.with_(seq_len=DEFAULT_BIG_SEQ_LEN)
+    with tempfile.TemporaryDirectory(prefix="ssmviz-uibench-") as tmp:
+        settings = QSettings(str(Path(tmp) / "settings.ini"), QSettings.Format.IniFormat)
+        window = MainWindow(settings, restore=False)
+        window.show()
+        try:
+            latency = measure_latency(app, window, small, changes)
+            gaps = measure_heartbeat(app, window, big, interval_ms)
+        finally:
+            window._closed = False
+            window.shutdown()
+            window.close()
+            window.deleteLater()
+            app.processEvents()
+    from ssmviz.core.gpu import get_runtime
+
+    return {"platform": app.platformName(), "adapter": get_runtime().description(),
+            "latency": latency, "ui_stall": gaps}
+
+
+def format_ui_bench(res: dict[str, Any]) -> str:
+    lat, gap = res["latency"], res["ui_stall"]
+    s = lat["sizes"]
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in lat["median_parts_ms"].items())
+    ok1 = "meets" if lat["median_ms"] <= lat["target_ms"] else "MISSES"
+    ok2 = "meets" if gap["max_gap_in_flight_ms"] <= gap["target_ms"] else "MISSES"
+    return "\n".join([
+        f"ui bench on {res['adapter']} (Qt platform {res['platform']})",
+        f"control change → plots updated, {lat['changes']} changes at batch {s['batch']}, "
+        f"seq_len {s['seq_len']}, d_inner {s['d_inner']}, d_state {s['d_state']}: "
+        f"median {lat['median_ms']:.1f} ms, p90 {lat['p90_ms']:.1f} ms, max "
+        f"{lat['max_ms']:.1f} ms ({ok1} the {lat['target_ms']:.0f} ms target)",
+        f"  median parts: {parts}",
+        f"UI-thread heartbeat ({gap['heartbeat_ms']} ms) during a seq_len "
+        f"{gap['sizes']['seq_len']} run ({gap['run_seconds']:.2f} s in the worker): max gap "
+        f"{gap['max_gap_in_flight_ms']:.1f} ms in flight ({ok2} the "
+        f"{gap['target_ms']:.0f} ms target); showing the result: max gap "
+        f"{gap['max_gap_showing_result_ms']:.1f} ms (update {gap['ui_update_ms']:.1f} ms)",
+    ] + ([f"run errors: {'; '.join(lat['errors'])}"] if lat["errors"] else [])
+      + ([f"long run error: {gap['error']}"] if gap["error"] else []))
+
+
+def run_ui_bench(json_path: str | None) -> int:
+    """``ssmviz bench --ui [--json PATH]``: print both figures, write JSON; exit code 0."""
+    res = ui_bench()
+    print(format_ui_bench(res))
+    if json_path:
+        Path(json_path).write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+    return 0

@@ -1,0 +1,272 @@
+"""Everything the plots need for one selection, prepared off the UI thread (Qt-free numpy).
+
+:func:`prepare_view` turns a run's arrays into a :class:`ViewData`: the selection's
+:class:`~ssmviz.app.derived.Trace`, one :class:`~ssmviz.app.derived.GradView` per gradient
+tensor, heatmaps downsampled along time to at most :data:`MAX_IMAGE_ROWS` rows (peak of
+|value| per bin, so a single bad element still shows) with percentile colour levels, and,
+on small problems, finite-difference points of every gradient tensor (central differences
+of the float64 reference's loss sum(y·dy), through :mod:`ssmviz.core.reference.gradcheck`).
+The UI thread then only calls setData / setImage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ssmviz.app.derived import GradView, Selection, Trace, grad_slicers, grad_views, trace
+from ssmviz.core.reference.gradcheck import finite_difference_grads
+
+#: Heatmaps keep at most this many rows along their first (time) axis.
+MAX_IMAGE_ROWS = 1024
+#: Percentile used for the colour levels (outliers past it saturate).
+LEVEL_PERCENTILE = 99.0
+#: Finite-difference points are computed when batch·seq_len·d_inner is at most this.
+FD_MAX_ELEMENTS = 2000
+#: Elements per gradient tensor checked by finite differences.
+FD_POINTS = 5
+FD_EPS = 1e-6
+#: Time curves longer than this are drawn as a min/max envelope of the visible window
+#: (plus one window each side); zoomed in to at most this many steps, at full resolution.
+LOD_POINTS = 8192
+
+
+@dataclass
+class ImageView:
+    """A heatmap ready for ImageItem: ``data`` (rows, cols) with rows along x.
+
+    ``extent`` is (width, height) in the original units (time steps, states).
+    """
+
+    data: np.ndarray
+    levels: tuple[float, float]
+    extent: tuple[float, float]
+
+
+@dataclass
+class FdPoints:
+    """Finite-difference values at a few elements of one gradient view.
+
+    ``index`` (k, view ndim) are positions in the view; ``fd``, ``ref`` and ``gpu`` (k,)
+    are the central difference, the reference gradient and the GPU gradient there.
+    """
+
+    key: str
+    index: np.ndarray
+    fd: np.ndarray
+    ref: np.ndarray
+    gpu: np.ndarray | None
+
+    def max_rel_err(self) -> float:
+        """max |fd − gpu| (or ref, without a GPU gradient) / max(|fd|) over the points."""
+        other = self.gpu if self.gpu is not None else self.ref
+        scale = max(float(np.max(np.abs(self.fd))), 1e-30) if self.fd.size else 1.0
+        return float(np.max(np.abs(self.fd - other))) / scale if self.fd.size else 0.0
+
+
+@dataclass
+class ViewData:
+    """What the window shows for one run and selection."""
+
+    sel: Selection
+    trace: Trace
+    grads: list[GradView]
+    h_image: ImageView
+    fd: dict[str, FdPoints] = field(default_factory=dict)
+    seconds: float = 0.0
+    #: Full-range min/max envelopes (x, y) of the time curves, when seq_len > LOD_POINTS.
+    envelopes: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+
+def downsample_rows(a: np.ndarray, max_rows: int = MAX_IMAGE_ROWS) -> np.ndarray:
+    """``a`` (rows, …) with at most ``max_rows`` rows: each bin keeps its largest-|v| entry.
+
+    NaN/Inf win their bin, so non-finite values never vanish from a heatmap.
+    """
+    a = np.asarray(a, np.float64)
+    n = a.shape[0]
+    if n <= max_rows:
+        return a
+    k = -(-n // max_rows)
+    bins = -(-n // k)
+    pad = bins * k - n
+    if pad:
+        a = np.concatenate([a, np.zeros((pad, *a.shape[1:]))])
+    r = a.reshape(bins, k, *a.shape[1:])
+    mag = np.where(np.isfinite(r), np.abs(r), np.inf)
+    idx = np.argmax(mag, axis=1)[:, None]
+    return np.take_along_axis(r, idx, axis=1)[:, 0]
+
+
+def envelope(y: np.ndarray, start: int = 0,
+             max_points: int = LOD_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y) of a curve with at most ``max_points`` points: the samples themselves when
+    short enough, else per-bin min and max (peaks survive; a NaN marks its bin).
+
+    ``y`` is ``(n,)``; x counts from ``start``.
+    """
+    y = np.asarray(y, np.float64)
+    n = y.size
+    if n <= max_points:
+        return np.arange(start, start + n, dtype=np.float64), y
+    k = -(-n // (max_points // 2))
+    bins = -(-n // k)
+    pad = bins * k - n
+    r = (np.concatenate([y, np.full(pad, y[-1])]) if pad else y).reshape(bins, k)
+    x0 = start + np.arange(bins, dtype=np.float64) * k
+    x = np.stack([x0, x0 + (k - 1) / 2.0], axis=1).ravel()
+    return x, np.stack([r.min(axis=1), r.max(axis=1)], axis=1).ravel()
+
+
+def time_series(tr: Trace) -> dict[str, np.ndarray]:
+    """The time plots' curves by name, each ``(seq_len,)``: input, delta, a_bar, h0…,
+    y_gpu and err (with a GPU y), y_ref, tol."""
+    n = tr.sel.state
+    out = {"input": tr.u, "delta": tr.delta, "a_bar": tr.a_bar[:, n]}
+    for i in range(tr.h_ref.shape[1]):
+        out[f"h{i}"] = tr.h_ref[:, i]
+    if tr.y_gpu is not None and tr.err is not None:
+        out["y_gpu"], out["err"] = tr.y_gpu, tr.err
+    out["y_ref"], out["tol"] = tr.y_ref, tr.tol_curve
+    return out
+
+
+def robust_levels(a: np.ndarray, *, symmetric: bool = False,
+                  q: float = LEVEL_PERCENTILE) -> tuple[float, float]:
+    """Colour levels from the ``q``-th percentiles of the finite values (outliers saturate)."""
+    f = np.asarray(a, np.float64)
+    f = f[np.isfinite(f)]
+    if f.size == 0:
+        return (-1.0, 1.0) if symmetric else (0.0, 1.0)
+    if symmetric:
+        m = float(np.percentile(np.abs(f), q)) or float(np.max(np.abs(f))) or 1.0
+        return (-m, m)
+    lo, hi = (float(v) for v in np.percentile(f, [100.0 - q, q]))
+    if hi <= lo:
+        lo, hi = float(f.min()), float(f.max())
+    if hi <= lo:
+        lo, hi = lo - 0.5, hi + 0.5
+    return (lo, hi)
+
+
+def image_view(a: np.ndarray, *, symmetric: bool = False) -> ImageView:
+    """Downsample a 2-D array (rows along x) and pick robust levels."""
+    a = np.asarray(a, np.float64)
+    small = np.ascontiguousarray(downsample_rows(a))
+    return ImageView(small, robust_levels(small, symmetric=symmetric),
+                     (float(a.shape[0]), float(a.shape[1])))
+
+
+def _forward_y(family: str, convention: str, chunk_len: int | None):
+    if family == "s6":
+        from ssmviz.core.reference.s6 import s6_forward
+
+        keys = ("u", "delta", "A_log", "B", "C", "D", "delta_bias")
+        return keys, lambda p: s6_forward(*(p[k] for k in keys), convention=convention).y
+    from ssmviz.core.reference.ssd import ssd_forward_chunked
+
+    keys = ("x", "dt", "A_log", "B", "C", "D", "dt_bias")
+    return keys, lambda p: ssd_forward_chunked(
+        *(p[k] for k in keys), chunk_len=int(chunk_len or 1), convention=convention).y
+
+
+def fd_small_enough(family: str, inputs: Mapping[str, np.ndarray]) -> bool:
+    """True when batch·seq_len·d_inner ≤ FD_MAX_ELEMENTS (finite differences stay cheap)."""
+    shape = inputs["u" if family == "s6" else "x"].shape
+    return int(np.prod(shape)) <= FD_MAX_ELEMENTS
+
+
+def fd_points(
+    family: str,
+    convention: str,
+    inputs: Mapping[str, np.ndarray],
+    ref: Mapping[str, np.ndarray],
+    gpu: Mapping[str, np.ndarray],
+    sel: Selection,
+    chunk_len: int | None = None,
+    *,
+    points: int = FD_POINTS,
+    seed: int = 0,
+) -> dict[str, FdPoints]:
+    """Central differences of sum(y·dy) at ``points`` elements of each gradient *view*.
+
+    The elements are drawn inside the slice the gradient plots show for ``sel``, so the
+    points land on the plotted curves/heatmaps. Float64 reference forward throughout.
+    """
+    keys, forward = _forward_y(family, convention, chunk_len)
+    base = {k: np.array(inputs[k], np.float64) for k in keys}
+    dy = np.asarray(inputs["dy"], np.float64)
+    out: dict[str, FdPoints] = {}
+    for key, (_kind, cut, _x, _t) in grad_slicers(family, inputs, sel).items():
+        name = key[1:]
+        if key not in ref or name not in base:
+            continue
+        full = base[name]
+        # Flat indices of the view's elements inside the full input tensor.
+        where = np.asarray(cut(np.arange(full.size).reshape(full.shape)))
+        flat_where = where.reshape(-1)
+
+        def loss(p: dict[str, np.ndarray], name=name, flat_where=flat_where) -> float:
+            work = dict(base)
+            arr = base[name].copy()
+            arr.reshape(-1)[flat_where] = p["s"].reshape(-1)
+            work[name] = arr
+            return float(np.sum(forward(work) * dy))
+
+        view_vals = full.reshape(-1)[flat_where].reshape(where.shape)
+        fd = finite_difference_grads(loss, {"s": view_vals}, ["s"], eps=FD_EPS,
+                                     max_elements=min(points, view_vals.size), seed=seed)["s"]
+        picked = np.argwhere(~np.isnan(fd))
+        sel_idx = tuple(picked.T)
+        ref_view = np.asarray(cut(ref[key]), np.float64)
+        gg = gpu.get(key)
+        gpu_vals = None
+        if gg is not None and np.shape(gg) == np.shape(ref[key]):
+            gpu_vals = np.asarray(cut(gg), np.float64)[sel_idx]
+        out[key] = FdPoints(key, picked, fd[sel_idx], ref_view[sel_idx], gpu_vals)
+    return out
+
+
+def prepare_view(
+    family: str,
+    convention: str,
+    inputs: Mapping[str, np.ndarray],
+    ref: Mapping[str, np.ndarray],
+    gpu: Mapping[str, np.ndarray],
+    sel: Selection,
+    chunk_len: int | None = None,
+    *,
+    with_fd: bool | None = None,
+) -> ViewData:
+    """The trace, gradient views, heatmaps and (small problems) FD points for ``sel``.
+
+    ``with_fd`` None computes finite differences when :func:`fd_small_enough` says so.
+    """
+    import time
+
+    t0 = time.perf_counter()
+    tr = trace(family, convention, inputs, ref, gpu, sel,
+               chunk_len if family == "ssd" else None)
+    _ = tr.err  # computed (and cached) here, not on the UI thread
+    views = grad_views(family, inputs, ref, gpu, sel)
+    for v in views:
+        if v.kind != "image":
+            continue
+        v.images["ref"] = image_view(v.ref)
+        if v.gpu is not None:
+            v.images["gpu"] = image_view(v.gpu)
+            v.images["diff"] = image_view(v.gpu - v.ref, symmetric=True)
+    h = tr.h_gpu if tr.h_gpu is not None else tr.h_ref
+    data = ViewData(tr.sel, tr, views, image_view(h))
+    if tr.seq_len > LOD_POINTS:
+        data.envelopes = {k: envelope(v) for k, v in time_series(tr).items()}
+    if with_fd is None:
+        with_fd = fd_small_enough(family, inputs)
+    if with_fd and "dy" in inputs and ref:
+        data.fd = fd_points(family, convention, inputs, ref, gpu, tr.sel, chunk_len)
+        for v in views:
+            v.fd = data.fd.get(v.key)
+    data.seconds = time.perf_counter() - t0
+    return data

@@ -1,0 +1,193 @@
+"""The app's shader panel (diagnostics, jump to line, hot reload), finite-difference points
+and the ``bench --ui`` function (pytest-qt, offscreen, real kernels on lavapipe).
+
+No timing assertions here: the speed targets live in ``ssmviz bench --ui``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from PySide6.QtCore import Qt
+
+from ssmviz.app.uibench import format_ui_bench, ui_bench
+from ssmviz.app.viewdata import FD_POINTS, fd_small_enough
+from ssmviz.core.problem import S6_GRAD_KEYS, SSD_GRAD_KEYS, Problem
+from tests import test_app
+from tests.test_app import RUN_TIMEOUT_MS, SMALL, SMALL_SSD, _run
+
+make_window = test_app.make_window  # the window fixture (leak checks included)
+
+pytestmark = [pytest.mark.qt, pytest.mark.gpu]
+
+ROOT = Path(__file__).resolve().parent.parent
+BROKEN_LINE = 10  # 1-based line of the planted syntax error
+
+
+def _kernel_copy(tmp_path: Path, *, broken: bool = False, extra: str = "",
+                 name: str = "my_scan.wgsl") -> Path:
+    text = (ROOT / "shaders" / "selective_scan.wgsl").read_text(encoding="utf-8")
+    lines = text.split("\n")
+    if broken:
+        lines.insert(BROKEN_LINE - 1, "const BROKEN: f32 = 1.0 +;")
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + extra, encoding="utf-8")
+    return path
+
+
+def _write_later(path: Path, text: str) -> None:
+    # A new mtime even on filesystems with coarse timestamps.
+    time.sleep(0.05)
+    path.write_text(text, encoding="utf-8")
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+
+
+def test_broken_kernel_file_shows_diagnostic_and_click_jumps_to_line(
+        qtbot, make_window, tmp_path) -> None:
+    w = make_window()
+    panel = w.shader_panel
+    path = _kernel_copy(tmp_path, broken=True)
+    _run(qtbot, w, lambda: panel.open_file(path))
+    r = w.result
+    assert "does not build" in r.error and f":{BROKEN_LINE}:" in r.error
+    assert "Traceback" not in w.status.message.text() and "\n" not in r.error
+    assert r.ok and r.report is None  # the reference still plots
+    items = [panel.diagnostics.item(i) for i in range(panel.diagnostics.count())]
+    errors = [it for it in items if ": error:" in it.text()]
+    assert errors and errors[0].text().startswith(f"{BROKEN_LINE}:")
+    assert panel.recent_files() == [str(path.resolve())]
+    assert panel.sources.currentText() == f"file: {path.resolve()}"
+    panel.editor.moveCursor(panel.editor.textCursor().MoveOperation.End)
+    rect = panel.diagnostics.visualItemRect(errors[0])
+    qtbot.mouseClick(panel.diagnostics.viewport(), Qt.MouseButton.LeftButton,
+                     pos=rect.center())
+    assert panel.editor.textCursor().blockNumber() == BROKEN_LINE - 1
+    assert "BROKEN" in panel.editor.textCursor().block().text()
+
+
+def test_saving_the_kernel_file_on_disk_reloads_and_reruns(qtbot, make_window, tmp_path) -> None:
+    w = make_window()
+    panel = w.shader_panel
+    path = _kernel_copy(tmp_path)
+    good = path.read_text(encoding="utf-8")
+    _run(qtbot, w, lambda: panel.open_file(path))
+    assert w.result.report is not None and w.result.report.passed, w.result.error
+    assert w.result.kernel.path == str(path.resolve()) and not w.result.kernel.builtin
+    # A save on disk: the watcher (core FileWatcher, polled by a QTimer) re-runs.
+    gen = w.result.generation
+    with qtbot.waitSignal(w.plotsUpdated, timeout=RUN_TIMEOUT_MS):
+        _write_later(path, good + "\n// edited on disk\n")
+    assert panel.hot_reloads == 1 and w.result.generation > gen
+    assert w.result.kernel.text.endswith("// edited on disk\n")
+    assert "// edited on disk" in panel.editor.toPlainText()
+    assert w.result.report is not None and w.result.report.passed
+    # A bad save: diagnostics, no traceback, the window keeps working.
+    broken = _kernel_copy(tmp_path, broken=True, name="broken.wgsl").read_text(encoding="utf-8")
+    with qtbot.waitSignal(w.plotsUpdated, timeout=RUN_TIMEOUT_MS):
+        _write_later(path, broken)
+    assert panel.hot_reloads == 2
+    assert "does not build" in w.result.error
+    assert any(": error:" in panel.diagnostics.item(i).text()
+               for i in range(panel.diagnostics.count()))
+    with qtbot.waitSignal(w.plotsUpdated, timeout=RUN_TIMEOUT_MS):
+        _write_later(path, good)
+    assert w.result.error == "" and w.result.report.passed
+    assert panel.diagnostics.count() == 0 or not any(
+        ": error:" in panel.diagnostics.item(i).text() for i in range(panel.diagnostics.count()))
+
+
+def test_edit_and_apply_runs_the_edited_text(qtbot, make_window) -> None:
+    w = make_window()
+    panel = w.shader_panel
+    text = panel.editor.toPlainText()
+    panel.editor.setPlainText(text.replace("fn ", "fn  ", 1))  # harmless edit
+    assert panel.modified
+    _run(qtbot, w, panel.apply)
+    k = w.result.kernel
+    assert k.builtin and k.modified and k.text == panel.editor.toPlainText()
+    assert w.result.report is not None and w.result.report.passed
+    _run(qtbot, w, panel.revert)
+    assert not w.result.kernel.modified
+
+
+def _check_fd(w, keys) -> None:
+    view = w.view
+    assert set(view.fd) == set(keys)
+    for key in keys:
+        pts = view.fd[key]
+        grad = next(g for g in view.grads if g.key == key)
+        n_view = grad.ref.size
+        assert pts.fd.size == min(FD_POINTS, n_view) and pts.gpu is not None
+        # Central differences of the float64 loss against the fp32 GPU gradient: agree to
+        # a small fraction of the view's scale (GRAD_TOL-level errors pass, a wrong
+        # gradient term does not).
+        scale = float(np.max(np.abs(grad.ref))) or 1.0
+        np.testing.assert_allclose(pts.gpu, pts.fd, rtol=0, atol=2e-3 * scale, err_msg=key)
+        np.testing.assert_allclose(pts.ref, pts.fd, rtol=0, atol=1e-6 * scale, err_msg=key)
+        xs, ys = w.grad_plots.rows[key].fd.getData()
+        assert len(xs) == pts.fd.size
+        if grad.kind != "image":
+            np.testing.assert_array_equal(ys, pts.fd)  # drawn at the FD values
+        row = w.grad_plots.rows[key]
+        label = row.label if row.label is not None else row.plots[0].titleLabel
+        assert "FD" in label.text
+
+
+def test_fd_points_match_gpu_gradients_s6(make_window) -> None:
+    w = make_window()
+    assert fd_small_enough("s6", w.result.inputs)
+    _check_fd(w, S6_GRAD_KEYS)
+
+
+def test_fd_points_match_gpu_gradients_ssd(make_window) -> None:
+    w = make_window(SMALL_SSD)
+    _check_fd(w, SSD_GRAD_KEYS)
+
+
+def test_no_fd_points_for_large_problems(make_window) -> None:
+    w = make_window(SMALL.with_(seq_len=700))  # 700·3 > 2000
+    assert not fd_small_enough("s6", w.result.inputs)
+    assert w.view.fd == {}
+    assert all(len(row.fd.getData()[0]) == 0 for row in w.grad_plots.rows.values())
+
+
+def test_ui_bench_returns_sane_numbers(qapp, runtime) -> None:
+    small = Problem(family="s6", batch=1, seq_len=64, d_inner=2, d_state=2)
+    res = ui_bench(small=small, big=small.with_(seq_len=512), changes=3)
+    lat, gap = res["latency"], res["ui_stall"]
+    assert lat["changes"] == 3 and len(lat["latencies_ms"]) == 3
+    assert 0 < min(lat["latencies_ms"]) <= lat["median_ms"] <= lat["max_ms"]
+    assert lat["errors"] == [] and gap["error"] == ""
+    parts = lat["median_parts_ms"]
+    assert parts["run (GPU + reference + compare)"] > 0
+    assert sum(parts.values()) <= lat["max_ms"] * 1.5
+    assert gap["sizes"]["seq_len"] == 512 and gap["run_seconds"] > 0
+    assert gap["max_gap_in_flight_ms"] >= 0 and gap["max_gap_showing_result_ms"] > 0
+    text = format_ui_bench(res)
+    assert "median" in text and "max gap" in text
+
+
+def test_long_sequences_draw_an_envelope_and_full_detail_when_zoomed(qtbot, make_window) -> None:
+    from ssmviz.app.viewdata import LOD_POINTS
+
+    w = make_window(Problem(family="s6", batch=1, seq_len=3 * LOD_POINTS, d_inner=1, d_state=2))
+    y_ref = w.result.ref["y"][0, :, 0]
+    x, y = w.time_plots.curve_data("y_ref")
+    assert x.size <= LOD_POINTS and x[0] == 0 and x[-1] < y_ref.size
+    # The envelope keeps the extremes of the whole curve.
+    assert y.max() == y_ref.max() and y.min() == y_ref.min()
+    w.time_plots.plots["input"].setXRange(5000, 5100, padding=0)
+    qtbot.waitUntil(lambda: w.time_plots.curve_data("y_ref")[0].size < 1000, timeout=5000)
+    x, y = w.time_plots.curve_data("y_ref")
+    a = int(x[0])
+    assert a <= 5000 and x[-1] >= 5100
+    np.testing.assert_array_equal(x, np.arange(a, a + x.size))
+    np.testing.assert_array_equal(y, y_ref[a:a + x.size])  # every sample, no envelope
