@@ -66,8 +66,21 @@ def test_size_past_device_limit_exits_2_naming_the_limit() -> None:
 def test_s6_check_passes_and_exports(tmp_path: Path) -> None:
     out_json, out_npz = tmp_path / "v.json", tmp_path / "run.npz"
     proc = ssmviz(
-        "check", "--family", "s6", "--seq-len", "300", "--d-inner", "3", "--d-state", "5",
-        "--batch", "2", "--json", str(out_json), "--export", str(out_npz),
+        "check",
+        "--family",
+        "s6",
+        "--seq-len",
+        "300",
+        "--d-inner",
+        "3",
+        "--d-state",
+        "5",
+        "--batch",
+        "2",
+        "--json",
+        str(out_json),
+        "--export",
+        str(out_npz),
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "verdict: PASS" in proc.stdout
@@ -106,3 +119,22 @@ def test_inputs_roundtrip_and_nan_reported(tmp_path: Path) -> None:
     _one_line_error(ssmviz("check", "--inputs", str(tmp_path / "missing.npz")), "'C'")
     np.savez(tmp_path / "shape.npz", **dict(arrays, D=np.ones(5)))
     _one_line_error(ssmviz("check", "--inputs", str(tmp_path / "shape.npz")), "D has shape")
+
+
+def test_app_without_display_says_so_in_one_line() -> None:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")
+    }
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ssmviz"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    _one_line_error(proc, "no display")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -36,6 +37,19 @@ def _set_icon(app) -> None:
 def run_app(argv: Sequence[str]) -> int:
     """Run the app; returns the exit code. ``argv`` excludes the program name."""
     args = _parse(argv)
+    headless = sys.platform.startswith("linux") and not any(
+        os.environ.get(k) for k in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")
+    )
+    if headless:
+        if not args.screenshot:
+            # Qt would abort with a core dump; say what to do instead.
+            print(
+                "ssmviz: error: no display (DISPLAY is unset): start it from a desktop, "
+                "under `xvfb-run -a ssmviz`, or use --screenshot PATH",
+                file=sys.stderr,
+            )
+            return 2
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"  # a screenshot needs no screen
     from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
