@@ -133,6 +133,7 @@ class CheckReport:
     adapter: str
     runs: int
     verdicts: list[TensorVerdict]
+    race_probe: bool = False
     gpu_seconds: dict[str, float] = field(default_factory=dict)
     timing_source: str = "untimed"
     reference_seconds: float = 0.0
@@ -154,6 +155,7 @@ class CheckReport:
             f"{self.family} / {self.convention}  "
             + " ".join(f"{k}={v}" for k, v in self.sizes.items())
             + f"\nadapter: {self.adapter}   runs: {self.runs}"
+            + (" + 1 with workgroups in reverse order" if self.race_probe else "")
         )
         if self.gpu_seconds:
             times = ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in self.gpu_seconds.items())
@@ -194,6 +196,7 @@ class CheckReport:
             "sizes": self.sizes,
             "adapter": self.adapter,
             "runs": self.runs,
+            "race_probe": self.race_probe,
             "passed": self.passed,
             "gpu_seconds": self.gpu_seconds,
             "timing_source": self.timing_source,
@@ -272,9 +275,7 @@ def compare(
             name, tuple(r.shape), tolerance, first_bad=(), note=f"gpu shape {g.shape} ≠ {r.shape}"
         )
     v = TensorVerdict(name, tuple(r.shape), tolerance)
-    v.deterministic = all(
-        np.array_equal(g.view(np.uint8), np.asarray(x).view(np.uint8)) for x in repeats
-    )
+    v.deterministic = all(_same_bits(g, np.asarray(x)) for x in repeats)
     if r.size == 0:
         v.rel_err, v.max_abs_err = 0.0, 0.0
         return v
@@ -308,6 +309,11 @@ def compare(
 
 
 # -- running -----------------------------------------------------------------------------------
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    return a.shape == b.shape and np.array_equal(a.view(np.uint8), b.view(np.uint8))
 
 
 def _input_warnings(arrays: Mapping[str, np.ndarray]) -> list[str]:
@@ -396,12 +402,16 @@ def check_arrays(
     kernel: Any = None,
     runtime: Any = None,
     store_states: bool | None = None,
+    race_probe: bool = True,
 ) -> CheckReport:
     """Check a GPU kernel against the reference on the given input arrays.
 
     ``arrays`` holds the family's input keys (see :mod:`ssmviz.core.problem`);
-    ``kernel`` defaults to ssmviz's own kernel of the family. Raises
-    SsmvizError (one line) for bad inputs or a problem past the device limits.
+    ``kernel`` defaults to ssmviz's own kernel of the family. ``race_probe`` adds a
+    run with every pass visiting its workgroups in reverse order, whose bits must
+    equal the others' (lavapipe runs workgroups in order, which hides races between
+    them). Raises SsmvizError (one line) for bad inputs or a problem past the device
+    limits.
     """
     if family not in ("s6", "ssd"):
         raise SsmvizError(f"family must be s6 or ssd; got '{family}'")
@@ -428,8 +438,14 @@ def check_arrays(
 
         kern = kernel or S6Kernel(rt)
 
-        def gpu_run() -> Any:
-            return kern.run(inputs, convention=convention, store_h=store_states, timed=True)
+        def gpu_run(reverse_wg: bool = False) -> Any:
+            return kern.run(
+                inputs,
+                convention=convention,
+                store_h=store_states,
+                timed=True,
+                reverse_wg=reverse_wg,
+            )
 
         ref, ref_s = _timed(lambda: s6_reference(inputs, convention))
         forward_keys, grad_keys = S6_FORWARD_KEYS, S6_GRAD_KEYS
@@ -440,13 +456,14 @@ def check_arrays(
 
         kern = kernel or SSDKernel(rt)
 
-        def gpu_run() -> Any:
+        def gpu_run(reverse_wg: bool = False) -> Any:
             return kern.run(
                 inputs,
                 chunk_len=int(chunk_len or 1),
                 convention=convention,
                 store_states=store_states,
                 timed=True,
+                reverse_wg=reverse_wg,
             )
 
         ref, ref_s = _timed(lambda: ssd_reference(inputs, convention, int(chunk_len or 1)))
@@ -455,6 +472,7 @@ def check_arrays(
             ref.pop("chunk_states")
 
     results = [gpu_run() for _ in range(runs)]
+    reversed_run = gpu_run(reverse_wg=True).outputs if race_probe else {}
     first = results[0].outputs
     verdicts = []
     for key in (*forward_keys, *grad_keys):
@@ -469,16 +487,13 @@ def check_arrays(
         repeats = [r.outputs[key] for r in results[1:]]
         # Every tensor but the final states and the per-parameter sums runs along seq_len.
         along_time = key not in _NO_TIME_AXIS and ref[key].ndim >= 3
-        verdicts.append(
-            compare(
-                key,
-                first[key],
-                ref[key],
-                tol,
-                repeats=repeats,
-                time_axis=1 if along_time else None,
-            )
+        verdict = compare(
+            key, first[key], ref[key], tol, repeats=repeats, time_axis=1 if along_time else None
         )
+        if key in reversed_run and not _same_bits(first[key], reversed_run[key]):
+            verdict.deterministic = False
+            verdict.note = "differs with workgroups in reverse order: a race between workgroups"
+        verdicts.append(verdict)
     timing = results[0].timing
     return CheckReport(
         family=family,
@@ -487,6 +502,7 @@ def check_arrays(
         adapter=rt.description(),
         runs=runs,
         verdicts=verdicts,
+        race_probe=race_probe,
         gpu_seconds={k: t.seconds for k, t in timing.items()},
         timing_source=next(iter(timing.values())).source if timing else "untimed",
         reference_seconds=ref_s,

@@ -1,0 +1,41 @@
+"""check_arrays' race probe: a run with the workgroups in reverse order must give the same bits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ssmviz.core.check import check_arrays
+from ssmviz.core.kernels.s6 import S6Kernel
+from ssmviz.core.problem import Problem
+
+
+class _OrderDependent:
+    """ssmviz's S6 kernel, but y changes by one ulp when the workgroups run reversed,
+    as a kernel whose chunks read each other's carries within a dispatch would."""
+
+    def __init__(self, runtime: Any) -> None:
+        self.inner = S6Kernel(runtime)
+        self.reversed_calls = 0
+
+    def run(self, inputs: Any, **kw: Any) -> Any:
+        result = self.inner.run(inputs, **kw)
+        if kw.get("reverse_wg"):
+            self.reversed_calls += 1
+            y = result.outputs["y"]
+            y.flat[7] = np.nextafter(y.flat[7], np.float32(np.inf))
+        return result
+
+
+def test_reverse_order_difference_fails_the_tensor(runtime) -> None:
+    arrays = Problem(family="s6", seq_len=300, d_inner=3, d_state=4).build()
+    honest = check_arrays("s6", arrays, runs=2, runtime=runtime)
+    assert honest.passed and honest.race_probe
+    kernel = _OrderDependent(runtime)
+    report = check_arrays("s6", arrays, runs=2, runtime=runtime, kernel=kernel)
+    assert kernel.reversed_calls == 1
+    y = next(v for v in report.verdicts if v.name == "y")
+    assert not y.passed and not y.deterministic and "reverse order" in y.note
+    assert all(v.passed for v in report.verdicts if v.name != "y")
+    assert "workgroups in reverse order" in report.table()
