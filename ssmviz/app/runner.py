@@ -166,7 +166,7 @@ def execute(request: RunRequest) -> RunResult:
         kernel = _custom_kernel(p, request.kernel, result) if request.kernel else None
         report = check_arrays(
             p.family, arrays, convention=p.convention, chunk_len=chunk_len, runs=1,
-            kernel=kernel,
+            kernel=kernel, race_probe=False,  # live runs: latency first; `ssmviz check` probes
         )
         result.report, result.ref, result.gpu = report, dict(report.ref), dict(report.gpu)
         result.inputs = dict(report.inputs)

@@ -823,8 +823,9 @@ def _judge_host(prof: AbiProfile, an: _Analysis, kf: KernelFile,
     arrays = _problem_arrays(prof, sizes, conv, seed)
     chunk = sizes.get("chunk_len") if family == "ssd" else None
     kernel = _host_kernel(family, rt, src.text)
+    # The race probe below rewrites the user's source itself, so none from check_arrays.
     report = check_arrays(family, arrays, convention=conv, chunk_len=chunk, runs=runs,
-                          kernel=kernel, runtime=rt, store_states=True)
+                          kernel=kernel, runtime=rt, store_states=True, race_probe=False)
     res.report = report
     res.stages_run = ["forward", "backward"]
     if probe:
@@ -853,7 +854,7 @@ def _judge_host(prof: AbiProfile, an: _Analysis, kf: KernelFile,
         sizes2 = base_sizes(family, base)
         arrays2 = _problem_arrays(prof, sizes2, conv, seed)
         rep2 = check_arrays(family, arrays2, convention=conv, chunk_len=chunk, runs=1,
-                            kernel=kernel, runtime=rt, store_states=True)
+                            kernel=kernel, runtime=rt, store_states=True, race_probe=False)
         bad = [v for v in rep2.verdicts if v.checked and not v.passed]
         for v in bad:
             v.name = f"{v.name} @ seq_len={sizes2['seq_len']}"
