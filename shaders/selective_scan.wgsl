@@ -28,13 +28,14 @@
 //   chunk summaries and the reverse (adjoint) chunk summaries; the reverse
 //   direction is stored with its chunk order flipped so the same scan kernels
 //   serve both. The output pass recomputes states inside each chunk from the
-//   scanned chunk-start state: one sweep keeps 4 checkpoints (every 8 steps),
-//   then each 8-step sub-chunk is recomputed into a private history and swept
-//   in reverse with the adjoint. No (batch, seq_len, d_inner, d_state) scratch
-//   and no division by Ā to walk states backwards.
+//   scanned chunk-start state: one sweep keeps a checkpoint every 8 steps (it stops
+//   at the last sub-chunk's start), then each 8-step sub-chunk is recomputed into a
+//   private history and swept in reverse with the adjoint. No (batch, seq_len,
+//   d_inner, d_state) scratch and no division by Ā to walk states backwards.
 // * Determinism: nothing is accumulated by atomics. dB/dC (sums over d_inner)
-//   are reduced over a workgroup's lanes in workgroup memory in a fixed order,
-//   then over d-blocks by s6_reduce_rows / s6_reduce_final in fixed row groups.
+//   are reduced over a workgroup's lanes in workgroup memory in a fixed order
+//   (once per XSLOTS steps), then over d-blocks by s6_reduce_rows /
+//   s6_reduce_final in fixed row groups.
 //   dA_log, dD, ddelta_bias get one partial row per (batch, chunk group) and are
 //   reduced the same way. du/ddelta are owned by one thread each.
 // * Barriers sit only in loops whose bounds come from the uniform params; idle
@@ -43,8 +44,8 @@
 //   an indexed array (which the driver keeps in local memory: the forward was 2.8x
 //   slower, the backward 1.5x); each step's inputs are loaded one step ahead (the
 //   loops are not unrolled, so every step would wait for its loads: ~10%). The
-//   dB/dC workgroup rows are padded to 33 floats (a lane's 32 stores hit one bank
-//   otherwise: the backward output pass was 1.6x slower).
+//   dB/dC workgroup rows were padded to 33 floats (a lane's 32 stores hit one bank
+//   otherwise: the backward output pass was 1.6x slower; now rotated, see below).
 //   Tried and slower: a pairwise-tree lane reduction (7 barriers a step instead
 //   of 2) and a double-buffered 16 KiB exchange with one barrier (lower occupancy).
 // * Speed notes, second round (H200, same-run A/B): B and C are read as vec4 rows
@@ -59,6 +60,15 @@
 //   0-2%), fwd chunks of 1024/2048 at the wide size (slower; 256 = 512), more
 //   backward chunks per thread (no change). The backward output pass (7 of the
 //   8.5 ms) is the remaining target: 3 sweeps a chunk and the per-step exchange.
+// * Third round (lavapipe only, H200 not yet measured): the dB/dC exchange holds
+//   XSLOTS = 2 steps (16 KiB of vec4s, rows rotated by lane instead of padded) and is
+//   summed once per 2 steps (1 barrier a step instead of 2); each summing invocation
+//   reads whole vec4 columns (4 states at once: a quarter of the loads, same order of
+//   additions, so the bits did not change); the checkpoint sweep stops at the last
+//   sub-chunk's start (24 of 32 steps) and the sub-chunk count follows chunk_len.
+//   Lavapipe (2, 2048, 256, 16): s6_bwd_output 216 -> 172 ms. XSLOTS = 1 (8 KiB, 2
+//   barriers a step) is the fallback if the 16 KiB costs occupancy on a GPU (an older
+//   16 KiB double buffer measured slower on the H200).
 // * flags bit 2 reverses the workgroup order in every pass (race probe: the
 //   results must not change bitwise).
 
@@ -122,15 +132,20 @@ struct Params {
 const WG: u32 = 64u;      // invocations per workgroup, every pass
 const TILE: u32 = 16u;    // states per thread per tile
 const SUB: u32 = 8u;      // backward: steps per recomputed sub-chunk
-const NSUB: u32 = 4u;     // backward: sub-chunks per chunk (chunk_len <= 32)
+const NSUB: u32 = 4u;     // backward: most sub-chunks per chunk (chunk_len <= 32)
 const GBLK: u32 = 32u;    // scan: summaries per thread per level
 const LOG2E: f32 = 1.4426950408889634;
 const LN2: f32 = 0.6931471805599453;
 
-// dB / dC contributions of one step: 64 lanes × (16 dB + 16 dC), rows padded to 33 so
-// that a lane's 32 stores and a column's reads both fall in distinct banks.
-const SM_ROW: u32 = 33u;
-var<workgroup> bc_smem: array<f32, 2112>;
+// dB / dC contributions of XSLOTS steps: XSLOTS slots × 64 lanes × (4 dB + 4 dC) vec4s,
+// summed over the lanes once per XSLOTS steps. A lane's row of 8 vec4s is rotated by the
+// lane index (sm_at) so that a lane's stores and a column's reads both fall in distinct
+// banks without padding. XSLOTS must divide SUB; bc_smem holds XSLOTS * SM_SLOT vec4s
+// (the runner's WORKGROUP_STORAGE must match).
+const XSLOTS: u32 = 2u;
+const SM_ROW: u32 = 8u;
+const SM_SLOT: u32 = 512u;
+var<workgroup> bc_smem: array<vec4<f32>, 1024>;
 
 // ---------------------------------------------------------------- helpers
 
@@ -782,11 +797,9 @@ fn s6_bwd_summary(
     sbuf[P.off_in_s + s_idx(P.batch + ln.b, N, rc, ln.d)] = ssum;
 }
 
-fn smem_st4(base: u32, v: vec4<f32>) {
-    bc_smem[base] = v.x;
-    bc_smem[base + 1u] = v.y;
-    bc_smem[base + 2u] = v.z;
-    bc_smem[base + 3u] = v.w;
+// Index of vec4 q (0..7: dB then dC) of lane `lane` in slot `slot` of bc_smem.
+fn sm_at(slot: u32, lane: u32, q: u32) -> u32 {
+    return slot * SM_SLOT + lane * SM_ROW + ((q + lane) & 7u);
 }
 
 // Backward pass 3: per (batch, group of k_chunks chunks, d). Writes du, ddelta,
@@ -805,12 +818,12 @@ fn s6_bwd_output(
     let ds = P.d_state;
     let N = P.n_chunks;
     let L = P.chunk_len;
+    let nsub = (L + SUB - 1u) / SUB;  // sub-chunks per chunk (uniform: barriers in the loop)
     let zoh = P.convention == 1u;
     let n_tiles = (ds + TILE - 1u) / TILE;
     let cpw = WG / P.wg_d;  // chunk lanes per workgroup
     let Dd = Dv[d];
     let bcM = P.batch * P.seq_len * ds;  // columns of one of dB, dC in the partials
-    let sm = lid * SM_ROW;
     var dD_acc = 0.0;
     var ddb_acc = 0.0;
     for (var tile = 0u; tile < n_tiles; tile++) {
@@ -863,28 +876,30 @@ fn s6_bwd_output(
                 gc2 = ld_carry4(cr, n0 + 8u, E2);
                 gc3 = ld_carry4(cr, n0 + 12u, E3);
             }
-            // Sweep the chunk once, keeping the state every SUB steps.
+            // Sweep the chunk up to its last sub-chunk, keeping the state every SUB steps
+            // (no barriers here: the bound may differ per thread).
             var ckpt: array<vec4<f32>, 16>;
-            for (var j = 0u; j < SUB * NSUB; j++) {
-                if (j % SUB == 0u) {
-                    let q = (j / SUB) * 4u;
+            let nck = min(nsteps, SUB * (nsub - 1u));
+            for (var jc = 0u; jc <= nck; jc++) {
+                if (jc % SUB == 0u) {
+                    let q = (jc / SUB) * 4u;
                     ckpt[q] = h0;
                     ckpt[q + 1u] = h1;
                     ckpt[q + 2u] = h2;
                     ckpt[q + 3u] = h3;
                 }
-                if (j < nsteps) {
-                    let i = act_idx(b, t0 + j, d);
+                if (jc < nck) {
+                    let i = act_idx(b, t0 + jc, d);
                     let dl = softplus(delta_raw(i, d));
                     let uv = u[i];
-                    let bb = bc_row(b, t0 + j);
+                    let bb = bc_row(b, t0 + jc);
                     h0 = fwd_q(h0, E0, iA0, dl, ld_B4(bb, bt, 0u) * uv, zoh);
                     h1 = fwd_q(h1, E1, iA1, dl, ld_B4(bb, bt, 1u) * uv, zoh);
                     h2 = fwd_q(h2, E2, iA2, dl, ld_B4(bb, bt, 2u) * uv, zoh);
                     h3 = fwd_q(h3, E3, iA3, dl, ld_B4(bb, bt, 3u) * uv, zoh);
                 }
             }
-            for (var sub1 = NSUB; sub1 > 0u; sub1--) {
+            for (var sub1 = nsub; sub1 > 0u; sub1--) {
                 let sub = sub1 - 1u;
                 // Recompute this sub-chunk, keeping h_{t-1} of each step.
                 var hist: array<vec4<f32>, 32>;
@@ -929,15 +944,19 @@ fn s6_bwd_output(
                                    ld_C4(bb, bt, 2u), dl, uv, dyv, zoh);
                     let r3 = bwd_q(hist[j * 4u + 3u], A3, E3, iA3, gc3, ld_B4(bb, bt, 3u),
                                    ld_C4(bb, bt, 3u), dl, uv, dyv, zoh);
+                    // Step j goes to slot j % XSLOTS; the block of steps j .. j + XSLOTS - 1
+                    // is summed once slot 0 is written (XSLOTS divides SUB, so a block never
+                    // straddles sub-chunks).
+                    let slot = j % XSLOTS;
                     let zero = vec4<f32>(0.0);
-                    smem_st4(sm, select(zero, r0.dB, v));
-                    smem_st4(sm + 4u, select(zero, r1.dB, v));
-                    smem_st4(sm + 8u, select(zero, r2.dB, v));
-                    smem_st4(sm + 12u, select(zero, r3.dB, v));
-                    smem_st4(sm + 16u, select(zero, r0.dC, v));
-                    smem_st4(sm + 20u, select(zero, r1.dC, v));
-                    smem_st4(sm + 24u, select(zero, r2.dC, v));
-                    smem_st4(sm + 28u, select(zero, r3.dC, v));
+                    bc_smem[sm_at(slot, lid, 0u)] = select(zero, r0.dB, v);
+                    bc_smem[sm_at(slot, lid, 1u)] = select(zero, r1.dB, v);
+                    bc_smem[sm_at(slot, lid, 2u)] = select(zero, r2.dB, v);
+                    bc_smem[sm_at(slot, lid, 3u)] = select(zero, r3.dB, v);
+                    bc_smem[sm_at(slot, lid, 4u)] = select(zero, r0.dC, v);
+                    bc_smem[sm_at(slot, lid, 5u)] = select(zero, r1.dC, v);
+                    bc_smem[sm_at(slot, lid, 6u)] = select(zero, r2.dC, v);
+                    bc_smem[sm_at(slot, lid, 7u)] = select(zero, r3.dC, v);
                     if (v) {
                         gc0 = r0.gc;
                         gc1 = r1.gc;
@@ -959,34 +978,48 @@ fn s6_bwd_output(
                         }
                         ddb_acc = ddb_acc + ddz;
                     }
-                    workgroupBarrier();
-                    // Sum the lanes of each chunk lane group in a fixed order.
-                    for (var o = lid; o < cpw * 32u; o += WG) {
-                        let cg = o / 32u;
-                        let kq = o % 32u;
-                        let n = n0 + (kq % 16u);
-                        let cc = (ln.grp * cpw + cg) * P.k_chunks + kslot;
-                        let tt = cc * L + jt;
-                        // Four interleaved partial sums (a fixed order still): one serial
-                        // chain of wg_d dependent adds per step was latency bound.
-                        let rb = cg * P.wg_d * SM_ROW + kq;
-                        var a4 = vec4<f32>(0.0);
-                        var l = 0u;
-                        for (; l + 4u <= P.wg_d; l += 4u) {
-                            let o4 = rb + l * SM_ROW;
-                            a4 += vec4<f32>(bc_smem[o4], bc_smem[o4 + SM_ROW],
-                                            bc_smem[o4 + 2u * SM_ROW], bc_smem[o4 + 3u * SM_ROW]);
+                    if (slot == 0u) {  // uniform: j counts down from a constant
+                        workgroupBarrier();
+                        // Sum the lanes of each chunk lane group in a fixed order, a vec4
+                        // column (4 states of dB or dC of one step) per invocation.
+                        for (var o = lid; o < cpw * 8u * XSLOTS; o += WG) {
+                            let cg = o / (8u * XSLOTS);
+                            let sl = (o / 8u) % XSLOTS;
+                            let kv = o % 8u;  // vec4 column: dB (0..3) or dC (4..7)
+                            let cc = (ln.grp * cpw + cg) * P.k_chunks + kslot;
+                            let jo = jt + sl;
+                            let tt = cc * L + jo;
+                            // Four interleaved partial sums (a fixed order still): one serial
+                            // chain of wg_d dependent adds was latency bound.
+                            let l0 = cg * P.wg_d;
+                            var a0 = vec4<f32>(0.0);
+                            var a1 = vec4<f32>(0.0);
+                            var a2 = vec4<f32>(0.0);
+                            var a3 = vec4<f32>(0.0);
+                            var l = 0u;
+                            for (; l + 4u <= P.wg_d; l += 4u) {
+                                let la = l0 + l;
+                                a0 += bc_smem[sm_at(sl, la, kv)];
+                                a1 += bc_smem[sm_at(sl, la + 1u, kv)];
+                                a2 += bc_smem[sm_at(sl, la + 2u, kv)];
+                                a3 += bc_smem[sm_at(sl, la + 3u, kv)];
+                            }
+                            for (; l < P.wg_d; l++) {
+                                a0 += bc_smem[sm_at(sl, l0 + l, kv)];
+                            }
+                            let acc = (a0 + a1) + (a2 + a3);
+                            if (ln.wok && cc < N && jo < L && tt < P.seq_len) {
+                                let n = n0 + (kv % 4u) * 4u;
+                                let col = (kv / 4u) * bcM + bc_idx(ln.b, tt, 0u);
+                                let rb = ln.dblk * 2u * bcM + col;
+                                if (n < ds) { red[rb + n] = acc.x; }
+                                if (n + 1u < ds) { red[rb + n + 1u] = acc.y; }
+                                if (n + 2u < ds) { red[rb + n + 2u] = acc.z; }
+                                if (n + 3u < ds) { red[rb + n + 3u] = acc.w; }
+                            }
                         }
-                        for (; l < P.wg_d; l++) {
-                            a4.x += bc_smem[rb + l * SM_ROW];
-                        }
-                        let acc = (a4.x + a4.y) + (a4.z + a4.w);
-                        if (ln.wok && cc < N && jt < L && tt < P.seq_len && n < ds) {
-                            let col = (kq / 16u) * bcM + bc_idx(ln.b, tt, n);
-                            red[ln.dblk * 2u * bcM + col] = acc;
-                        }
+                        workgroupBarrier();
                     }
-                    workgroupBarrier();
                 }
             }
         }

@@ -97,6 +97,7 @@ ACCURACY_SIZES = [
     (1, 1, 3, 5),
     (3, 1, 2, 4),
     (1, 7, 5, 3),
+    (2, 77, 1, 16),
     (3, 7, 3, 16),
     (1, 64, 4, 16),
     (3, 64, 3, 8),
@@ -140,16 +141,19 @@ def test_without_delta_bias(kernel):
 
 
 # Overrides that force many chunks (a 3-level carry scan), short backward chunks that are no
-# multiple of the 8-step sub-chunk, several chunks per backward thread, and > 32 partial rows.
+# multiple of the 8-step sub-chunk (13: two sub-chunks, the second short, and an odd step
+# count for the 2-step dB/dC exchange), several chunks per backward thread, and > 32 partial
+# rows.
 TILINGS = [
     dict(fwd_chunk_len=1, bwd_chunk_len=5, bwd_k_chunks=3),
     dict(fwd_chunk_len=3, bwd_chunk_len=32, bwd_k_chunks=1),
     dict(fwd_chunk_len=100, bwd_chunk_len=1, bwd_k_chunks=7),
+    dict(fwd_chunk_len=7, bwd_chunk_len=13, bwd_k_chunks=2),
 ]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("tiling", TILINGS, ids=["c1", "c3", "c100"])
+@pytest.mark.parametrize("tiling", TILINGS, ids=["c1", "c3", "c100", "c7"])
 def test_tilings_match_reference(kernel, tiling):
     inp = make_inputs(2, 4097, 3, 5, seed=11)
     want = {c: reference(inp, c) for c in ("mamba", "builderforce")}
@@ -248,8 +252,10 @@ def test_abi_matches_shader():
             assert declared[b["index"]] == wgsl_names.get(b["name"], b["name"]), b
     storage = max(sum(b["role"] != "uniform" for b in p["bindings"]) for p in S6_ABI["passes"])
     assert storage == S6_ABI["storage_buffers_per_stage"]
-    smem = re.findall(r"var<workgroup> \w+: array<f32, (\d+)>", src)
-    assert 4 * sum(int(n) for n in smem) == S6_ABI["workgroup_storage_bytes"] <= 16384
+    smem = re.findall(r"var<workgroup> \w+: array<(f32|vec4<f32>), (\d+)>", src)
+    assert smem, "no workgroup arrays found"
+    smem_bytes = sum((16 if t == "vec4<f32>" else 4) * int(n) for t, n in smem)
+    assert smem_bytes == S6_ABI["workgroup_storage_bytes"] <= 16384
     fields = re.search(r"struct Params \{(.*?)\}", src, re.S).group(1)
     assert re.findall(r"(\w+): u32", fields) == PARAM_FIELDS
     assert len(PARAM_FIELDS) % 4 == 0  # 16-byte uniform

@@ -33,7 +33,7 @@ WORKGROUP = 64  # invocations per workgroup, every pass
 SCAN_BLOCK = 32  # summaries per thread per scan level; rows per reduction group
 BWD_MAX_CHUNK = 32  # the backward output pass keeps 4 checkpoints of 8 steps
 TARGET_THREADS = 131072  # enough invocations to fill a large GPU
-WORKGROUP_STORAGE = 2112 * 4
+WORKGROUP_STORAGE = 1024 * 16  # s6_bwd_output's bc_smem: 2 steps x 64 lanes x 8 vec4s
 CONVENTION_IDS = {"mamba": 0, "builderforce": 1}
 
 PARAM_FIELDS: list[str] = [
@@ -232,8 +232,9 @@ S6_ABI: dict = {
             "dispatch": "split_workgroups(batch * n_cgroups * n_dblocks), n_cgroups = "
             "ceil(n_kgroups / (64 / wg_d)), n_kgroups = ceil(n_chunks / k_chunks)",
             "does": "recompute states per 8-step sub-chunk, sweep the adjoint in reverse; write "
-            "du, ddelta and the partials of dB, dC (per d block) and of dA_log, dD, "
-            "ddelta_bias (per batch and chunk group)",
+            "du, ddelta and the partials of dB, dC (per d block; summed over the workgroup's "
+            "lanes in workgroup memory once per 2 steps) and of dA_log, dD, ddelta_bias (per "
+            "batch and chunk group)",
             "bindings": [
                 _PARAMS,
                 _U,
