@@ -60,15 +60,16 @@
 //   0-2%), fwd chunks of 1024/2048 at the wide size (slower; 256 = 512), more
 //   backward chunks per thread (no change). The backward output pass (7 of the
 //   8.5 ms) is the remaining target: 3 sweeps a chunk and the per-step exchange.
-// * Third round (lavapipe only, H200 not yet measured): the dB/dC exchange holds
+// * Third round: the dB/dC exchange can hold
 //   XSLOTS = 2 steps (16 KiB of vec4s, rows rotated by lane instead of padded) and is
 //   summed once per 2 steps (1 barrier a step instead of 2); each summing invocation
 //   reads whole vec4 columns (4 states at once: a quarter of the loads, same order of
 //   additions, so the bits did not change); the checkpoint sweep stops at the last
 //   sub-chunk's start (24 of 32 steps) and the sub-chunk count follows chunk_len.
-//   Lavapipe (2, 2048, 256, 16): s6_bwd_output 216 -> 172 ms. XSLOTS = 1 (8 KiB, 2
-//   barriers a step) is the fallback if the 16 KiB costs occupancy on a GPU (an older
-//   16 KiB double buffer measured slower on the H200).
+//   Lavapipe (2, 2048, 256, 16): s6_bwd_output 216 -> 172 ms. On the H200 XSLOTS = 2
+//   gained nothing at the wide size (bwd 10.73 vs 10.74 ms) and lost at the long one
+//   (1.06 vs 0.95 ms): the 16 KiB costs occupancy. So XSLOTS = 1 (8 KiB, 2 barriers a
+//   step); the vec4 lane sums and the shorter checkpoint sweep stay.
 // * flags bit 2 reverses the workgroup order in every pass (race probe: the
 //   results must not change bitwise).
 
@@ -142,10 +143,10 @@ const LN2: f32 = 0.6931471805599453;
 // lane index (sm_at) so that a lane's stores and a column's reads both fall in distinct
 // banks without padding. XSLOTS must divide SUB; bc_smem holds XSLOTS * SM_SLOT vec4s
 // (the runner's WORKGROUP_STORAGE must match).
-const XSLOTS: u32 = 2u;
+const XSLOTS: u32 = 1u;
 const SM_ROW: u32 = 8u;
 const SM_SLOT: u32 = 512u;
-var<workgroup> bc_smem: array<vec4<f32>, 1024>;
+var<workgroup> bc_smem: array<vec4<f32>, 512>;
 
 // ---------------------------------------------------------------- helpers
 

@@ -33,7 +33,7 @@ WORKGROUP = 64  # invocations per workgroup, every pass
 SCAN_BLOCK = 32  # summaries per thread per scan level; rows per reduction group
 BWD_MAX_CHUNK = 32  # the backward output pass keeps 4 checkpoints of 8 steps
 TARGET_THREADS = 131072  # enough invocations to fill a large GPU
-WORKGROUP_STORAGE = 1024 * 16  # s6_bwd_output's bc_smem: 2 steps x 64 lanes x 8 vec4s
+WORKGROUP_STORAGE = 512 * 16  # s6_bwd_output's bc_smem: 1 step x 64 lanes x 8 vec4s
 CONVENTION_IDS = {"mamba": 0, "builderforce": 1}
 
 PARAM_FIELDS: list[str] = [
