@@ -575,8 +575,9 @@ def uniformity(mod: Module) -> list[Problem]:
     for fn in mod.entry_points.values():
         if fn.stage != "compute":
             continue
+        binding = _bindings(mod, fn)
         tainted: dict[str, str] = {
-            p.name: p.builtin for p in fn.params if p.builtin in NONUNIFORM_BUILTINS
+            f"param:{p.name}": p.builtin for p in fn.params if p.builtin in NONUNIFORM_BUILTINS
         }
         sources = {
             name: "read_write storage buffer" if gv.space == "storage" else "workgroup variable"
@@ -585,7 +586,7 @@ def uniformity(mod: Module) -> list[Problem]:
         }
         for _ in range(4):  # loop-carried taint needs a few sweeps
             before = dict(tainted)
-            found = _walk(mod, fn, tainted, sources, barrier_fns)
+            found = _walk(mod, fn, tainted, sources, barrier_fns, binding)
             if tainted == before:
                 break
         for p in found:
@@ -596,8 +597,61 @@ def uniformity(mod: Module) -> list[Problem]:
     return out
 
 
-def _taint_of(toks: list[Tok], a: int, b: int, tainted: dict[str, str], sources: dict[str, str]):
+def _bindings(mod: Module, fn: Function) -> dict[int, str]:
+    """Token index -> the declaration an identifier refers to, by lexical scope.
+
+    Two `let j` in sibling blocks are different values: taint is tracked per
+    declaration ("name@token") so one loop's thread-dependent `j` does not taint
+    another's. Identifiers declared nowhere in the function (globals) keep their name.
+    """
+    toks = mod.toks
+    scopes: list[dict[str, str]] = [{p.name: f"param:{p.name}" for p in fn.params}]
+    for_scope_pending = False
+    extra_pop: list[bool] = []
+    pending: list[tuple[str, str]] = []
+    out: dict[int, str] = {}
+    k = fn.body_open + 1
+    while k < fn.body_close:
+        t = toks[k]
+        if t.text == "for" and t.kind == "id":
+            scopes.append({})  # the init statement's names live until the body closes
+            for_scope_pending = True
+        elif t.text == "{":
+            extra_pop.append(for_scope_pending)
+            for_scope_pending = False
+            scopes.append({})
+        elif t.text == "}" and len(scopes) > 1:
+            scopes.pop()
+            if extra_pop and extra_pop.pop() and len(scopes) > 1:
+                scopes.pop()
+        elif t.text in ("let", "var", "const"):
+            j = k + 1
+            if j < fn.body_close and toks[j].text == "<":
+                j = _match_angle(toks, j) + 1
+            if j < fn.body_close and toks[j].kind == "id":
+                key = f"{toks[j].text}@{j}"
+                out[j] = key
+                # The initializer still sees the outer name: the new one binds at the `;`.
+                pending.append((toks[j].text, key))
+                k = j + 1
+                continue
+        elif t.text == ";":
+            for name, key in pending:
+                scopes[-1][name] = key
+            pending.clear()
+        elif t.kind == "id" and not (k and toks[k - 1].text == "."):
+            for scope in reversed(scopes):
+                if t.text in scope:
+                    out[k] = scope[t.text]
+                    break
+        k += 1
+    return out
+
+
+def _taint_of(toks: list[Tok], a: int, b: int, tainted: dict[str, str], sources: dict[str, str],
+              binding: dict[int, str] | None = None):
     """The first non-uniform value in tokens [a, b), as 'name' (why), or None."""
+    binding = binding or {}
     k = a
     while k < b:
         t = toks[k]
@@ -605,16 +659,17 @@ def _taint_of(toks: list[Tok], a: int, b: int, tainted: dict[str, str], sources:
             k = _match(toks, k + 1, "(", ")") + 1
             continue
         if t.kind == "id" and not (k and toks[k - 1].text == "."):
-            if t.text in tainted:
-                return f"`{t.text}` ({tainted[t.text]})"
-            if t.text in sources:
+            key = binding.get(k, t.text)
+            if key in tainted:
+                return f"`{t.text}` ({tainted[key]})"
+            if key in sources:
                 return f"`{t.text}` (read from a {sources[t.text]})"
         k += 1
     return None
 
 
 def _walk(mod: Module, fn: Function, tainted: dict[str, str], sources: dict[str, str],
-          barrier_fns: dict[str, str]) -> list[Problem]:
+          barrier_fns: dict[str, str], binding: dict[int, str]) -> list[Problem]:
     toks = mod.toks
     out: list[Problem] = []
     stack = [_Ctx(False, "", "fn", fn.body_close)]
@@ -647,7 +702,7 @@ def _walk(mod: Module, fn: Function, tainted: dict[str, str], sources: dict[str,
                 continue
             cond = None
             if tx in ("if", "while", "switch") or tx == "for":
-                cond = _taint_of(toks, k + 1, j, tainted, sources)
+                cond = _taint_of(toks, k + 1, j, tainted, sources, binding)
             elif tx == "else":
                 cond = last_if_taint or None
                 if k + 1 < end and toks[k + 1].text == "if":
@@ -668,7 +723,8 @@ def _walk(mod: Module, fn: Function, tainted: dict[str, str], sources: dict[str,
             stack.append(_Ctx(nonuni or bool(cond), reason, kind, close))
             if tx == "for":
                 # the init statement's declarations: scan header for let/var taint
-                _assign_taint(toks, k + 2, j, tainted, sources, nonuni or bool(cond), reason)
+                _assign_taint(toks, k + 2, j, tainted, sources, nonuni or bool(cond), reason,
+                              binding)
             k = j + 1
             continue
         if t.kind == "id" and tx in ("return", "break", "continue") and nonuni:
@@ -708,13 +764,14 @@ def _walk(mod: Module, fn: Function, tainted: dict[str, str], sources: dict[str,
                 elif s == ";" and depth == 0:
                     break
                 semi += 1
-            _assign_taint(toks, k, semi, tainted, sources, nonuni, why)
+            _assign_taint(toks, k, semi, tainted, sources, nonuni, why, binding)
         k += 1
     return out
 
 
 def _assign_taint(toks: list[Tok], a: int, b: int, tainted: dict[str, str],
-                  sources: dict[str, str], nonuni: bool, why: str) -> None:
+                  sources: dict[str, str], nonuni: bool, why: str,
+                  binding: dict[int, str] | None = None) -> None:
     """Mark the target of an assignment/declaration in tokens [a, b) if its value is non-uniform."""
     if a >= b:
         return
@@ -725,7 +782,7 @@ def _assign_taint(toks: list[Tok], a: int, b: int, tainted: dict[str, str],
             k = _match_angle(toks, k) + 1
     if k >= b or toks[k].kind != "id":
         return
-    target = toks[k].text
+    target = (binding or {}).get(k, toks[k].text)
     eq = k + 1
     while eq < b and toks[eq].text not in ASSIGN_OPS:
         if toks[eq].text == "[":
@@ -737,7 +794,7 @@ def _assign_taint(toks: list[Tok], a: int, b: int, tainted: dict[str, str],
         return
     if target in sources:
         return
-    src = _taint_of(toks, eq + 1, b, tainted, sources)
+    src = _taint_of(toks, eq + 1, b, tainted, sources, binding)
     if src and target not in tainted:
         tainted[target] = f"derived from {src}"
     elif nonuni and target not in tainted and toks[a].text not in ("let", "var", "const"):
