@@ -909,10 +909,43 @@ fn ssd_dt_boundary(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
   if (ok && lid == 0u) { tot[w] = red[0]; }
 }
 
+// Neumaier-compensated running sum: value = s + c, each add exact up to the rounding of c.
+fn comp_add(sc: vec2<f32>, v: f32) -> vec2<f32> {
+  let t = sc.x + v;
+  var e: f32;
+  if (abs(sc.x) >= abs(v)) { e = (sc.x - t) + v; } else { e = (v - t) + sc.x; }
+  return vec2<f32>(t, sc.y + e);
+}
+
+// Per-step finish of one (b, h, t) given its decay gradient da: writes ddt, returns
+// (dA_log term, ddt_bias term, dD term).
+fn dt_step(b: u32, h: u32, t: u32, da: f32, alog: f32, bias: f32) -> vec3<f32> {
+  let n = bht();
+  let k = ti_(b, h, t);
+  let raw = dt[(b * prm.seq_len + t) * prm.n_heads + h] + bias;
+  let dte = softplus(raw);
+  var ddte: f32;
+  var dal: f32;
+  if (prm.convention == 0u) {
+    let a = -exp(alog);
+    ddte = fma(da, a, bt[2u * n + k]);
+    dal = da * a * dte;
+  } else {
+    ddte = -da * softplus(alog);
+    dal = -da * dte * sigmoid(alog);
+  }
+  let g = ddte * softplus_grad(raw);
+  ddt[(b * prm.seq_len + t) * prm.n_heads + h] = g;
+  return vec3<f32>(dal, g, bt[n + k]);
+}
+
 // Pass B9: per (b, h, chunk): the decay gradient da_r = Σ over pairs s < r <= t of the output
-// weights = boundary[c - 1] + Σ_{t0 <= t < r} (-v_t) (prefix within the chunk only, so the
-// cancellation spans at most chunk_len terms; da at t = 0 is exactly 0), then ddt and this
-// chunk's partial sums of dA_log, ddt_bias and dD.
+// weights, then ddt and this chunk's partial sums of dA_log, ddt_bias and dD. da_r is anchored
+// at the nearer chunk boundary: the first half as boundary[c - 1] + Σ_{t0 <= t < r} (-v_t), the
+// second half as boundary[c] + Σ_{r <= t <= end} v_t (v_t is a difference of two matmul
+// outputs, so each v error enters every da on the far side of it: the nearer anchor halves
+// that reach, which is what dA_log and ddt_bias, sums with heavy cancellation, feel). Running
+// sums and partials are compensated; da at t = 0 is exactly 0.
 @compute @workgroup_size(64)
 fn ssd_dt_final(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                 @builtin(local_invocation_index) lid: u32) {
@@ -925,60 +958,57 @@ fn ssd_dt_final(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
   let b = bh / prm.n_heads;
   let t0 = c * prm.chunk_len;
   let len = chunk_len_of(c);
+  // the first half takes the odd middle step, so a one-step chunk (and t = 0) uses the prefix
+  let half = (len + 1u) / 2u;
   let alog = A_log[h];
   let bias = dt_bias[h];
-  let n = bht();
-  var run = 0.0;
-  if (c > 0u) { run = tot[item - 1u]; }
-  var pa = 0.0;
-  var pb = 0.0;
-  var pd = 0.0;
-  for (var i = 0u; i < len; i++) {
+  var run = vec2<f32>(0.0);
+  if (c > 0u) { run.x = tot[item - 1u]; }
+  var pa = vec2<f32>(0.0);
+  var pb = vec2<f32>(0.0);
+  var pd = vec2<f32>(0.0);
+  for (var i = 0u; i < half; i++) {
     let t = t0 + i;
-    let k = bh * prm.seq_len + t;
-    let raw = dt[(b * prm.seq_len + t) * prm.n_heads + h] + bias;
-    let dte = softplus(raw);
-    var ddte: f32;
-    var dal: f32;
-    if (prm.convention == 0u) {
-      let a = -exp(alog);
-      ddte = fma(run, a, bt[2u * n + k]);
-      dal = run * a * dte;
-    } else {
-      ddte = -run * softplus(alog);
-      dal = -run * dte * sigmoid(alog);
-    }
-    let g = ddte * softplus_grad(raw);
-    ddt[(b * prm.seq_len + t) * prm.n_heads + h] = g;
-    pa += dal;
-    pb += g;
-    pd += bt[n + k];
-    run -= bt[k];
+    let r = dt_step(b, h, t, run.x + run.y, alog, bias);
+    pa = comp_add(pa, r.x);
+    pb = comp_add(pb, r.y);
+    pd = comp_add(pd, r.z);
+    run = comp_add(run, -bt[ti_(b, h, t)]);
+  }
+  // boundary[c] (zero after the last chunk: nothing follows it)
+  run = vec2<f32>(tot[item], 0.0);
+  for (var i = len; i > half; i--) {
+    let t = t0 + i - 1u;
+    run = comp_add(run, bt[ti_(b, h, t)]);
+    let r = dt_step(b, h, t, run.x + run.y, alog, bias);
+    pa = comp_add(pa, r.x);
+    pb = comp_add(pb, r.y);
+    pd = comp_add(pd, r.z);
   }
   let o = (b * prm.n_chunks + c) * prm.n_heads + h;
   let np = prm.batch * prm.n_chunks * prm.n_heads;
-  part[o] = pa;
-  part[np + o] = pb;
-  part[2u * np + o] = pd;
+  part[o] = pa.x + pa.y;
+  part[np + o] = pb.x + pb.y;
+  part[2u * np + o] = pd.x + pd.y;
 }
 
-// Pass B10: per head: fixed-order sums over (batch, chunk) of the partials.
+// Pass B10: per head: fixed-order compensated sums over (batch, chunk) of the partials.
 @compute @workgroup_size(64)
 fn ssd_param_reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                     @builtin(local_invocation_index) lid: u32) {
   let h = wg_linear(wid, nwg) * WG1 + lid;
   if (h >= prm.n_heads) { return; }
   let np = prm.batch * prm.n_chunks * prm.n_heads;
-  var sa = 0.0;
-  var sb = 0.0;
-  var sd = 0.0;
+  var sa = vec2<f32>(0.0);
+  var sb = vec2<f32>(0.0);
+  var sd = vec2<f32>(0.0);
   for (var k = 0u; k < prm.batch * prm.n_chunks; k++) {
     let o = k * prm.n_heads + h;
-    sa += part[o];
-    sb += part[np + o];
-    sd += part[2u * np + o];
+    sa = comp_add(sa, part[o]);
+    sb = comp_add(sb, part[np + o]);
+    sd = comp_add(sd, part[2u * np + o]);
   }
-  dA_log[h] = sa;
-  ddt_bias[h] = sb;
-  dD[h] = sd;
+  dA_log[h] = sa.x + sa.y;
+  ddt_bias[h] = sb.x + sb.y;
+  dD[h] = sd.x + sd.y;
 }
