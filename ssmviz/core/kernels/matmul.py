@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.gpu import POISON_U32, Dispatch, GpuRuntime, get_runtime, split_workgroups
+from ssmviz.core.gpu import POISON_U32, Dispatch, split_workgroups
+from ssmviz.core.kernels._base import ShaderKernel
 
 SHADER = "matmul.wgsl"
 ENTRY = "matmul"
@@ -37,16 +38,10 @@ MATMUL_ABI: dict[str, Any] = {
 }
 
 
-class MatmulKernel:
+class MatmulKernel(ShaderKernel):
     """fp32 ``a · b`` on the shared GPU runtime."""
 
-    def __init__(self, runtime: GpuRuntime | None = None, source: str | None = None) -> None:
-        self.rt = runtime if runtime is not None else get_runtime()
-        if source is None:
-            from ssmviz.core.resources import shader_source
-
-            source = shader_source(SHADER)
-        self.source = source
+    SHADER = SHADER
 
     @staticmethod
     def flops(m: int, n: int, k: int) -> int:

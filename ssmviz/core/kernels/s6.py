@@ -24,9 +24,9 @@ from ssmviz.core.gpu import (
     Dispatch,
     GpuRuntime,
     TimedResult,
-    get_runtime,
     split_workgroups,
 )
+from ssmviz.core.kernels._base import ShaderKernel
 
 SHADER = "selective_scan.wgsl"
 WORKGROUP = 64  # invocations per workgroup, every pass
@@ -455,16 +455,10 @@ class S6Prepared:
         return out
 
 
-class S6Kernel:
+class S6Kernel(ShaderKernel):
     """ssmviz's S6 forward/backward WGSL kernels on the shared GPU runtime."""
 
-    def __init__(self, runtime: GpuRuntime | None = None, source: str | None = None) -> None:
-        self.rt = runtime if runtime is not None else get_runtime()
-        if source is None:
-            from ssmviz.core.resources import shader_source
-
-            source = shader_source(SHADER)
-        self.source = source
+    SHADER = SHADER
 
     # -- sizes and limits --------------------------------------------------------------
     @staticmethod

@@ -28,9 +28,9 @@ from ssmviz.core.gpu import (
     Dispatch,
     GpuRuntime,
     TimedResult,
-    get_runtime,
     split_workgroups,
 )
+from ssmviz.core.kernels._base import ShaderKernel
 
 SHADER = "ssd.wgsl"
 CONVENTIONS = ("mamba", "builderforce")
@@ -226,16 +226,10 @@ class SSDPrepared:
         }
 
 
-class SSDKernel:
+class SSDKernel(ShaderKernel):
     """ssmviz's chunked SSD kernels on the shared GPU runtime."""
 
-    def __init__(self, runtime: GpuRuntime | None = None, source: str | None = None) -> None:
-        self.rt = runtime if runtime is not None else get_runtime()
-        if source is None:
-            from ssmviz.core.resources import shader_source
-
-            source = shader_source(SHADER)
-        self.source = source
+    SHADER = SHADER
 
     # ------------------------------------------------------------------ sizes and limits
     @staticmethod
