@@ -281,8 +281,24 @@ class GpuRuntime:
         count = int(np.prod(shape)) if shape is not None else buffer.size // dt.itemsize
         if count == 0:
             return np.zeros(tuple(shape or (0,)), dtype=dt)
-        data = self.device.queue.read_buffer(buffer, 0, count * dt.itemsize)
-        out = np.frombuffer(data, dtype=dt, count=count).copy()
+        nbytes = count * dt.itemsize
+        staging = self.device.create_buffer(
+            size=nbytes, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST
+        )
+        encoder = self.device.create_command_encoder()
+        encoder.copy_buffer_to_buffer(buffer, 0, staging, 0, nbytes)
+        self.device.queue.submit([encoder.finish()])
+        staging.map_sync("READ")
+        try:
+            # Copy out of the mapped range with numpy, which releases the GIL for big
+            # copies (wgpu's read_buffer copies into a bytearray holding it, and the app's
+            # UI thread stalls for the length of a large readback).
+            view = staging.read_mapped(copy=False)
+            out = np.frombuffer(view, dtype=dt, count=count).copy()
+            del view
+        finally:
+            staging.unmap()
+            staging.destroy()
         return out.reshape(tuple(shape)) if shape is not None else out
 
     # -- running ------------------------------------------------------------------------
