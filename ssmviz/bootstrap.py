@@ -110,20 +110,7 @@ def install_system_packages(*, for_tests: bool) -> None:
     wanted += _QT_PACKAGES
     if for_tests:
         wanted += _TEST_PACKAGES
-    # python3 -m venv needs ensurepip, which Debian ships separately.
-    if not _venv_works():
-        wanted.append(f"python3.{sys.version_info.minor}-venv")
     _apt_install(_missing_debs(tuple(dict.fromkeys(wanted))))
-
-
-def _venv_works() -> bool:
-    if (VENV / "bin" / "python").exists():
-        return True
-    try:
-        import ensurepip  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def _install_stamp(extra: str) -> str:
@@ -136,7 +123,14 @@ def ensure_venv(*, extra: str) -> Path:
     python = VENV / "bin" / "python"
     if not python.exists():
         _say(f"creating virtual environment {VENV}")
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        made = subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=False)
+        if made.returncode != 0 and shutil.which("apt-get"):
+            # Debian ships ensurepip separately; a half-made .venv is removed first.
+            shutil.rmtree(VENV, ignore_errors=True)
+            _apt_install([f"python3.{sys.version_info.minor}-venv"])
+            subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        elif made.returncode != 0:
+            raise SystemExit("ssmviz setup: cannot create a virtual environment (python3 -m venv)")
     stamp = VENV / ".ssmviz-installed"
     want = _install_stamp(extra)
     if not stamp.exists() or stamp.read_text() != want:
