@@ -108,3 +108,18 @@ def test_robust_levels_ignore_a_single_outlier() -> None:
     assert m_lo == -m_hi and 0.9 < m_hi <= 1.0
     assert robust_levels(np.full((4, 4), np.nan)) == (0.0, 1.0)
     assert robust_levels(np.ones((4, 4)))[1] > robust_levels(np.ones((4, 4)))[0]
+
+
+def test_tolerance_line_is_the_checks_element_bound() -> None:
+    # The error plot's tolerance line is exactly where ssmviz check flags an element of y.
+    from ssmviz.core.check import FORWARD_TOL, compare
+
+    p = Problem(family="s6", seq_len=64, d_inner=3, d_state=4)
+    arrays = p.build()
+    ref = s6_reference(arrays, "mamba")
+    tr = trace("s6", "mamba", arrays, ref, {}, Selection(channel=1))
+    y = ref["y"].astype(np.float32)
+    y[0, 20, 1] += np.float32(0.99 * tr.tol_curve[20])
+    assert compare("y", y, ref["y"], FORWARD_TOL, time_axis=1).first_bad is None
+    y[0, 20, 1] = np.float32(ref["y"][0, 20, 1] + 1.5 * tr.tol_curve[20])
+    assert compare("y", y, ref["y"], FORWARD_TOL, time_axis=1).first_bad == (0, 20, 1)

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ssmviz.core.check import FORWARD_TOL
+from ssmviz.core.check import FORWARD_TOL, element_bound
 from ssmviz.core.reference._common import softplus
 
 #: Smallest value the log-scaled error plot shows (exact zeros would be -inf).
@@ -100,11 +100,10 @@ def sizes_of(family: str, inputs: Mapping[str, np.ndarray]) -> dict[str, int]:
     }
 
 
-def _threshold(y_ref_slice: np.ndarray, y_ref_all: np.ndarray) -> np.ndarray:
-    # Same rule as check.compare: tol·max(|ref|, rms(ref over the whole tensor)).
-    finite = y_ref_all[np.isfinite(y_ref_all)]
-    rms = float(np.sqrt(np.mean(finite**2))) if finite.size else 0.0
-    return np.maximum(FORWARD_TOL * np.maximum(np.abs(y_ref_slice), rms), LOG_FLOOR)
+def _threshold(y_ref_series: np.ndarray) -> np.ndarray:
+    # check.compare's own element bound for y, whose scale is each series' rms over time.
+    bound = element_bound(np.asarray(y_ref_series)[None, :], FORWARD_TOL, time_axis=1)[0]
+    return np.maximum(bound, LOG_FLOOR)
 
 
 def trace(
@@ -138,7 +137,7 @@ def trace(
         names = {"input": "u", "delta": "Δ", "a_bar": "Ā"}
         out = Trace(
             family, convention, sel, u, delta, a_bar, bu, C, d_skip, h_ref, h_gpu,
-            y_ref, y_gpu, _threshold(y_ref, ref["y"]), names=names,
+            y_ref, y_gpu, _threshold(y_ref), names=names,
         )
         return out
     P, H, G = s["d_head"], s["n_heads"], s["n_groups"]
@@ -167,7 +166,7 @@ def trace(
         chunk_h = states[b, 1:, head, p, :].astype(np.float64)
     return Trace(
         family, convention, sel, u, delta, a_bar, bu, C, inputs["D"][head] * u,
-        scan(a_bar, bu), None, y_ref, y_gpu, _threshold(y_ref, ref["y"]), chunk_len,
+        scan(a_bar, bu), None, y_ref, y_gpu, _threshold(y_ref), chunk_len,
         chunk_t, chunk_h, names={"input": "x", "delta": "dt_eff", "a_bar": "Ā (head)"},
     )
 
