@@ -352,3 +352,19 @@ def test_s6_gradcheck_detects_a_wrong_gradient(monkeypatch: pytest.MonkeyPatch) 
     res = s6_gradcheck(make_problem(np.random.default_rng(14)))
     assert res["dB"].rel_err == pytest.approx(1e-3, rel=1e-3)
     assert res["du"].rel_err <= 1e-6
+
+
+@pytest.mark.parametrize("convention", ["mamba", "builderforce"])
+def test_s6_discretise_rebuilds_the_forward_states(convention: str) -> None:
+    from ssmviz.core.problem import Problem
+    from ssmviz.core.reference.s6 import s6_discretise
+
+    a = Problem(family="s6", seq_len=40, d_inner=2, d_state=3, convention=convention).build()
+    fwd = s6_forward(a["u"], a["delta"], a["A_log"], a["B"], a["C"], a["D"], a["delta_bias"],
+                     convention=convention)
+    _, a_bar, coef = s6_discretise(a["delta"][0, :, 1], a["delta_bias"][1], a["A_log"][1],
+                                   convention=convention)
+    h = np.zeros(3)
+    for t in range(40):
+        h = a_bar[t] * h + coef[t] * a["B"][0, t] * a["u"][0, t, 1]
+        assert np.allclose(h, fwd.h[0, t, 1], rtol=1e-12, atol=1e-15)

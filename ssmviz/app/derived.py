@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from ssmviz.core.check import FORWARD_TOL, element_bound
-from ssmviz.core.reference._common import softplus
+from ssmviz.core.reference.s6 import s6_discretise
+from ssmviz.core.reference.ssd import ssd_discretise
 
 #: Smallest value the log-scaled error plot shows (exact zeros would be -inf).
 LOG_FLOOR = 1e-20
@@ -121,12 +122,11 @@ def trace(
     b, ch = sel.batch, sel.channel
     if family == "s6":
         u = np.asarray(inputs["u"][b, :, ch], np.float64)
-        delta = softplus(inputs["delta"][b, :, ch] + inputs["delta_bias"][ch])
-        A = -np.exp(np.asarray(inputs["A_log"][ch], np.float64))  # (d_state,)
-        dA = delta[:, None] * A[None, :]
-        a_bar = np.exp(dA)
+        delta, a_bar, coef = s6_discretise(
+            inputs["delta"][b, :, ch], inputs["delta_bias"][ch], inputs["A_log"][ch],
+            convention=convention,
+        )
         B = np.asarray(inputs["B"][b], np.float64)
-        coef = delta[:, None] if convention == "mamba" else np.expm1(dA) / A[None, :]
         bu = coef * B * u[:, None]
         C = np.asarray(inputs["C"][b], np.float64)
         d_skip = inputs["D"][ch] * u
@@ -144,11 +144,10 @@ def trace(
     head, p = ch // P, ch % P
     g = head * G // H
     u = np.asarray(inputs["x"][b, :, head, p], np.float64)
-    delta = softplus(inputs["dt"][b, :, head] + inputs["dt_bias"][head])
-    if convention == "mamba":
-        log_decay, in_scale = delta * -np.exp(inputs["A_log"][head]), delta
-    else:
-        log_decay, in_scale = -softplus(inputs["A_log"][head]) * delta, np.ones_like(delta)
+    delta, log_decay, in_scale = ssd_discretise(
+        inputs["dt"][b, :, head], inputs["dt_bias"][head], inputs["A_log"][head],
+        convention=convention,
+    )
     N = s["d_state"]
     a_bar = np.repeat(np.exp(log_decay)[:, None], N, axis=1)
     B = np.asarray(inputs["B"][b, :, g, :], np.float64)

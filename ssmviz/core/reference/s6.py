@@ -228,6 +228,25 @@ def _forward(x: _Inputs, convention: str) -> S6Forward:
     return S6Forward(y=y, h=h, last_state=h[:, -1].copy())
 
 
+def s6_discretise(
+    delta: ArrayLike, delta_bias: ArrayLike, A_log: ArrayLike, *, convention: Convention = "mamba"
+) -> tuple[F64, F64, F64]:
+    """Δ, Ā and the input coefficient of one or more channels, elementwise.
+
+    ``delta`` (..., seq_len) raw, ``delta_bias`` broadcastable to it, ``A_log`` (d_state,).
+    Returns Δ (..., seq_len), Ā (..., seq_len, d_state) and the coefficient c with
+    B̄u = c·B·u (..., seq_len, d_state): Δ for mamba (Euler), expm1(Δ·A)/A for
+    builderforce (zero-order hold). The teaching views show these per step; the
+    forward pass computes the same thing in place, chunk by chunk.
+    """
+    _check_convention(convention)
+    dt = softplus(np.asarray(delta, np.float64) + np.asarray(delta_bias, np.float64))
+    A = -np.exp(np.asarray(A_log, np.float64))
+    dA = dt[..., None] * A
+    coef = np.broadcast_to(dt[..., None], dA.shape) if convention == "mamba" else np.expm1(dA) / A
+    return dt, np.exp(dA), np.array(coef)
+
+
 def s6_forward(
     u: ArrayLike,
     delta: ArrayLike,

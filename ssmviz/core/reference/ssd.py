@@ -206,15 +206,25 @@ class _Discrete:
     in_scale: np.ndarray  # s_t, (batch, seq_len, n_heads)
 
 
-def _discretise(inp: _Inputs, convention: str) -> _Discrete:
-    dt_eff = softplus(inp.dt + inp.dt_bias)
+def ssd_discretise(
+    dt: ArrayLike, dt_bias: ArrayLike, A_log: ArrayLike, *, convention: str = "mamba"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """dt_eff, log Ā and the input scale s (h_t = Ā_t h_{t-1} + s_t·x_t ⊗ B_t), elementwise.
+
+    ``dt`` raw (..., n_heads) with ``dt_bias`` and ``A_log`` broadcastable to it.
+    mamba: log Ā = dt_eff·A with A = -exp(A_log), s = dt_eff; builderforce:
+    log Ā = -softplus(A_log)·dt_eff, s = 1.
+    """
+    _check_convention(convention)
+    A_log = np.asarray(A_log, np.float64)
+    dt_eff = softplus(np.asarray(dt, np.float64) + np.asarray(dt_bias, np.float64))
     if convention == "mamba":
-        log_decay = dt_eff * (-np.exp(inp.A_log))
-        in_scale = dt_eff
-    else:
-        log_decay = -softplus(inp.A_log) * dt_eff
-        in_scale = np.ones_like(dt_eff)
-    return _Discrete(dt_eff, log_decay, in_scale)
+        return dt_eff, dt_eff * (-np.exp(A_log)), dt_eff
+    return dt_eff, -softplus(A_log) * dt_eff, np.ones_like(dt_eff)
+
+
+def _discretise(inp: _Inputs, convention: str) -> _Discrete:
+    return _Discrete(*ssd_discretise(inp.dt, inp.dt_bias, inp.A_log, convention=convention))
 
 
 def _param_grads(
