@@ -21,8 +21,8 @@
 //   each level's block carries back in (level 0 as the output passes read it).
 //   Every level is its own dispatch, so no workgroup ever reads another
 //   workgroup's result within one dispatch.
-// * Forward = summary pass, scan passes, output pass (recompute with the carry).
-//   u and delta are read twice; the chunk length is picked by the runner so the
+// * Chunked forward = summary pass, scan passes, output pass (recompute with the
+//   carry). u and delta are read twice; the chunk length is picked by the runner so the
 //   summaries stay small next to u/delta (e.g. 512 steps at the wide size).
 // * Backward uses 32-step chunks. One summary pass produces both the forward
 //   chunk summaries and the reverse (adjoint) chunk summaries; the reverse
@@ -70,6 +70,20 @@
 //   gained nothing at the wide size (bwd 10.73 vs 10.74 ms) and lost at the long one
 //   (1.06 vs 0.95 ms): the 16 KiB costs occupancy. So XSLOTS = 1 (8 KiB, 2 barriers a
 //   step); the vec4 lane sums and the shorter checkpoint sweep stay.
+// * Fourth round: a one-pass forward (s6_fwd_onepass, below) for many channels: every
+//   exp once, u/delta read once, no summary or carry passes. H200, same-run A/B: wide
+//   (8, 8192, 1024, 16) 1.64 ms vs 2.15 ms chunked; (4, 4096, 1024, 16) 0.42 vs 0.59 ms;
+//   but (1, 65536, 2048, 16) 5.2 vs 4.2 ms and (1, 8192, 1024, 16) 0.66 vs 0.34 ms (too
+//   few workgroups), hence the runner's channel threshold. Tried and not kept: 32
+//   channels x 4 quads walking all time (1.9-2.3 ms: 2 warps per scheduler, latency-
+//   bound; the time did not move when the exps were replaced by an FMA, nor with 32-step
+//   tiles or deeper prefetch), a warp of 2 quads x 16 channels instead of 2 sub-chunks
+//   x 16 channels (1.67 ms), and recomputing the sub-chunk sweep after the exchange
+//   instead of keeping 8 steps of C ⊙ P in registers (2.34 ms). Replacing the exps by
+//   an FMA (1.62 ms), dropping softplus (1.56) or the zero-order-hold branch (1.54)
+//   barely moves it: the forward is bound neither by the SFU nor by DRAM bandwidth
+//   (0.5 TB/s), and without a profiler on this path the next step is a register /
+//   occupancy study of the one-pass kernel.
 // * flags bit 2 reverses the workgroup order in every pass (race probe: the
 //   results must not change bitwise).
 
@@ -626,6 +640,208 @@ fn s6_fwd_output(
             st_last4(lb, n0 + 8u, h2);
             st_last4(lb, n0 + 12u, h3);
         }
+    }
+}
+
+// ---------------------------------------------------------------- forward, one pass
+
+// For problems with many channels (the runner picks it when batch * d_inner is large,
+// d_state <= 16 and h is not stored): every exp is computed once and u/delta are read
+// once, with no chunk summaries or carry passes. A workgroup owns (batch, 16 channels)
+// and walks the sequence in tiles of 32 steps staged in workgroup memory (the next
+// tile's loads are in flight in registers while a tile is computed; Δ = softplus is
+// computed once per element as it is stored). Invocation (d, τ, q) takes states
+// 4q..4q+3 of channel d over the 8-step sub-chunk τ of the tile:
+//   1. from h = 0 it sweeps its 8 steps, keeping per step yl = C·h_local (+ D·u) and
+//      w = C ⊙ P (P = running product of Ā), and ends with (P_end, h_local_end);
+//   2. the 4 sub-chunk summaries are exchanged in workgroup memory; each invocation
+//      composes the tile's carry-in with the summaries before its own (fixed order),
+//      and every invocation of (d, q) also composes the tile's carry-out itself, so the
+//      carry never leaves registers;
+//   3. y_t = yl_t + w_t · carry_in per step; the 4 quads' shares are summed in
+//      workgroup memory in a fixed order.
+// The parallelism is batch * d_inner * 16 invocations (4 sub-chunks x 4 quads) without
+// any inter-workgroup dependency (no race possible); the carry is exact composition,
+// not a division by Ā.
+const OT: u32 = 32u;          // steps per tile (4 sub-chunks of 8)
+const OL: u32 = 16u;          // channels per workgroup
+const OQ: u32 = 4u;           // state quads (d_state <= 16)
+var<workgroup> o_dl: array<f32, 512>;          // OT x OL: Δ
+var<workgroup> o_u: array<f32, 512>;           // OT x OL: u
+var<workgroup> o_b: array<vec4<f32>, 128>;     // OT x OQ: B
+var<workgroup> o_c: array<vec4<f32>, 128>;     // OT x OQ: C
+var<workgroup> o_y: array<f32, 2048>;          // OT x OQ x OL: shares of y
+var<workgroup> o_sum: array<vec4<f32>, 512>;   // (τ, q, d) x (P_end, h_local_end)
+
+// One invocation's share of a tile's loads: delta + bias and u of steps r and r + 16
+// (r = lid / 16) of its load channel lid % 16, and the B and C vec4 of (step lid / 4,
+// quad lid % 4) when lid < 128.
+struct OneTile {
+    z: vec2<f32>,
+    u: vec2<f32>,
+    b: vec4<f32>,
+    c: vec4<f32>,
+}
+
+fn one_ld1(b: u32, t: u32, d: u32, ok: bool) -> vec2<f32> {
+    if (!ok || t >= P.seq_len) {
+        return vec2<f32>(-1e30, 0.0);  // softplus -> 0 exactly: Ā = 1, B̄u = 0
+    }
+    let i = act_idx(b, t, d);
+    return vec2<f32>(delta_raw(i, d), u[i]);
+}
+
+fn one_load(b: u32, t0: u32, d0: u32, lid: u32) -> OneTile {
+    let d = d0 + lid % OL;
+    let ok = d < P.d_inner;
+    let r = lid / OL;
+    let e0 = one_ld1(b, t0 + r, d, ok);
+    let e1 = one_ld1(b, t0 + r + 16u, d, ok);
+    var w: OneTile;
+    w.z = vec2<f32>(e0.x, e1.x);
+    w.u = vec2<f32>(e0.y, e1.y);
+    let t = t0 + lid / OQ;
+    let qq = lid % OQ;
+    w.b = vec4<f32>(0.0);
+    w.c = vec4<f32>(0.0);
+    if (lid < OT * OQ && t < P.seq_len && qq < bc_q4()) {
+        let rr = bc_row(b, t) + qq;
+        w.b = Bm[rr];
+        w.c = Cm[rr];
+    }
+    return w;
+}
+
+fn one_store(w: OneTile, lid: u32) {
+    let d = lid % OL;
+    let r = lid / OL;
+    o_dl[r * OL + d] = softplus(w.z.x);
+    o_dl[(r + 16u) * OL + d] = softplus(w.z.y);
+    o_u[r * OL + d] = w.u.x;
+    o_u[(r + 16u) * OL + d] = w.u.y;
+    if (lid < OT * OQ) {
+        o_b[lid] = w.b;
+        o_c[lid] = w.c;
+    }
+}
+
+// One step of the local sweep of 4 states.
+struct OneStep {
+    h: vec4<f32>,    // local state (from 0 at the sub-chunk start)
+    p: vec4<f32>,    // product of Ā since the sub-chunk start
+    w: vec4<f32>,    // C ⊙ p: how the carry-in reaches y
+    yl: f32,         // C · h_local (+ D·u)
+}
+
+fn one_step(prev: OneStep, s: u32, dl_lane: u32, q: u32, A: vec4<f32>, E: vec4<f32>,
+            iA: vec4<f32>, Dd: f32, zoh: bool) -> OneStep {
+    let dl = o_dl[s * OL + dl_lane];
+    let uv = o_u[s * OL + dl_lane];
+    let a = exp2(dl * E);
+    var k = vec4<f32>(dl);
+    if (zoh) {
+        k = zoh_coef4(dl * A, a, dl, iA);
+    }
+    let cv = o_c[s * OQ + q];
+    var r: OneStep;
+    r.h = a * prev.h + k * (o_b[s * OQ + q] * uv);
+    r.p = prev.p * a;
+    r.w = cv * r.p;
+    r.yl = Dd * uv + dot(cv, r.h);
+    return r;
+}
+
+@compute @workgroup_size(256)
+fn s6_fwd_onepass(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let w = wg_linear(wid, nwg);
+    let lane = lid % OL;
+    let tau = (lid / OL) % 4u;
+    let q = lid / (4u * OL);
+    let dblk = w % P.n_dblocks;
+    let b = w / P.n_dblocks;
+    let d0 = dblk * OL;
+    let d = d0 + lane;
+    let wok = w < P.n_wg && b < P.batch;
+    // Idle invocations stay for the barriers (no early return in this entry point).
+    let dok = wok && d < P.d_inner;
+    let dsafe = select(0u, d, dok);
+    let bsafe = select(0u, b, wok);
+    let zoh = P.convention == 1u;
+    let A = ld_A4(dsafe, 4u * q);
+    let iA = 1.0 / A;
+    let E = A * LOG2E;
+    let Dd = select(0.0, Dv[dsafe], q == 0u);
+    let n_tiles = (P.seq_len + OT - 1u) / OT;
+    var carry = vec4<f32>(0.0);
+    one_store(one_load(bsafe, 0u, d0, lid), lid);
+    workgroupBarrier();
+    for (var k = 0u; k < n_tiles; k++) {
+        let t0 = k * OT;
+        var nxt: OneTile;
+        if (k + 1u < n_tiles) {
+            nxt = one_load(bsafe, t0 + OT, d0, lid);
+        }
+        // 1. local sweep of the 8 steps of sub-chunk tau (written out: registers, not an
+        //    indexed array).
+        let s0 = tau * 8u;
+        var st: OneStep;
+        st.p = vec4<f32>(1.0);
+        let r0 = one_step(st, s0, lane, q, A, E, iA, Dd, zoh);
+        let r1 = one_step(r0, s0 + 1u, lane, q, A, E, iA, Dd, zoh);
+        let r2 = one_step(r1, s0 + 2u, lane, q, A, E, iA, Dd, zoh);
+        let r3 = one_step(r2, s0 + 3u, lane, q, A, E, iA, Dd, zoh);
+        let r4 = one_step(r3, s0 + 4u, lane, q, A, E, iA, Dd, zoh);
+        let r5 = one_step(r4, s0 + 5u, lane, q, A, E, iA, Dd, zoh);
+        let r6 = one_step(r5, s0 + 6u, lane, q, A, E, iA, Dd, zoh);
+        let r7 = one_step(r6, s0 + 7u, lane, q, A, E, iA, Dd, zoh);
+        let xi = (tau * OQ + q) * OL + lane;
+        o_sum[2u * xi] = r7.p;
+        o_sum[2u * xi + 1u] = r7.h;
+        workgroupBarrier();
+        // 2. carry-in of this sub-chunk, and the tile's carry-out, in a fixed order.
+        var cin = carry;
+        var cout = carry;
+        for (var j = 0u; j < 4u; j++) {
+            let xj = (j * OQ + q) * OL + lane;
+            cout = o_sum[2u * xj] * cout + o_sum[2u * xj + 1u];
+            if (j + 1u == tau) {
+                cin = cout;
+            }
+        }
+        carry = cout;
+        // 3. y shares with the carry-in.
+        let yo = (s0 * OQ + q) * OL + lane;
+        o_y[yo] = r0.yl + dot(r0.w, cin);
+        o_y[yo + OQ * OL] = r1.yl + dot(r1.w, cin);
+        o_y[yo + 2u * OQ * OL] = r2.yl + dot(r2.w, cin);
+        o_y[yo + 3u * OQ * OL] = r3.yl + dot(r3.w, cin);
+        o_y[yo + 4u * OQ * OL] = r4.yl + dot(r4.w, cin);
+        o_y[yo + 5u * OQ * OL] = r5.yl + dot(r5.w, cin);
+        o_y[yo + 6u * OQ * OL] = r6.yl + dot(r6.w, cin);
+        o_y[yo + 7u * OQ * OL] = r7.yl + dot(r7.w, cin);
+        workgroupBarrier();
+        // 4. y = sum of the quads' shares (2 outputs per invocation), then the next tile.
+        for (var j = 0u; j < 2u; j++) {
+            let e = lid + j * 256u;
+            let s = e / OL;
+            let dd = d0 + e % OL;
+            let t = t0 + s;
+            if (wok && dd < P.d_inner && t < P.seq_len) {
+                let o = s * OQ * OL + e % OL;
+                y[act_idx(b, t, dd)] = ((o_y[o] + o_y[o + OL]) + o_y[o + 2u * OL]) + o_y[o + 3u * OL];
+            }
+        }
+        if (k + 1u < n_tiles) {
+            one_store(nxt, lid);
+        }
+        workgroupBarrier();
+    }
+    if (dok && tau == 0u) {
+        st_last4((b * P.d_inner + d) * P.d_state, 4u * q, carry);
     }
 }
 

@@ -10,6 +10,8 @@ import pytest
 from ssmviz.core.errors import LimitError, SsmvizError
 from ssmviz.core.gpu import POISON_U32
 from ssmviz.core.kernels.s6 import PARAM_FIELDS, S6_ABI, S6Kernel
+from ssmviz.core.kernels.s6 import _make_plan as s6_make_plan
+from ssmviz.core.kernels.s6 import _Sizes as s6_sizes
 from ssmviz.core.reference._common import inverse_softplus
 from ssmviz.core.reference.s6 import s6_backward, s6_forward
 from ssmviz.core.resources import shader_source
@@ -163,6 +165,50 @@ def test_tilings_match_reference(kernel, tiling):
         assert_close(res.outputs, want[convention], f"{tiling} {convention}")
 
 
+# The one-pass forward at sizes that cut its tiles (32 steps, 8-step sub-chunks), its
+# 16-channel blocks and its 4 state quads anywhere, with and without delta_bias.
+ONEPASS_CASES = [
+    (1, 1, 1, 1),
+    (2, 7, 33, 7),
+    (1, 33, 16, 16),
+    (3, 1000, 40, 5),
+    (1, 4097, 17, 16),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("batch", "seq_len", "d_inner", "d_state"), ONEPASS_CASES)
+def test_onepass_forward_matches_reference(kernel, batch, seq_len, d_inner, d_state):
+    inp = make_inputs(batch, seq_len, d_inner, d_state, seed=seq_len, bias=seq_len != 33)
+    for convention in ("mamba", "builderforce"):
+        res = kernel.run(inp, convention=convention, fwd_mode="onepass", backward=False)
+        no_poison(res.outputs)
+        want = reference(inp, convention)
+        assert_close(res.outputs, {k: want[k] for k in ("y", "last_state")}, convention)
+        # No workgroup reads another's results: reversed order gives the same bits.
+        rev = kernel.run(inp, convention=convention, fwd_mode="onepass", backward=False,
+                         reverse_wg=True)  # fmt: skip
+        same_bits(res.outputs, rev.outputs, "one-pass forward, workgroups reversed")
+
+
+def test_forward_mode_choice():
+    """Many channels, d_state <= 16 and no h: one pass; otherwise the chunked passes."""
+    def entries(batch, seq_len, d_inner, d_state, **kw):
+        plan = s6_make_plan(s6_sizes(batch, seq_len, d_inner, d_state), None, None, None, **kw)
+        return plan.fwd_onepass
+
+    assert entries(8, 8192, 1024, 16)
+    assert not entries(1, 65536, 4, 16)
+    assert not entries(8, 8192, 1024, 17)
+    assert not entries(8, 8192, 1024, 16, store_h=True)
+    assert entries(1, 10, 4, 16, fwd_mode="onepass")
+    assert not entries(8, 8192, 1024, 16, fwd_mode="chunked")
+    with pytest.raises(SsmvizError, match="onepass"):
+        entries(1, 10, 4, 17, fwd_mode="onepass")
+    with pytest.raises(SsmvizError, match="fwd_mode"):
+        entries(1, 10, 4, 4, fwd_mode="fast")
+
+
 # (batch, seq_len, d_inner, d_state, overrides): many workgroups in every pass, and one with
 # more than 32 d-blocks so the dB/dC reduction takes two levels.
 RACE_CASES = [
@@ -252,10 +298,19 @@ def test_abi_matches_shader():
             assert declared[b["index"]] == wgsl_names.get(b["name"], b["name"]), b
     storage = max(sum(b["role"] != "uniform" for b in p["bindings"]) for p in S6_ABI["passes"])
     assert storage == S6_ABI["storage_buffers_per_stage"]
-    smem = re.findall(r"var<workgroup> \w+: array<(f32|vec4<f32>), (\d+)>", src)
+    smem = re.findall(r"var<workgroup> (\w+): array<(f32|vec4<f32>), (\d+)>", src)
     assert smem, "no workgroup arrays found"
-    smem_bytes = sum((16 if t == "vec4<f32>" else 4) * int(n) for t, n in smem)
-    assert smem_bytes == S6_ABI["workgroup_storage_bytes"] <= 16384
+
+    def smem_bytes(prefix: str) -> int:
+        return sum((16 if t == "vec4<f32>" else 4) * int(n) for name, t, n in smem
+                   if name.startswith(prefix))  # fmt: skip
+
+    # Each pass's workgroup arrays: bc_smem (backward output), o_* (one-pass forward).
+    per_pass = {p["entry_point"]: p.get("workgroup_storage_bytes", 0) for p in S6_ABI["passes"]}
+    assert per_pass["s6_bwd_output"] == smem_bytes("bc_") <= 16384
+    assert per_pass["s6_fwd_onepass"] == smem_bytes("o_")
+    assert sum(per_pass.values()) == smem_bytes("")
+    assert S6_ABI["workgroup_storage_bytes"] == max(per_pass.values())
     fields = re.search(r"struct Params \{(.*?)\}", src, re.S).group(1)
     assert re.findall(r"(\w+): u32", fields) == PARAM_FIELDS
     assert len(PARAM_FIELDS) % 4 == 0  # 16-byte uniform

@@ -131,7 +131,8 @@ def bench_s6(rt: GpuRuntime, size: str, repeats: int, copy_bw: float) -> list[di
         min_bytes = S6Kernel.min_bytes(**s, store_h=False)
         times = {}
         for phase in ("forward", "backward"):
-            t, source = _median_time(rt, getattr(prepared, f"{phase}_dispatches"), repeats)
+            dispatches = getattr(prepared, f"{phase}_dispatches")
+            t, source = _median_time(rt, dispatches, repeats)
             times[phase] = t
             bw = min_bytes[phase] / t if t > 0 else float("nan")
             out.append(
@@ -143,6 +144,8 @@ def bench_s6(rt: GpuRuntime, size: str, repeats: int, copy_bw: float) -> list[di
                     "min_bytes": min_bytes[phase],
                     "bandwidth": bw,
                     "ratio_to_copy": bw / copy_bw if copy_bw > 0 else float("nan"),
+                    # Which entry points ran (the forward is one pass or chunked by size).
+                    "passes": sorted({str(d.label) for d in dispatches}),
                 }
             )
         out[-1]["backward_over_forward"] = times["backward"] / times["forward"]
@@ -312,6 +315,8 @@ def format_results(results: dict[str, Any]) -> str:
             line += f"  {r['flops_per_s'] / 1e12:8.3f} TFLOP/s"
         if "ratio_to_matmul" in r:
             line += f"  = {100 * r['ratio_to_matmul']:5.1f}% of matmul"
+        if r.get("passes") and r["name"].startswith("s6 forward"):
+            line += f"  [{', '.join(r['passes'])}]"
         if "ssd_speedup" in r:
             line += f"  (SSD forward is {r['ssd_speedup']:.2f}× faster)"
         lines.append(line)

@@ -1,7 +1,8 @@
 """``ssmviz sweep``: the acceptance matrix of a kernel family, in one process.
 
 Runs :func:`ssmviz.core.check.check_arrays` over the sizes and conventions the
-issues name (S6: seq_len ∈ {1, 7, 64, 1000, 4097, 65536} × batch {1, 3};
+issues name (S6: seq_len ∈ {1, 7, 64, 1000, 4097, 65536} × batch {1, 3}, plus a
+many-channel case that takes the one-pass forward;
 SSD: seq_len ∈ {1, 63, 64, 65, 1000, 16384} × chunk_len {16, 64, 256} ×
 n_groups {1, 2}; both conventions) and prints one line per case with the worst
 forward and gradient relative errors. Used to re-verify a kernel on a real GPU.
@@ -36,6 +37,20 @@ def s6_cases(quick: bool = False) -> Iterator[Problem]:
             d_state=d_state,
             signal=SignalSpec(name="noise", seed=seq_len),
             seed=seq_len,
+        )
+    if quick:
+        return
+    # Many channels: the size at which the runner switches to the one-pass forward.
+    for conv in CONVENTIONS:
+        yield Problem(
+            family="s6",
+            convention=conv,
+            batch=2,
+            seq_len=1000,
+            d_inner=2048,
+            d_state=16,
+            signal=SignalSpec(name="noise", seed=2048),
+            seed=2048,
         )
 
 

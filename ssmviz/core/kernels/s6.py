@@ -33,7 +33,19 @@ WORKGROUP = 64  # invocations per workgroup, every pass
 SCAN_BLOCK = 32  # summaries per thread per scan level; rows per reduction group
 BWD_MAX_CHUNK = 32  # the backward output pass keeps 4 checkpoints of 8 steps
 TARGET_THREADS = 131072  # enough invocations to fill a large GPU
-WORKGROUP_STORAGE = 512 * 16  # s6_bwd_output's bc_smem: 1 step x 64 lanes x 8 vec4s
+BWD_STORAGE = 512 * 16  # s6_bwd_output's bc_smem: 1 step x 64 lanes x 8 vec4s
+# s6_fwd_onepass: a workgroup of 16 channels x 4 sub-chunks x 4 state quads, tiles of 32
+# steps: Δ, u (2 x 2 KiB), B, C (2 x 2 KiB), the quads' shares of y (8 KiB) and the
+# sub-chunk summaries (8 KiB).
+ONEPASS_LANES = 16
+ONEPASS_WORKGROUP = 256
+ONEPASS_MAX_STATE = 16
+ONEPASS_STORAGE = 2 * 512 * 4 + 2 * 128 * 16 + 2048 * 4 + 512 * 16
+# batch * d_inner from which the one-pass forward is used: with fewer channels its
+# batch * d_inner / 16 workgroups leave a large GPU idle and the chunked one wins.
+ONEPASS_MIN_CHANNELS = 4096
+WORKGROUP_STORAGE = max(BWD_STORAGE, ONEPASS_STORAGE)
+FWD_MODES = ("auto", "onepass", "chunked")
 CONVENTION_IDS = {"mamba": 0, "builderforce": 1}
 
 PARAM_FIELDS: list[str] = [
@@ -164,6 +176,20 @@ S6_ABI: dict = {
     },
     "passes": [
         {
+            "entry_point": "s6_fwd_onepass",
+            "stage": "forward",
+            "workgroup_size": ONEPASS_WORKGROUP,
+            "workgroup_storage_bytes": ONEPASS_STORAGE,
+            "dispatch": "split_workgroups(batch * n_dblocks), n_dblocks = ceil(d_inner / 16); "
+            "only when d_state <= 16 and h is not stored (the runner picks it when batch * "
+            f"d_inner >= {ONEPASS_MIN_CHANNELS}); replaces the summary, scan and output passes",
+            "does": "one pass: a workgroup walks the whole sequence for 16 channels in tiles of"
+            " 32 steps; per tile, 4 sub-chunks x 4 state quads sweep from 0, exchange their "
+            "summaries in workgroup memory and correct y with their carry-in; write y, "
+            "last_state",
+            "bindings": [_PARAMS, _U, _DELTA, _ALOG, _B, _C, _D, _BIAS, _Y, _LAST],
+        },
+        {
             "entry_point": "s6_fwd_summary",
             "stage": "forward",
             "workgroup_size": WORKGROUP,
@@ -229,6 +255,7 @@ S6_ABI: dict = {
             "entry_point": "s6_bwd_output",
             "stage": "backward",
             "workgroup_size": WORKGROUP,
+            "workgroup_storage_bytes": BWD_STORAGE,
             "dispatch": "split_workgroups(batch * n_cgroups * n_dblocks), n_cgroups = "
             "ceil(n_kgroups / (64 / wg_d)), n_kgroups = ceil(n_chunks / k_chunks)",
             "does": "recompute states per 8-step sub-chunk, sweep the adjoint in reverse; write "
@@ -359,6 +386,7 @@ class _Plan:
     bwd_chunk: int
     k_chunks: int
     wg_d: int
+    fwd_onepass: bool = False
 
     @property
     def n_dblocks(self) -> int:
@@ -400,9 +428,28 @@ class _Plan:
 
 
 def _make_plan(
-    sz: _Sizes, fwd_chunk: int | None, bwd_chunk: int | None, k_chunks: int | None
+    sz: _Sizes,
+    fwd_chunk: int | None,
+    bwd_chunk: int | None,
+    k_chunks: int | None,
+    fwd_mode: str = "auto",
+    store_h: bool = False,
 ) -> _Plan:
     channels = sz.batch * sz.d_inner
+    if fwd_mode not in FWD_MODES:
+        raise SsmvizError(f"fwd_mode is {fwd_mode!r}, expected one of {', '.join(FWD_MODES)}")
+    if fwd_mode == "onepass" and (sz.d_state > ONEPASS_MAX_STATE or store_h):
+        raise SsmvizError(
+            f"fwd_mode 'onepass' needs d_state <= {ONEPASS_MAX_STATE} and no stored h "
+            f"(d_state {sz.d_state}, store_h {store_h})"
+        )
+    onepass = fwd_mode == "onepass" or (
+        fwd_mode == "auto"
+        and fwd_chunk is None
+        and not store_h
+        and sz.d_state <= ONEPASS_MAX_STATE
+        and channels >= ONEPASS_MIN_CHANNELS
+    )
     if fwd_chunk is None:
         # Long enough that the chunk summaries stay small next to u/delta, short enough
         # that batch * d_inner * n_chunks threads fill the GPU.
@@ -419,7 +466,7 @@ def _make_plan(
     if k_chunks < 1:
         raise SsmvizError(f"bwd_k_chunks is {k_chunks}, expected >= 1")
     wg_d = min(WORKGROUP, _pow2_at_least(sz.d_inner))
-    return _Plan(sz, int(fwd_chunk), int(bwd_chunk), int(k_chunks), wg_d)
+    return _Plan(sz, int(fwd_chunk), int(bwd_chunk), int(k_chunks), wg_d, onepass)
 
 
 def _params(**fields: int) -> np.ndarray:
@@ -470,8 +517,9 @@ class S6Kernel(ShaderKernel):
             "activation": act,
             "B": (sz.batch * sz.seq_len * _cdiv(sz.d_state, 4) + 1) * 16,
             "h": act * sz.d_state if store_h else 4,
-            "fwd_sbuf": fs.s_size * 4,
-            "fwd_Sbuf": fs.S_size * 4,
+            # The single-pass forward has no chunk summaries.
+            "fwd_sbuf": 4 if plan.fwd_onepass else fs.s_size * 4,
+            "fwd_Sbuf": 4 if plan.fwd_onepass else fs.S_size * 4,
         }
         if backward:
             bs = plan.bwd_scan()
@@ -505,6 +553,7 @@ class S6Kernel(ShaderKernel):
         biggest = max(sizes.values())
         sz = plan.sz
         most_wg = max(
+            sz.batch * _cdiv(sz.d_inner, ONEPASS_LANES),
             plan.chunk_workgroups(plan.n_fwd_chunks),
             plan.chunk_workgroups(plan.n_kgroups),
             _cdiv(2 * sz.batch * plan.n_bwd_chunks * sz.d_inner * sz.d_state, WORKGROUP),
@@ -515,8 +564,8 @@ class S6Kernel(ShaderKernel):
         return {
             "storage_binding_bytes": biggest,
             "buffer_bytes": biggest,
-            "workgroup_storage_bytes": WORKGROUP_STORAGE,
-            "invocations_per_workgroup": WORKGROUP,
+            "workgroup_storage_bytes": WORKGROUP_STORAGE if plan.fwd_onepass else BWD_STORAGE,
+            "invocations_per_workgroup": ONEPASS_WORKGROUP if plan.fwd_onepass else WORKGROUP,
             "storage_buffers_per_stage": int(S6_ABI["storage_buffers_per_stage"]),
             "workgroups_per_dimension": per_dim,
         }
@@ -586,18 +635,21 @@ class S6Kernel(ShaderKernel):
         fwd_chunk_len: int | None = None,
         bwd_chunk_len: int | None = None,
         bwd_k_chunks: int | None = None,
+        fwd_mode: str = "auto",
     ) -> S6Prepared:
         """Check limits, upload once and build the forward and backward dispatch lists.
 
         ``reverse_wg`` runs every pass with its workgroups in reverse order (race probe);
-        the ``*_chunk_len`` / ``bwd_k_chunks`` overrides are for tests.
+        the ``*_chunk_len`` / ``bwd_k_chunks`` overrides are for tests. ``fwd_mode``:
+        "onepass" forces the one-pass forward (d_state <= 16, no h), "chunked" the chunked one,
+        "auto" picks by size.
         """
         if convention not in CONVENTION_IDS:
             raise SsmvizError(
                 f"convention is {convention!r}, expected one of {', '.join(CONVENTION_IDS)}"
             )
         sz = self._sizes(inputs, backward)
-        plan = _make_plan(sz, fwd_chunk_len, bwd_chunk_len, bwd_k_chunks)
+        plan = _make_plan(sz, fwd_chunk_len, bwd_chunk_len, bwd_k_chunks, fwd_mode, store_h)
         rt = self.rt
         rt.require(
             **self._requirements(plan, store_h, backward),
@@ -651,7 +703,7 @@ class S6Kernel(ShaderKernel):
 
         def dispatch(entry: str, n_wg: int, bindings: dict[str, Any], **fields: int) -> Dispatch:
             flags = fields.pop("flags", 0) | base_flags
-            params = rt.uniform(_params(**common, **fields, n_wg=n_wg, flags=flags))
+            params = rt.uniform(_params(**{**common, **fields}, n_wg=n_wg, flags=flags))
             names = _PASS_BINDINGS[entry]
             index = {b["name"]: b["index"] for p in S6_ABI["passes"] for b in p["bindings"]}
             missing = [n for n in names if n != "params" and n not in bindings]
@@ -714,36 +766,50 @@ class S6Kernel(ShaderKernel):
             agg = lay.S[1] if len(lay.counts) > 1 else lay.agg_S
             return {"off_carry": lay.S[0], "off_out_s": lay.s_out[0], "off_agg_S": agg}
 
-        # Forward: summary, scan, output.
-        fs = plan.fwd_scan()
-        buf["fwd_sbuf"] = rt.empty(fs.s_size * 4, label="fwd sbuf")
-        buf["fwd_Sbuf"] = rt.empty(fs.S_size * 4, label="fwd Sbuf")
-        fb = dict(buf, sbuf=buf["fwd_sbuf"], Sbuf=buf["fwd_Sbuf"])
-        nfc = plan.n_fwd_chunks
-        fchunk = dict(chunk_len=plan.fwd_chunk, n_chunks=nfc, n_cgroups=_cdiv(nfc, plan.lanes_c))
+        # Forward: one pass, or summary, scan, output (chunked).
         forward: list[Dispatch] = []
-        if nfc > 1:  # one chunk starts from zero: no summary, no carry scan
+        if plan.fwd_onepass:
+            nblk = _cdiv(Di, ONEPASS_LANES)
             forward.append(
                 dispatch(
-                    "s6_fwd_summary",
+                    "s6_fwd_onepass",
+                    B_ * nblk,
+                    buf,
+                    wg_d=ONEPASS_LANES,
+                    n_dblocks=nblk,
+                )
+            )
+        else:
+            fs = plan.fwd_scan()
+            buf["fwd_sbuf"] = rt.empty(fs.s_size * 4, label="fwd sbuf")
+            buf["fwd_Sbuf"] = rt.empty(fs.S_size * 4, label="fwd Sbuf")
+            fb = dict(buf, sbuf=buf["fwd_sbuf"], Sbuf=buf["fwd_Sbuf"])
+            nfc = plan.n_fwd_chunks
+            fchunk = dict(
+                chunk_len=plan.fwd_chunk, n_chunks=nfc, n_cgroups=_cdiv(nfc, plan.lanes_c)
+            )
+            if nfc > 1:  # one chunk starts from zero: no summary, no carry scan
+                forward.append(
+                    dispatch(
+                        "s6_fwd_summary",
+                        plan.chunk_workgroups(nfc),
+                        fb,
+                        **fchunk,
+                        off_in_s=fs.s_in[0],
+                        off_in_S=fs.S[0],
+                    )
+                )
+                forward += scan_dispatches(fs, B_, fb)
+            forward.append(
+                dispatch(
+                    "s6_fwd_output",
                     plan.chunk_workgroups(nfc),
                     fb,
                     **fchunk,
-                    off_in_s=fs.s_in[0],
-                    off_in_S=fs.S[0],
+                    **carry_fields(fs),
+                    flags=FLAG_STORE_H if store_h else 0,
                 )
             )
-            forward += scan_dispatches(fs, B_, fb)
-        forward.append(
-            dispatch(
-                "s6_fwd_output",
-                plan.chunk_workgroups(nfc),
-                fb,
-                **fchunk,
-                **carry_fields(fs),
-                flags=FLAG_STORE_H if store_h else 0,
-            )
-        )
 
         backward_list: list[Dispatch] = []
         if backward:
@@ -871,6 +937,7 @@ class S6Kernel(ShaderKernel):
         fwd_chunk_len: int | None = None,
         bwd_chunk_len: int | None = None,
         bwd_k_chunks: int | None = None,
+        fwd_mode: str = "auto",
     ) -> S6GpuResult:
         """Run forward (and backward) on ``inputs``; see the module docstring for shapes.
 
@@ -886,6 +953,7 @@ class S6Kernel(ShaderKernel):
             fwd_chunk_len=fwd_chunk_len,
             bwd_chunk_len=bwd_chunk_len,
             bwd_k_chunks=bwd_k_chunks,
+            fwd_mode=fwd_mode,
         )
         timing = {"forward": self.rt.run(prep.forward_dispatches, timed=timed)}
         names = ["y", "last_state"] + (["h"] if store_h else [])
