@@ -78,6 +78,21 @@ def test_session_json_round_trip_and_errors(tmp_path) -> None:
         Session.load(tmp_path / "missing.json")
 
 
+def test_session_remembers_the_kernel_file(tmp_path) -> None:
+    path = tmp_path / "s.json"
+    Session(Problem(), kernel_path="/k/my_scan.wgsl").save(path)
+    assert json.loads(path.read_text())["kernel_path"] == "/k/my_scan.wgsl"
+    assert Session.load(path).kernel_path == "/k/my_scan.wgsl"
+    Session(Problem()).save(path)
+    assert Session.load(path).kernel_path is None  # the built-in kernel
+    data = json.loads(path.read_text())
+    del data["kernel_path"]  # a file written before the key existed: built-in
+    assert Session.from_dict(data).kernel_path is None
+    data["kernel_path"] = 3
+    with pytest.raises(SsmvizError, match="kernel_path must be a string"):
+        Session.from_dict(data)
+
+
 def test_one_line_flattens_any_exception() -> None:
     msg = one_line(RuntimeError("Validation Error\n\nCaused by:\n  bad thing"))
     assert "\n" not in msg and msg.startswith("RuntimeError: Validation Error")

@@ -73,6 +73,49 @@ def test_broken_kernel_file_shows_diagnostic_and_click_jumps_to_line(
     assert "BROKEN" in panel.editor.textCursor().block().text()
 
 
+def test_session_reopens_the_kernel_file_or_says_it_is_gone(
+        qtbot, make_window, tmp_path) -> None:
+    w = make_window()
+    path = _kernel_copy(tmp_path, extra="\n// session kernel\n")
+    _run(qtbot, w, lambda: w.shader_panel.open_file(path))
+    assert w.result.kernel is not None and not w.result.kernel.builtin
+    session = tmp_path / "s.json"
+    w.session().save(session)
+
+    w2 = make_window(None)
+    _run(qtbot, w2, lambda: w2.open_session(session))
+    panel = w2.shader_panel
+    assert (panel.kind, panel.path) == ("file", str(path.resolve()))
+    assert "// session kernel" in panel.editor.toPlainText()
+    assert w2.result.kernel.path == str(path.resolve()) and not w2.result.kernel.builtin
+    assert w2.status.message.text() == ""
+
+    path.unlink()
+    w3 = make_window(None)
+    _run(qtbot, w3, lambda: w3.open_session(session))
+    message = w3.status.message.text()
+    assert message == (f"session kernel file not found: {path.resolve()}; "
+                       "using the built-in kernel")
+    assert w3.shader_panel.kind == "builtin" and w3.result.kernel.builtin
+    assert w3.result.report is not None and w3.result.report.passed
+
+
+def test_gradients_behind_the_shader_tab_are_drawn_when_shown(qtbot, make_window) -> None:
+    w = make_window()
+    w.show()
+    qtbot.waitExposed(w)
+    w.docks["shader"].raise_()
+    qtbot.waitUntil(lambda: not w._grads_visible, timeout=5000)
+    before = w.grad_plots.rows["du"].ref.yData.copy()
+    _run(qtbot, w, lambda: w.controls.set_value("seed", 11))
+    assert np.array_equal(w.grad_plots.rows["du"].ref.yData, before)  # skipped while hidden
+    w.docks["gradients"].raise_()
+    want = next(g for g in w.view.grads if g.key == "du").ref
+    qtbot.waitUntil(lambda: np.array_equal(w.grad_plots.rows["du"].ref.yData, want),
+                    timeout=5000)
+    assert not np.array_equal(want, before)
+
+
 def test_saving_the_kernel_file_on_disk_reloads_and_reruns(qtbot, make_window, tmp_path) -> None:
     w = make_window()
     panel = w.shader_panel

@@ -2,7 +2,9 @@
 
 Every item is created once (per family, for the gradients) and then updated
 with setData / setImage; long sequences stay smooth through peak downsampling
-and clip-to-view.
+and clip-to-view. Ranges are fitted from the new data's bounds (:func:`fit_range`), not
+by pyqtgraph's paint-time auto-range, and applied before the paint
+(:func:`settle_geometry`), so one update costs one paint.
 """
 
 from __future__ import annotations
@@ -11,8 +13,16 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, QTimer, Signal
 
-from ssmviz.app.derived import GradView, Trace
-from ssmviz.app.viewdata import LOD_POINTS, ImageView, envelope, image_view, time_series
+from ssmviz.app.derived import LOG_FLOOR, GradView, Trace
+from ssmviz.app.viewdata import (
+    LOD_POINTS,
+    ImageView,
+    envelope,
+    finite_bounds,
+    image_view,
+    nice_range,
+    time_series,
+)
 
 #: Draw chunk boundaries only up to this many chunks (more would just grey the plot).
 MAX_CHUNK_LINES = 256
@@ -27,6 +37,10 @@ CHUNK_PEN = pg.mkPen((120, 120, 120, 160), width=1, style=Qt.PenStyle.DotLine)
 FD_PEN = pg.mkPen("#000000", width=1.5)
 FD_BRUSH = pg.mkBrush(46, 160, 44, 220)
 BAR_BRUSH = pg.mkBrush(31, 119, 180, 150)
+
+#: Which time plot each series of viewdata.time_series is drawn in (h0, h1, … in "h").
+SERIES_PLOT = {"input": "input", "delta": "delta", "a_bar": "a_bar", "y_gpu": "y",
+               "y_ref": "y", "err": "error", "tol": "error"}
 
 TIME_ROWS = (
     ("input", "input u"),
@@ -43,6 +57,98 @@ def _style(plot: pg.PlotItem) -> None:
     plot.setDownsampling(auto=True, mode="peak")
     plot.setClipToView(True)
     # No grid: its translucent lines over every plot were the largest part of a repaint.
+    _manage_range(plot)
+
+
+# -- ranges ------------------------------------------------------------------------------------
+# pyqtgraph's auto-range re-measures every item at paint time and its range change then
+# asks for a second paint of the whole scene (``bench --ui``: a third of the UI time).
+# The plots instead take their range from bounds of the data they were just given,
+# rounded outward (viewdata.nice_range) so that a similar result keeps the same axes.
+# As with auto-range, a mouse zoom/pan stops the fitting of that plot, and its "A"
+# button (or "View all") starts it again.
+
+
+def _manage_range(plot: pg.PlotItem) -> None:
+    vb = plot.getViewBox()
+    vb.disableAutoRange()
+    vb.ssmviz_fit = [True, True]  # per axis: fit to the data on the next update
+    vb.ssmviz_set = [None, None]  # (asked, got) per axis, to skip a no-op setRange
+
+    def user_ranged(mask: object, vb: pg.ViewBox = vb, plot: pg.PlotItem = plot) -> None:
+        for axis, moved in enumerate(list(mask)[:2]):
+            if moved:
+                vb.ssmviz_fit[axis] = False
+        if not vb.ssmviz_fit[1]:
+            _clip_far_points(plot, True)
+
+    vb.sigRangeChangedManually.connect(user_ranged)
+
+
+def _clip_far_points(plot: pg.PlotItem, on: bool) -> None:
+    """pyqtgraph's dynamic range limit clips points far outside a zoomed-in view (huge
+    coordinates stall Qt's rasteriser), at the price of re-processing every curve on each
+    y range change. A fitted view holds all its data, so it is off while fitting."""
+    limit = 1e6 if on else None
+    for item in plot.listDataItems():
+        if isinstance(item, pg.PlotDataItem) and item.opts["dynamicRangeLimit"] != limit:
+            item.setDynamicRangeLimit(limit)
+
+
+def quiet_axes(plots: list[pg.PlotItem]) -> None:
+    """No SI-prefix bookkeeping on axes without a label: it rewrites the (hidden) label's
+    HTML on every range change, and without a label the prefix scale stays 1 anyway."""
+    for p in plots:
+        for name in ("left", "bottom"):
+            axis = p.getAxis(name)
+            if not axis.label.isVisible():
+                axis.enableAutoSIPrefix(False)
+
+
+def settle_geometry(plots: list[pg.PlotItem]) -> None:
+    """Apply new view ranges now instead of in the next paint.
+
+    pyqtgraph updates a ViewBox's transform (and its cursor lines' bounds) at the start
+    of a paint; the geometry changes that causes schedule a second paint of the scene.
+    Done here, on the UI thread before the paint, one paint shows the update.
+    """
+    for p in plots:
+        vb = p.getViewBox()
+        vb.prepareForPaint()
+        for item in vb.addedItems:
+            if isinstance(item, pg.InfiniteLine) and item.isVisible():
+                item.boundingRect()
+
+
+def fit_range(plot: pg.PlotItem, axis: int, bounds: tuple[float, float] | None, *,
+              log: bool = False, pad: bool = True) -> None:
+    """Set ``axis`` (0 x, 1 y) of ``plot`` to cover ``bounds`` unless the user zoomed it.
+
+    ``log``: the axis is log-scaled (bounds are data values, > 0).
+    """
+    vb = plot.getViewBox()
+    if vb.state["autoRange"][axis] is not False:  # "A" / "View all": fit again, ourselves
+        vb.enableAutoRange(axis, False)
+        vb.ssmviz_fit[axis] = True
+        vb.ssmviz_set[axis] = None
+    if not vb.ssmviz_fit[axis] or bounds is None:
+        return
+    if axis == 1:
+        _clip_far_points(plot, False)
+    lo, hi = bounds
+    if log:
+        if hi <= 0:
+            return
+        lo, hi = np.log10(max(lo, hi * 1e-30)), np.log10(hi)
+    rng = nice_range(float(lo), float(hi), vb.suggestPadding(axis) if pad else 0.0)
+    last = vb.ssmviz_set[axis]
+    if last is not None and last[0] == rng and tuple(vb.viewRange()[axis]) == last[1]:
+        return  # unchanged: no tick regeneration, no repaint
+    if axis == 0:
+        vb.setRange(xRange=rng, padding=0)
+    else:
+        vb.setRange(yRange=rng, padding=0)
+    vb.ssmviz_set[axis] = (rng, tuple(vb.viewRange()[axis]))
 
 
 def release_menus(plots: list[pg.PlotItem]) -> None:
@@ -118,7 +224,11 @@ class TimePlots(pg.GraphicsLayoutWidget):
         self._window: tuple[int, int] | None = None
         self._lod_timer = QTimer(self, singleShot=True, interval=60)
         self._lod_timer.timeout.connect(lambda: self._apply_series())
+        self._titles: dict[str, str] = {}
+        self._h_style: tuple[int, int] | None = None
+        self._chunk_h: np.ndarray | None = None
         self.plots["input"].sigXRangeChanged.connect(self._x_range_changed)
+        quiet_axes(list(self.plots.values()))
 
     # -- cursor --------------------------------------------------------------------------------
     @property
@@ -149,39 +259,47 @@ class TimePlots(pg.GraphicsLayoutWidget):
         off the UI thread; made here when not given.
         """
         L = tr.seq_len
-        if self.seq_len != L or self.updates == 0:
-            # Set the shared x range once, before the data: with x auto-range on, every
-            # curve's setData re-ranged all linked plots and re-downsampled every curve.
+        x_auto = any(p.getViewBox().state["autoRange"][0] is not False
+                     for p in self.plots.values())
+        if self.seq_len != L or self.updates == 0 or x_auto:
+            # The shared x range is set once per length (the plots are x-linked), before
+            # the data; a zoom is kept across runs of the same length.
             for p in self.plots.values():
                 p.disableAutoRange(axis="x")
             self.plots["input"].setXRange(0, max(L - 1, 1), padding=0.01)
         self.seq_len = L
         n = tr.sel.state
-        self.plots["input"].setTitle(f"input {tr.names['input']} (channel {tr.sel.channel})")
-        self.plots["delta"].setTitle(tr.names["delta"])
-        self.plots["a_bar"].setTitle(f"{tr.names['a_bar']}, state {n}")
+        self._title("input", f"input {tr.names['input']} (channel {tr.sel.channel})")
+        self._title("delta", tr.names["delta"])
+        self._title("a_bar", f"{tr.names['a_bar']}, state {n}")
         N = tr.h_ref.shape[1]
         while len(self.h_curves) < N:
             i = len(self.h_curves)
             pen = pg.mkPen(pg.intColor(i, hues=9), width=1)
             self.h_curves.append(self.plots["h"].plot(pen=pen))
-        for i, curve in enumerate(self.h_curves):
-            if i < N:
-                curve.setPen(pg.mkPen(pg.intColor(i, hues=9), width=2 if i == n else 1))
-                curve.setVisible(True)
-            else:
-                curve.setData([], [])
-                curve.setVisible(False)
+        if self._h_style != (N, n):  # pens only when the chosen state or d_state changes
+            self._h_style = (N, n)
+            for i, curve in enumerate(self.h_curves):
+                if i < N:
+                    curve.setPen(pg.mkPen(pg.intColor(i, hues=9), width=2 if i == n else 1))
+                    curve.setVisible(True)
+                else:
+                    curve.setData([], [])
+                    curve.setVisible(False)
         items = dict(self.curves) | {f"h{i}": c for i, c in enumerate(self.h_curves)}
         series = {k: (items[k], v) for k, v in time_series(tr).items()}
+        self._chunk_h = None
         if tr.chunk_t is not None and tr.chunk_h_gpu is not None:
-            self.curves["chunk_h"].setData(tr.chunk_t.astype(np.float64), tr.chunk_h_gpu[:, n])
-        else:
+            self._chunk_h = tr.chunk_h_gpu[:, n]
+            self.curves["chunk_h"].setData(tr.chunk_t.astype(np.float64), self._chunk_h)
+        elif self.curves["chunk_h"].xData is not None and len(self.curves["chunk_h"].xData):
             self.curves["chunk_h"].setData([], [])
         if h_image is None:
             h_image = image_view(tr.h_gpu if tr.h_gpu is not None else tr.h_ref)
-        self.h_image.setImage(h_image.data, levels=h_image.levels)
+        # Levels are known (robust percentiles from the worker): no autoLevels pass here.
+        self.h_image.setImage(h_image.data, levels=h_image.levels, autoLevels=False)
         self.h_image.setRect(QRectF(0, 0, *h_image.extent))
+        fit_range(self.plots["h_map"], 1, (0.0, h_image.extent[1]))
         if "y_gpu" not in series:
             self.curves["y_gpu"].setData([], [])
             self.curves["err"].setData([], [])
@@ -190,7 +308,13 @@ class TimePlots(pg.GraphicsLayoutWidget):
         self._apply_series(envelopes)
         self._chunks(tr.chunk_len if tr.family == "ssd" else None, L)
         self.set_cursor(self.cursor)
+        settle_geometry(list(self.plots.values()))
         self.updates += 1
+
+    def _title(self, name: str, text: str) -> None:
+        if self._titles.get(name) != text:  # a new title re-lays out the plot's header
+            self._titles[name] = text
+            self.plots[name].setTitle(text)
 
     def _visible_window(self) -> tuple[int, int]:
         L = self.seq_len
@@ -211,9 +335,18 @@ class TimePlots(pg.GraphicsLayoutWidget):
             return
         self._window = (a, b)
         whole = envelopes if (a, b) == (0, self.seq_len) and envelopes else {}
+        shown: dict[str, list[np.ndarray]] = {}
         for name, (curve, full) in self._series.items():
             x, y = whole[name] if name in whole else envelope(full[a:b], start=a)
             curve.setData(x, y)
+            shown.setdefault(SERIES_PLOT.get(name) or "h", []).append(y)
+        if self._chunk_h is not None:
+            shown.setdefault("h", []).append(self._chunk_h)
+        # Exact zeros of the error sit at LOG_FLOOR: drawn there, but not fitted (they
+        # would squash the decades that matter into the top of the plot).
+        shown["error"] = [y[y > LOG_FLOOR] for y in shown.get("error", [])]
+        for plot, ys in shown.items():
+            fit_range(self.plots[plot], 1, finite_bounds(*ys), log=plot == "error")
 
     def _chunks(self, chunk_len: int | None, L: int) -> None:
         bounds: np.ndarray = np.zeros(0)
@@ -257,6 +390,7 @@ class _GradRow:
         self.fd = pg.ScatterPlotItem(size=10, pen=FD_PEN, brush=FD_BRUSH, symbol="o")
         self.fd.setZValue(30)
         self.label = None
+        self.title: str | None = None
         if view.kind in ("line", "bars"):
             p = layout.addPlot(row=2 * row, col=0, colspan=3)
             _style(p)
@@ -286,41 +420,58 @@ class _GradRow:
                 img.setAutoDownsample(True)
                 img.setColorMap(pg.colormap.get("CET-D1" if col == 2 else "viridis"))
                 p.addItem(img)
+                _manage_range(p)
                 self.images.append(img)
                 self.plots.append(p)
             self.plots[0].addItem(self.fd)
         for p in self.plots:
             p.setMinimumHeight(110)
+        quiet_axes(self.plots)
         # pyqtgraph lines linked views up by screen position when they overlap, so only
         # the full-width line plots share a time axis; heatmaps keep their own ranges.
-        if view.kind == "line" and view.time_axis and time_plot is not None:
+        self.x_linked = view.kind == "line" and view.time_axis and time_plot is not None
+        if self.x_linked:
             for p in self.plots:
                 p.setXLink(time_plot)
 
     def update(self, view: GradView, title: str) -> None:
         fd = view.fd
-        if fd is not None and fd.fd.size:
+        has_fd = fd is not None and fd.fd.size > 0
+        if has_fd:
             title += f" · FD({fd.fd.size}) {fd.max_rel_err():.0e}"
-        if self.label is not None:
-            self.label.setText(title)
-        else:
-            self.plots[0].setTitle(title)
+        if title != self.title:
+            self.title = title
+            if self.label is not None:
+                self.label.setText(title)
+            else:
+                self.plots[0].setTitle(title)
         if self.kind in ("line", "bars"):
-            x = np.arange(view.ref.shape[0], dtype=np.float64)
+            n = view.ref.shape[0]
+            x = np.arange(n, dtype=np.float64)
             self.ref.setData(x, view.ref)
             if view.gpu is not None:
                 self.gpu.setData(x, view.gpu)
             else:
                 self.gpu.setData([], [])
+            ys = [view.ref, view.gpu, fd.fd if has_fd else None]
             if self.kind == "bars":
                 h = view.gpu if view.gpu is not None else view.ref
                 self.bars.setOpts(x=x, height=h)
-            if fd is not None and fd.fd.size:
+                ys.append(np.zeros(1))  # the bars start at 0
+                fit_range(self.plots[0], 0, (-0.5, n - 0.5), pad=False)
+            elif not self.x_linked:  # a linked plot follows the first one's x range
+                fit_range(self.plots[0], 0, (0.0, max(n - 1, 1)))
+            fit_range(self.plots[0], 1, finite_bounds(*ys))
+            if has_fd:
                 self.fd.setData(fd.index[:, 0].astype(np.float64), fd.fd)
             else:
-                self.fd.setData([], [])
+                self._clear_fd()
             return
         gpu_img, ref_img, diff_img = self.images
+        extent = (float(view.ref.shape[0]), float(view.ref.shape[1]))
+        for p in self.plots:
+            fit_range(p, 0, (0.0, extent[0]))
+            fit_range(p, 1, (0.0, extent[1]))
         self._show(ref_img, view.images.get("ref") or image_view(view.ref))
         if view.gpu is not None:
             self._show(gpu_img, view.images.get("gpu") or image_view(view.gpu))
@@ -329,15 +480,19 @@ class _GradRow:
         else:
             gpu_img.clear()
             diff_img.clear()
-        if fd is not None and fd.fd.size:
+        if has_fd:
             # Mark the FD elements at their cell centres on the GPU heatmap.
             self.fd.setData(fd.index[:, 0] + 0.5, fd.index[:, 1] + 0.5)
         else:
+            self._clear_fd()
+
+    def _clear_fd(self) -> None:
+        if len(self.fd.data):  # an empty scatter's setData still costs a full update
             self.fd.setData([], [])
 
     @staticmethod
     def _show(item: pg.ImageItem, iv: ImageView) -> None:
-        item.setImage(iv.data, levels=iv.levels)
+        item.setImage(iv.data, levels=iv.levels, autoLevels=False)
         item.setRect(QRectF(0, 0, *iv.extent))
 
 
@@ -367,6 +522,7 @@ class GradPlots(pg.GraphicsLayoutWidget):
             self.family = family
         for v in views:
             self.rows[v.key].update(v, titles.get(v.key, v.key))
+        settle_geometry([p for row in self.rows.values() for p in row.plots])
 
     def release(self) -> None:
         """Free pyqtgraph's menus and the scene (the window is closing)."""

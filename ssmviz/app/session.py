@@ -5,7 +5,11 @@ Layout of the file::
     {"ssmviz_session": 1,
      "problem": Problem.to_dict(),
      "view": {"batch": 0, "channel": 0, "state": 0, "cursor": 0},
-     "inputs_path": null | "path/to/inputs.npz"}
+     "inputs_path": null | "path/to/inputs.npz",
+     "kernel_path": null | "path/to/kernel.wgsl"}
+
+``kernel_path`` null means ssmviz's built-in kernel of the problem's family; a path is
+the kernel file the shader panel had open (files without the key are built-in).
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ class Session:
     problem: Problem = field(default_factory=Problem)
     view: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VIEW_KEYS, 0))
     inputs_path: str | None = None
+    #: The kernel source file; None for the built-in kernel.
+    kernel_path: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -37,6 +43,7 @@ class Session:
             "problem": self.problem.to_dict(),
             "view": {k: int(self.view.get(k, 0)) for k in VIEW_KEYS},
             "inputs_path": self.inputs_path,
+            "kernel_path": self.kernel_path,
         }
 
     @classmethod
@@ -58,10 +65,13 @@ class Session:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise SsmvizError(f"session view {key} must be an integer ≥ 0; got {value!r}")
             view[key] = value
-        path = data.get("inputs_path")
-        if path is not None and not isinstance(path, str):
-            raise SsmvizError(f"session inputs_path must be a string; got {path!r}")
-        return cls(problem, view, path)
+        paths = {}
+        for key in ("inputs_path", "kernel_path"):
+            path = data.get(key)
+            if path is not None and not isinstance(path, str):
+                raise SsmvizError(f"session {key} must be a string; got {path!r}")
+            paths[key] = path or None
+        return cls(problem, view, **paths)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)

@@ -155,11 +155,11 @@ class ShaderPanel(QWidget):
         if path:
             self.open_file(path)
 
-    def open_file(self, path: str | Path) -> None:
+    def open_file(self, path: str | Path, *, emit: bool = True) -> None:
         """Use a kernel file (remembered in the recent list, watched for saves)."""
         path = str(Path(path).resolve())
         self._remember(path)
-        self.set_source("file", path)
+        self.set_source("file", path, emit=emit)
 
     def set_source(self, kind: str, path: str, *, emit: bool = True) -> None:
         self.kind, self.path = kind, path

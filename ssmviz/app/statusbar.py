@@ -45,6 +45,8 @@ class RunStatusBar(QStatusBar):
         self.busy.setVisible(busy)
 
     def show_error(self, text: str) -> None:
+        if text == self.message.text():
+            return  # a style sheet change re-polishes the label: only when it changes
         self.message.setText(text)
         self.message.setStyleSheet("color:#b00020;" if text else "")
 
@@ -73,8 +75,11 @@ class RunStatusBar(QStatusBar):
                 label.setVisible(False)
                 continue
             name, passed, checked, tip = entries[i]
-            label.setText(name)
+            style = SKIP_STYLE if not checked else PASS_STYLE if passed else FAIL_STYLE
+            if label.text() != name:
+                label.setText(name)
             label.setToolTip(tip)
-            label.setStyleSheet(SKIP_STYLE if not checked else PASS_STYLE if passed else FAIL_STYLE)
+            if label.styleSheet() != style:  # re-polishing every badge on every run is slow
+                label.setStyleSheet(style)
             label.setVisible(True)
             self.badges[name] = passed

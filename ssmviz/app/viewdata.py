@@ -31,6 +31,9 @@ FD_EPS = 1e-6
 #: Time curves longer than this are drawn as a min/max envelope of the visible window
 #: (plus one window each side); zoomed in to at most this many steps, at full resolution.
 LOD_POINTS = 8192
+#: Points of such an envelope (min and max of ENVELOPE_POINTS / 2 bins): still several per
+#: pixel column of a wide plot, and pyqtgraph then has nothing left to downsample.
+ENVELOPE_POINTS = 4096
 
 
 @dataclass
@@ -100,10 +103,10 @@ def downsample_rows(a: np.ndarray, max_rows: int = MAX_IMAGE_ROWS) -> np.ndarray
     return np.take_along_axis(r, idx, axis=1)[:, 0]
 
 
-def envelope(y: np.ndarray, start: int = 0,
-             max_points: int = LOD_POINTS) -> tuple[np.ndarray, np.ndarray]:
-    """(x, y) of a curve with at most ``max_points`` points: the samples themselves when
-    short enough, else per-bin min and max (peaks survive; a NaN marks its bin).
+def envelope(y: np.ndarray, start: int = 0, max_points: int = LOD_POINTS,
+             points: int = ENVELOPE_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y) of a curve: the samples themselves when there are at most ``max_points``,
+    else per-bin min and max, at most ``points`` (peaks survive; a NaN marks its bin).
 
     ``y`` is ``(n,)``; x counts from ``start``.
     """
@@ -111,13 +114,45 @@ def envelope(y: np.ndarray, start: int = 0,
     n = y.size
     if n <= max_points:
         return np.arange(start, start + n, dtype=np.float64), y
-    k = -(-n // (max_points // 2))
+    k = -(-n // (min(points, max_points) // 2))
     bins = -(-n // k)
     pad = bins * k - n
     r = (np.concatenate([y, np.full(pad, y[-1])]) if pad else y).reshape(bins, k)
     x0 = start + np.arange(bins, dtype=np.float64) * k
     x = np.stack([x0, x0 + (k - 1) / 2.0], axis=1).ravel()
     return x, np.stack([r.min(axis=1), r.max(axis=1)], axis=1).ravel()
+
+
+def finite_bounds(*arrays: np.ndarray | None) -> tuple[float, float] | None:
+    """(min, max) over the finite values of ``arrays`` (None entries skipped); None if none."""
+    los, his = [], []
+    for a in arrays:
+        if a is None or np.size(a) == 0:
+            continue
+        a = np.asarray(a, np.float64)
+        lo, hi = float(a.min()), float(a.max())
+        if not (np.isfinite(lo) and np.isfinite(hi)):  # rare: NaN/Inf present, filter
+            f = a[np.isfinite(a)]
+            if f.size == 0:
+                continue
+            lo, hi = float(f.min()), float(f.max())
+        los.append(lo)
+        his.append(hi)
+    return (min(los), max(his)) if los else None
+
+
+def nice_range(lo: float, hi: float, pad: float = 0.0) -> tuple[float, float]:
+    """[lo, hi] widened by ``pad`` of its span, then rounded outward to a tenth of the
+    span's decade, so a slightly different result keeps the same axis (no re-layout of
+    the ticks, no second paint) while every value stays inside."""
+    span = hi - lo
+    if not span > 0:
+        span = abs(lo) or 1.0
+        lo, hi = lo - span / 2, hi + span / 2
+        span = hi - lo
+    lo, hi = lo - pad * span, hi + pad * span
+    step = 10.0 ** np.floor(np.log10(hi - lo)) / 10.0
+    return float(np.floor(lo / step) * step), float(np.ceil(hi / step) * step)
 
 
 def time_series(tr: Trace) -> dict[str, np.ndarray]:

@@ -21,9 +21,9 @@ from ssmviz.app.plots import GradPlots, TimePlots
 from ssmviz.app.readout import ReadoutPanel
 from ssmviz.app.runner import RunResult
 from ssmviz.app.session import Session
-from ssmviz.app.shader_panel import ShaderPanel
+from ssmviz.app.shader_panel import FAMILY_SHADER, ShaderPanel
 from ssmviz.app.statusbar import RunStatusBar
-from ssmviz.app.viewdata import ViewData
+from ssmviz.app.viewdata import LOD_POINTS, ViewData
 from ssmviz.app.worker import RunScheduler, ViewWorker
 from ssmviz.core.errors import SsmvizError
 
@@ -31,6 +31,8 @@ ORG, APP = "ssmviz", "ssmviz"
 PLAY_INTERVAL_MS = 40
 #: Steps per play tick: the whole sequence plays in about this many ticks.
 PLAY_TICKS = 250
+#: A result longer than this is shown in parts, one event-loop turn each.
+SPLIT_ABOVE = LOD_POINTS
 
 
 def app_settings() -> QSettings:
@@ -91,7 +93,16 @@ class MainWindow(QMainWindow):
         self.view_worker = ViewWorker(self)
         self.view_worker.finished.connect(self._on_view)
         self.view: ViewData | None = None
-        self.shader_panel.kernelChanged.connect(self.run_now)
+        #: The generation whose plots are all shown; a counter that cancels stale parts.
+        self.applied_generation = 0
+        self._apply_token = 0
+        self._grads_stale = False
+        # A tab behind another stays isVisible(); visibilityChanged says when it is seen.
+        self._grads_visible = True
+        self.docks["gradients"].visibilityChanged.connect(self._grads_shown)
+        #: A one-line message about the restored session (e.g. a missing kernel file).
+        self.notice = ""
+        self.shader_panel.kernelChanged.connect(self._kernel_changed)
         self.shader_panel.set_settings(self.settings)
         self.controls.problemChanged.connect(self._problem_changed)
         self.controls.inputsChanged.connect(self.scheduler.request)
@@ -156,6 +167,10 @@ class MainWindow(QMainWindow):
         self.shader_panel.show_family(_problem.family)
         self.scheduler.request()
 
+    def _kernel_changed(self) -> None:
+        self.notice = ""
+        self.run_now()
+
     def run_now(self) -> None:
         """Run the current problem immediately (Ctrl+R)."""
         self.scheduler.run_now()
@@ -167,22 +182,29 @@ class MainWindow(QMainWindow):
 
     def _on_result(self, result: RunResult) -> None:
         self.update_started = time.perf_counter()
+        self.update_seconds = 0.0
         self.result = result
         self.status.show_result(result)
         self.shader_panel.show_result(result)
         if result.kernel_note and not result.error:
             self.status.show_error(result.kernel_note)
+        elif self.notice and not result.error:
+            self.status.show_error(self.notice)  # kept until the kernel source changes
         view = result.view
+        if isinstance(view, ViewData) and view.sel == self._current_sel(result):
+            self.update_seconds = time.perf_counter() - self.update_started
+            self._apply_view(view)  # plotsUpdated once every part is shown
+            return
         if isinstance(view, str):
             self.status.show_error(view)
         elif isinstance(view, ViewData):
-            if view.sel == self._current_sel(result):
-                self._apply_view(view)
-            else:
-                self._refresh_view()  # the selection moved while the run was in flight
-        now = time.perf_counter()
-        self.update_seconds = now - self.update_started
-        latency = now - result.requested_at
+            self._refresh_view()  # the selection moved while the run was in flight
+        self.update_seconds = time.perf_counter() - self.update_started
+        self._shown(result)
+
+    def _shown(self, result: RunResult) -> None:
+        self.applied_generation = result.generation
+        latency = time.perf_counter() - result.requested_at
         self.latencies.append(latency)
         self.plotsUpdated.emit(result.generation, latency)
 
@@ -209,18 +231,57 @@ class MainWindow(QMainWindow):
             self._apply_view(view)
 
     def _apply_view(self, view: ViewData) -> None:
-        """Put prepared data on the plots (UI thread: setData / setImage only)."""
-        r = self.result
-        p = r.problem
+        """Put prepared data on the plots (UI thread: setData / setImage only).
+
+        A long sequence is shown in parts (time plots, gradients, read-out), each in its
+        own event-loop turn and paint, so the UI thread never stalls for all of it at once;
+        a newer view cancels the parts not yet shown.
+        """
+        self._apply_token += 1
+        token, result = self._apply_token, self.result
         self.view = view
         self.trace = view.trace
-        self.time_plots.update_trace(view.trace, view.h_image, view.envelopes)
+        parts = [lambda: self.time_plots.update_trace(view.trace, view.h_image, view.envelopes)]
+        if self._grads_visible or not self.isVisible():
+            parts.append(lambda: self._show_grads(result, view))
+        else:  # closed, or a tab behind the shader: drawn when it is shown again
+            self._grads_stale = True
+        parts.append(self._show_cursor)
+        self._run_parts(token, result, parts, view.trace.seq_len > SPLIT_ABOVE)
+
+    def _run_parts(self, token: int, result: RunResult | None, parts: list,
+                   split: bool) -> None:
+        while parts:
+            if token != self._apply_token or self._closed:
+                return  # a newer view replaced this one
+            t0 = time.perf_counter()
+            parts.pop(0)()
+            self.update_seconds += time.perf_counter() - t0
+            if split and parts:
+                # 1 ms, not 0: the paint of this part is posted and runs first.
+                QTimer.singleShot(1, lambda: self._run_parts(token, result, parts, split))
+                return
+        self.viewApplied.emit()
+        if result is not None and self.applied_generation != result.generation:
+            self._shown(result)
+
+    def _show_grads(self, result: RunResult, view: ViewData) -> None:
         titles = {}
-        if r.report is not None:
-            for v in r.report.verdicts:
+        if result.report is not None:
+            for v in result.report.verdicts:
                 mark = "✓" if v.passed else "✗"
                 titles[v.name] = f"{v.name} {mark} rel err {v.rel_err:.1e}"
-        self.grad_plots.update_views(p.family, view.grads, titles)
+        self._grads_stale = False
+        self.grad_plots.update_views(result.problem.family, view.grads, titles)
+
+    def _grads_shown(self, visible: bool) -> None:
+        self._grads_visible = visible
+        if visible and self._grads_stale and self.view is not None and self.result is not None:
+            result, view = self.result, self.view
+            QTimer.singleShot(0, lambda: self._show_grads(result, view) if (
+                self.result is result and self.view is view and not self._closed) else None)
+
+    def _show_cursor(self) -> None:
         if self._pending_cursor is None and self._first_result:
             # Nothing to restore: start the cursor where the signal is under way.
             self._pending_cursor = self.trace.seq_len // 3
@@ -229,7 +290,6 @@ class MainWindow(QMainWindow):
             self.time_plots.set_cursor(self._pending_cursor)
             self._pending_cursor = None
         self.readout.show_step(self.trace, self.time_plots.cursor)
-        self.viewApplied.emit()
 
     def _cursor_moved(self, t: int) -> None:
         self.readout.show_step(self.trace, t)
@@ -254,18 +314,41 @@ class MainWindow(QMainWindow):
         sel = self.controls.selection()
         view = {"batch": sel.batch, "channel": sel.channel, "state": sel.state,
                 "cursor": self.time_plots.cursor}
-        return Session(self.controls.problem(), view, self.controls.inputs_path)
+        panel = self.shader_panel
+        kernel = panel.path if panel.kind == "file" else None
+        return Session(self.controls.problem(), view, self.controls.inputs_path, kernel)
 
     def apply_session(self, session: Session) -> None:
-        """Restore a session (inputs file, problem, view, cursor) and run it."""
+        """Restore a session (inputs file, kernel source, problem, view, cursor) and run it.
+
+        A kernel file that no longer exists falls back to the built-in kernel, with a
+        one-line message in the status bar.
+        """
         self.controls.clear_inputs()
         if session.inputs_path:
             self.controls.load_inputs(session.inputs_path)
+        self._restore_kernel(session)
         self.controls.set_problem(session.problem)
         v = session.view
         self.controls.set_selection(v.get("batch", 0), v.get("channel", 0), v.get("state", 0))
         self._pending_cursor = v.get("cursor", 0)
         self.run_now()
+
+    def _restore_kernel(self, session: Session) -> None:
+        panel = self.shader_panel
+        path = session.kernel_path
+        self.notice = ""
+        if path and Path(path).is_file():
+            if (panel.kind, panel.path) != ("file", str(Path(path).resolve())):
+                panel.open_file(path, emit=False)
+            return
+        if path:
+            self.notice = (f"session kernel file not found: {path}; "
+                           "using the built-in kernel")
+        builtin = FAMILY_SHADER[session.problem.family]
+        if (panel.kind, panel.path) != ("builtin", builtin):
+            panel.set_source("builtin", builtin, emit=False)
+        self.status.show_error(self.notice)
 
     def open_session(self, path: str | Path) -> None:
         self.apply_session(Session.load(path))
