@@ -84,6 +84,11 @@
 //   barely moves it: the forward is bound neither by the SFU nor by DRAM bandwidth
 //   (0.5 TB/s), and without a profiler on this path the next step is a register /
 //   occupancy study of the one-pass kernel.
+// * Backward, same session (H200, wide size, s6_bwd_output 8.86 of 10.75 ms): dropping
+//   the per-step dB/dC lane exchange (timing only) left 4.91 ms, replacing its exps by an
+//   FMA 8.73 ms: the exchange's 2 barriers a step are half the pass, the SFU is not the
+//   limit. Summing the lanes in two levels (8 lanes per invocation, then the partials)
+//   instead of 64 dependent loads on 8 invocations: 8.86 -> 8.52 ms, kept.
 // * flags bit 2 reverses the workgroup order in every pass (race probe: the
 //   results must not change bitwise).
 
@@ -161,6 +166,7 @@ const XSLOTS: u32 = 1u;
 const SM_ROW: u32 = 8u;
 const SM_SLOT: u32 = 512u;
 var<workgroup> bc_smem: array<vec4<f32>, 512>;
+var<workgroup> bc_part: array<vec4<f32>, 64>;   // first-level lane sums (64 invocations)
 
 // ---------------------------------------------------------------- helpers
 
@@ -1197,8 +1203,26 @@ fn s6_bwd_output(
                     }
                     if (slot == 0u) {  // uniform: j counts down from a constant
                         workgroupBarrier();
-                        // Sum the lanes of each chunk lane group in a fixed order, a vec4
-                        // column (4 states of dB or dC of one step) per invocation.
+                        if (P.wg_d >= 8u) {
+                            // Two levels, in a fixed order: every invocation sums 8 lanes of
+                            // one vec4 column (4 states of dB or dC of one step) into
+                            // bc_part; after the barrier, one invocation per column sums
+                            // the wg_d / 8 partials. (One level took 64 dependent loads
+                            // on 8 invocations while the other 56 waited.)
+                            let per = P.wg_d / 8u;  // partials per column
+                            let col1 = lid / per;  // cpw * 8 * XSLOTS columns of per each
+                            let part = lid % per;
+                            let cg1 = col1 / (8u * XSLOTS);
+                            let sl1 = (col1 / 8u) % XSLOTS;
+                            let kv1 = col1 % 8u;
+                            let la = cg1 * P.wg_d + part * 8u;
+                            var s0 = bc_smem[sm_at(sl1, la, kv1)] + bc_smem[sm_at(sl1, la + 1u, kv1)];
+                            var s1 = bc_smem[sm_at(sl1, la + 2u, kv1)] + bc_smem[sm_at(sl1, la + 3u, kv1)];
+                            s0 += bc_smem[sm_at(sl1, la + 4u, kv1)] + bc_smem[sm_at(sl1, la + 5u, kv1)];
+                            s1 += bc_smem[sm_at(sl1, la + 6u, kv1)] + bc_smem[sm_at(sl1, la + 7u, kv1)];
+                            bc_part[lid] = s0 + s1;
+                        }
+                        workgroupBarrier();
                         for (var o = lid; o < cpw * 8u * XSLOTS; o += WG) {
                             let cg = o / (8u * XSLOTS);
                             let sl = (o / 8u) % XSLOTS;
@@ -1206,25 +1230,17 @@ fn s6_bwd_output(
                             let cc = (ln.grp * cpw + cg) * P.k_chunks + kslot;
                             let jo = jt + sl;
                             let tt = cc * L + jo;
-                            // Four interleaved partial sums (a fixed order still): one serial
-                            // chain of wg_d dependent adds was latency bound.
-                            let l0 = cg * P.wg_d;
-                            var a0 = vec4<f32>(0.0);
-                            var a1 = vec4<f32>(0.0);
-                            var a2 = vec4<f32>(0.0);
-                            var a3 = vec4<f32>(0.0);
-                            var l = 0u;
-                            for (; l + 4u <= P.wg_d; l += 4u) {
-                                let la = l0 + l;
-                                a0 += bc_smem[sm_at(sl, la, kv)];
-                                a1 += bc_smem[sm_at(sl, la + 1u, kv)];
-                                a2 += bc_smem[sm_at(sl, la + 2u, kv)];
-                                a3 += bc_smem[sm_at(sl, la + 3u, kv)];
+                            var acc = vec4<f32>(0.0);
+                            if (P.wg_d >= 8u) {
+                                let per = P.wg_d / 8u;
+                                for (var k = 0u; k < per; k++) {
+                                    acc += bc_part[o * per + k];
+                                }
+                            } else {
+                                for (var l = 0u; l < P.wg_d; l++) {
+                                    acc += bc_smem[sm_at(sl, cg * P.wg_d + l, kv)];
+                                }
                             }
-                            for (; l < P.wg_d; l++) {
-                                a0 += bc_smem[sm_at(sl, l0 + l, kv)];
-                            }
-                            let acc = (a0 + a1) + (a2 + a3);
                             if (ln.wok && cc < N && jo < L && tt < P.seq_len) {
                                 let n = n0 + (kv % 4u) * 4u;
                                 let col = (kv / 4u) * bcM + bc_idx(ln.b, tt, 0u);
@@ -1235,7 +1251,9 @@ fn s6_bwd_output(
                                 if (n + 3u < ds) { red[rb + n + 3u] = acc.w; }
                             }
                         }
-                        workgroupBarrier();
+                        if (P.wg_d < 8u) {  // uniform; only then did this read bc_smem
+                            workgroupBarrier();
+                        }
                     }
                 }
             }

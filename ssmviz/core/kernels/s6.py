@@ -12,7 +12,7 @@ ddelta_bias: (d_inner,); h: (batch, seq_len, d_inner, d_state); last_state:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ from ssmviz.core.gpu import (
     POISON_U32,
     Dispatch,
     GpuRuntime,
+    Readback,
     TimedResult,
     split_workgroups,
 )
@@ -33,7 +34,7 @@ WORKGROUP = 64  # invocations per workgroup, every pass
 SCAN_BLOCK = 32  # summaries per thread per scan level; rows per reduction group
 BWD_MAX_CHUNK = 32  # the backward output pass keeps 4 checkpoints of 8 steps
 TARGET_THREADS = 131072  # enough invocations to fill a large GPU
-BWD_STORAGE = 512 * 16  # s6_bwd_output's bc_smem: 1 step x 64 lanes x 8 vec4s
+BWD_STORAGE = 512 * 16 + 64 * 16  # s6_bwd_output: bc_smem (1 step x 64 lanes x 8 vec4s) + bc_part
 # s6_fwd_onepass: a workgroup of 16 channels x 4 sub-chunks x 4 state quads, tiles of 32
 # steps: Δ, u (2 x 2 KiB), B, C (2 x 2 KiB), the quads' shares of y (8 KiB) and the
 # sub-chunk summaries (8 KiB).
@@ -490,16 +491,32 @@ class S6Prepared:
 
     def read(self, names: list[str]) -> dict[str, np.ndarray]:
         """Read back the named outputs as float32 arrays of their documented shapes."""
+        return self.run_and_read([], names)[1]
+
+    def run_and_read(
+        self, stages: Sequence[Sequence[Dispatch]], names: list[str], *, timed: bool = False
+    ) -> tuple[list[TimedResult], dict[str, np.ndarray]]:
+        """Run ``stages`` and read ``names`` back: one submission and one wait where the
+        timing allows it (see :meth:`GpuRuntime.run_and_read`)."""
+        # One d-block: the backward pass wrote dB | dC straight into its partials (read once).
+        source = {
+            n: "red_bc" if n in ("dB", "dC") and n not in self.buffers else n for n in names
+        }
+        unique = list(dict.fromkeys(source.values()))
+        reads = [
+            Readback(self.buffers[b], np.float32,
+                     (2, *self.output_shapes["dB"]) if b == "red_bc" else self.output_shapes[b])
+            for b in unique
+        ]  # fmt: skip
+        timings, arrays = self.runtime.run_and_read(stages, timed=timed, reads=reads)
+        got = dict(zip(unique, arrays, strict=True))
         out = {}
         for n in names:
-            if n in ("dB", "dC") and n not in self.buffers:
-                # One d-block: the backward pass wrote dB | dC straight into its partials.
-                both = self.runtime.read(self.buffers["red_bc"], np.float32,
-                                         (2, *self.output_shapes[n]))  # fmt: skip
-                out[n] = both[0 if n == "dB" else 1].copy()
+            if source[n] == "red_bc":
+                out[n] = got["red_bc"][0 if n == "dB" else 1].copy()
             else:
-                out[n] = self.runtime.read(self.buffers[n], np.float32, self.output_shapes[n])
-        return out
+                out[n] = got[n]
+        return timings, out
 
 
 class S6Kernel(ShaderKernel):
@@ -955,9 +972,12 @@ class S6Kernel(ShaderKernel):
             bwd_k_chunks=bwd_k_chunks,
             fwd_mode=fwd_mode,
         )
-        timing = {"forward": self.rt.run(prep.forward_dispatches, timed=timed)}
         names = ["y", "last_state"] + (["h"] if store_h else [])
+        stages = [prep.forward_dispatches]
         if backward:
-            timing["backward"] = self.rt.run(prep.backward_dispatches, timed=timed)
+            stages.append(prep.backward_dispatches)
             names += ["du", "ddelta", "dA_log", "dB", "dC", "dD", "ddelta_bias"]
-        return S6GpuResult(prep.read(names), timing)
+        # Forward, backward and the readback in one submission: a round trip costs
+        # milliseconds on lavapipe. Per-pass timestamps keep the stages' times apart.
+        timings, outputs = prep.run_and_read(stages, names, timed=timed)
+        return S6GpuResult(outputs, dict(zip(("forward", "backward"), timings, strict=False)))
