@@ -7,7 +7,7 @@ import pytest
 import wgpu
 
 from ssmviz.core.errors import KernelBuildError, LimitError
-from ssmviz.core.gpu import POISON_U32, Dispatch, get_runtime, split_workgroups
+from ssmviz.core.gpu import POISON_U32, Dispatch, Readback, get_runtime, split_workgroups
 
 DOUBLE = """
 @group(0) @binding(0) var<storage, read> a: array<f32>;
@@ -63,3 +63,131 @@ def test_split_workgroups() -> None:
     assert x * y >= 200_000 and x <= 65535 and y <= 65535 and z == 1
     with pytest.raises(LimitError, match="max-compute-workgroups-per-dimension"):
         split_workgroups(65535 * 65535 + 1)
+
+
+def test_read_many_returns_what_was_uploaded(runtime) -> None:
+    rng = np.random.default_rng(0)
+    f32 = rng.standard_normal((3, 5, 7)).astype(np.float32)
+    i32 = rng.integers(-1000, 1000, 13, dtype=np.int32)  # 52 bytes: not a staging boundary
+    u32 = np.arange(1000, dtype=np.uint32) * 2654435761
+    longer = rng.standard_normal(300).astype(np.float32)
+    bufs = [runtime.upload(a) for a in (f32, i32, u32, longer)]
+    reads = [
+        Readback(bufs[0], np.float32, f32.shape),
+        Readback(bufs[1], np.int32),  # the whole buffer, flat
+        (bufs[2], np.uint32, (10, 100)),  # plain tuples work too
+        Readback(bufs[3], np.float32, (4, 25)),  # only the first 100 elements
+        Readback(bufs[3], np.float32, (0,)),
+        Readback(bufs[0], np.uint32, (7,)),  # the same buffer twice, another dtype
+    ]
+    got = runtime.read_many(reads)
+    dtypes = [np.float32, np.int32, np.uint32, np.float32, np.float32, np.uint32]
+    assert [g.dtype for g in got] == dtypes
+    assert np.array_equal(got[0], f32)
+    assert np.array_equal(got[1], i32)
+    assert np.array_equal(got[2], u32.reshape(10, 100))
+    assert np.array_equal(got[3], longer[:100].reshape(4, 25))
+    assert got[4].shape == (0,)
+    assert np.array_equal(got[5], f32.reshape(-1)[:7].view(np.uint32))
+    # The single-buffer read gives the same arrays.
+    for r, g in zip(reads, got, strict=True):
+        one = runtime.read(*r)
+        assert one.shape == g.shape and np.array_equal(one.view(np.uint8), g.view(np.uint8))
+    with pytest.raises(ValueError, match="cannot read"):
+        runtime.read_many([Readback(bufs[1], np.float32, (14,))])
+
+
+def _two_stages(runtime):
+    """Stage 1 doubles a into b, stage 2 doubles b into c (so order matters)."""
+    pipe = runtime.pipeline(DOUBLE, "main")
+    x = np.arange(256, dtype=np.float32)
+    a, b, c = runtime.upload(x), runtime.empty(256 * 4), runtime.empty(256 * 4)
+    stage1 = [Dispatch(pipe, {0: a, 1: b}, (2, 1, 1), "first")]
+    stage2 = [Dispatch(pipe, {0: b, 1: c}, (1, 1, 1), "second")] * 2
+    return x, (b, c), [stage1, stage2]
+
+
+@pytest.mark.parametrize("timestamps", [True, False])
+def test_run_and_read_times_each_stage(runtime, monkeypatch, timestamps) -> None:
+    if timestamps and not runtime.has_timestamps:
+        pytest.skip("the adapter has no timestamp queries")
+    # Without timestamps the stages fall back to one wall-clock-timed submission each.
+    monkeypatch.setattr(runtime, "has_timestamps", timestamps)
+    x, (b, c), stages = _two_stages(runtime)
+    timings, (gb, gc) = runtime.run_and_read(
+        stages, timed=True, reads=[Readback(b, np.float32, (256,)), Readback(c, np.float32)]
+    )
+    assert np.array_equal(gb[:128], 2 * x[:128])
+    assert np.array_equal(gc[:64], 4 * x[:64])
+    assert len(timings) == 2
+    for t, stage in zip(timings, stages, strict=True):
+        if timestamps:
+            assert t.source == "gpu-timestamps" and len(t.per_dispatch) == len(stage)
+            assert t.seconds == pytest.approx(sum(t.per_dispatch))
+        else:
+            assert t.source == "wall-clock" and t.per_dispatch == [] and t.seconds > 0
+    untimed, _ = runtime.run_and_read(stages)
+    assert [t.source for t in untimed] == ["untimed", "untimed"]
+
+
+def _unbatched(prep, runtime, names, backward=True) -> tuple[list, dict]:
+    """The pre-batching path: a submission per stage, then one read per output."""
+    timings = [runtime.run(prep.forward_dispatches, timed=True)]
+    if backward:
+        timings.append(runtime.run(prep.backward_dispatches, timed=True))
+    out = {}
+    for n in names:
+        if n not in prep.buffers:  # S6 with one d-block: dB | dC in the partials
+            both = runtime.read(prep.buffers["red_bc"], np.float32, (2, *prep.output_shapes[n]))
+            out[n] = both[0 if n == "dB" else 1]
+        else:
+            out[n] = runtime.read(prep.buffers[n], np.float32, prep.output_shapes[n])
+    return timings, out
+
+
+def _same_bits(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(
+        a[k].shape == b[k].shape and np.array_equal(a[k].view(np.uint32), b[k].view(np.uint32))
+        for k in a
+    )
+
+
+@pytest.mark.parametrize("d_inner", [16, 128])  # one d-block (dB, dC in red_bc) and two
+def test_s6_run_matches_unbatched_path(runtime, d_inner) -> None:
+    from ssmviz.core.kernels.s6 import S6Kernel
+    from ssmviz.core.problem import Problem
+
+    kernel = S6Kernel(runtime)
+    arrays = Problem(family="s6", batch=2, seq_len=96, d_inner=d_inner, d_state=8).build()
+    result = kernel.run(arrays, store_h=True, timed=True)
+    prep = kernel.prepare(arrays, store_h=True)
+    timings, expected = _unbatched(prep, runtime, list(result.outputs))
+    assert set(result.outputs) == {"y", "last_state", "h", "du", "ddelta", "dA_log", "dB",
+                                   "dC", "dD", "ddelta_bias"}  # fmt: skip
+    assert _same_bits(result.outputs, expected)
+    assert not any(np.any(v.view(np.uint32) == POISON_U32) for v in result.outputs.values())
+    assert list(result.timing) == ["forward", "backward"]
+    for stage, t, old in zip(("forward", "backward"), result.timing.values(), timings, strict=True):
+        assert t.source == old.source
+        n = len(getattr(prep, f"{stage}_dispatches"))
+        assert len(t.per_dispatch) == (n if t.source == "gpu-timestamps" else 0)
+    # Forward only: one stage, forward outputs only.
+    fwd = kernel.run(arrays, backward=False, timed=True)
+    assert list(fwd.timing) == ["forward"] and set(fwd.outputs) == {"y", "last_state"}
+    assert _same_bits(fwd.outputs, {k: expected[k] for k in ("y", "last_state")})
+
+
+def test_ssd_run_matches_unbatched_path(runtime) -> None:
+    from ssmviz.core.kernels.ssd import SSDKernel
+    from ssmviz.core.problem import Problem
+
+    kernel = SSDKernel(runtime)
+    problem = Problem(family="ssd", batch=1, seq_len=96, n_heads=2, d_head=8, d_state=8,
+                      chunk_len=32)  # fmt: skip
+    arrays = problem.build()
+    result = kernel.run(arrays, chunk_len=32, store_states=True, timed=True)
+    prep = kernel.prepare(arrays, chunk_len=32, store_states=True)
+    timings, expected = _unbatched(prep, runtime, list(prep.output_shapes))
+    assert _same_bits(result.outputs, expected)
+    assert list(result.timing) == ["forward", "backward"]
+    assert [t.source for t in result.timing.values()] == [t.source for t in timings]

@@ -20,9 +20,9 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import wgpu
@@ -50,6 +50,11 @@ _RAISED_LIMITS = (
 _ADAPTER_RANK = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3}
 
 _STORAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+_STAGING = wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST
+
+#: Each readback's place in the shared staging buffer starts on this boundary (any
+#: dtype's alignment, and the 256 bytes a query resolve needs).
+_STAGING_ALIGN = 256
 
 
 @dataclass
@@ -60,6 +65,14 @@ class Dispatch:
     bindings: dict[int, Any]
     workgroups: tuple[int, int, int]
     label: str = ""
+
+
+class Readback(NamedTuple):
+    """One buffer to read back: its first ``prod(shape)`` elements (all without a shape)."""
+
+    buffer: Any
+    dtype: Any = np.float32
+    shape: Sequence[int] | None = None
 
 
 @dataclass
@@ -277,45 +290,53 @@ class GpuRuntime:
         self, buffer: Any, dtype: Any = np.float32, shape: Sequence[int] | None = None
     ) -> np.ndarray:
         """Blocking readback of a whole buffer (or its first ``prod(shape)`` elements)."""
-        dt = np.dtype(dtype)
-        count = int(np.prod(shape)) if shape is not None else buffer.size // dt.itemsize
-        if count == 0:
-            return np.zeros(tuple(shape or (0,)), dtype=dt)
-        nbytes = count * dt.itemsize
-        staging = self.device.create_buffer(
-            size=nbytes, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST
-        )
-        encoder = self.device.create_command_encoder()
-        encoder.copy_buffer_to_buffer(buffer, 0, staging, 0, nbytes)
-        self.device.queue.submit([encoder.finish()])
-        staging.map_sync("READ")
-        try:
-            # Copy out of the mapped range with numpy, which releases the GIL for big
-            # copies (wgpu's read_buffer copies into a bytearray holding it, and the app's
-            # UI thread stalls for the length of a large readback).
-            view = staging.read_mapped(copy=False)
-            out = np.frombuffer(view, dtype=dt, count=count).copy()
-            del view
-        finally:
-            staging.unmap()
-            staging.destroy()
-        return out.reshape(tuple(shape)) if shape is not None else out
+        return self.read_many([Readback(buffer, dtype, shape)])[0]
+
+    def read_many(self, reads: Iterable[Readback]) -> list[np.ndarray]:
+        """Blocking readback of several buffers with one copy submission and one map."""
+        return self.run_and_read([], reads=reads)[1]
 
     # -- running ------------------------------------------------------------------------
     def run(self, dispatches: Sequence[Dispatch], *, timed: bool = False) -> TimedResult:
         """Encode ``dispatches`` in order (one compute pass each), submit and wait."""
         if not dispatches:
             return TimedResult()
-        use_ts = timed and self.has_timestamps
-        query_set = resolve = None
-        if use_ts:
-            count = 2 * len(dispatches)
-            query_set = self.device.create_query_set(type="timestamp", count=count)
-            resolve = self.device.create_buffer(
-                size=8 * count,
-                usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC,
-            )
+        return self.run_and_read([dispatches], timed=timed)[0][0]
+
+    def run_and_read(
+        self,
+        stages: Sequence[Sequence[Dispatch]],
+        *,
+        timed: bool = False,
+        reads: Iterable[Readback] = (),
+    ) -> tuple[list[TimedResult], list[np.ndarray]]:
+        """Run ``stages`` (e.g. forward, backward) in order, then read ``reads`` back.
+
+        Returns one :class:`TimedResult` per stage and one array per read. With GPU
+        timestamps (or untimed) everything is one submission and one wait: each pass
+        brackets itself with timestamps, so the stages' times stay apart. The wall-clock
+        fallback cannot split a submission, so it submits and waits for each stage alone.
+        """
+        wanted = [Readback(*r) for r in reads]
+        if timed and not self.has_timestamps:
+            timings = [self._run_wall_clock(s) for s in stages]
+            return timings, self._submit([], False, wanted)[1]
+        return self._submit(stages, timed, wanted)
+
+    def _run_wall_clock(self, dispatches: Sequence[Dispatch]) -> TimedResult:
+        if not dispatches:
+            return TimedResult()
         encoder = self.device.create_command_encoder()
+        self._encode(encoder, dispatches, None, 0)
+        start = time.perf_counter()
+        self.device.queue.submit([encoder.finish()])
+        self._wait_idle()
+        return TimedResult(time.perf_counter() - start, [], "wall-clock")
+
+    def _encode(
+        self, encoder: Any, dispatches: Sequence[Dispatch], query_set: Any, first: int
+    ) -> None:
+        """One compute pass per dispatch; with a query set, pass i writes 2(first+i), +1."""
         for i, d in enumerate(dispatches):
             layout = d.pipeline.get_bind_group_layout(0)
             group = self.device.create_bind_group(
@@ -326,34 +347,124 @@ class GpuRuntime:
                 ],
             )
             kwargs: dict[str, Any] = {"label": d.label}
-            if use_ts:
+            if query_set is not None:
                 kwargs["timestamp_writes"] = {
                     "query_set": query_set,
-                    "beginning_of_pass_write_index": 2 * i,
-                    "end_of_pass_write_index": 2 * i + 1,
+                    "beginning_of_pass_write_index": 2 * (first + i),
+                    "end_of_pass_write_index": 2 * (first + i) + 1,
                 }
             cpass = encoder.begin_compute_pass(**kwargs)
             cpass.set_pipeline(d.pipeline)
             cpass.set_bind_group(0, group)
             cpass.dispatch_workgroups(*d.workgroups)
             cpass.end()
-        if use_ts:
-            encoder.resolve_query_set(query_set, 0, 2 * len(dispatches), resolve, 0)
-        start = time.perf_counter()
-        self.device.queue.submit([encoder.finish()])
-        if use_ts:
-            ticks = np.frombuffer(self.device.queue.read_buffer(resolve), dtype=np.uint64)
-            per = [
-                float(ticks[2 * i + 1] - ticks[2 * i]) * self._timestamp_period * 1e-9
-                if ticks[2 * i + 1] >= ticks[2 * i]
-                else 0.0
-                for i in range(len(dispatches))
+
+    def _submit(
+        self, stages: Sequence[Sequence[Dispatch]], timed: bool, reads: Sequence[Readback]
+    ) -> tuple[list[TimedResult], list[np.ndarray]]:
+        """Encode all stages, the timestamp resolve and every readback copy; submit once."""
+        # Where each readback lands in the one staging buffer: (offset, dtype, count, shape).
+        layout: list[tuple[int, np.dtype, int, tuple[int, ...] | None]] = []
+        size = 0
+        for r in reads:
+            dt = np.dtype(r.dtype)
+            shape = tuple(int(n) for n in r.shape) if r.shape is not None else None
+            count = int(np.prod(shape)) if shape is not None else r.buffer.size // dt.itemsize
+            if count * dt.itemsize > r.buffer.size:
+                raise ValueError(
+                    f"cannot read {count} x {dt} ({count * dt.itemsize} bytes) from a buffer "
+                    f"of {r.buffer.size} bytes"
+                )
+            layout.append((size, dt, count, shape))
+            size += -(-count * dt.itemsize // _STAGING_ALIGN) * _STAGING_ALIGN
+        n_pass = sum(len(s) for s in stages)
+        if not n_pass and not size:  # nothing to run, only empty reads
+            return [TimedResult() for _ in stages], [
+                np.zeros(shape or (0,), dtype=dt) for _, dt, _, shape in layout
             ]
-            return TimedResult(sum(per), per, "gpu-timestamps")
-        self._wait_idle()
-        if timed:
-            return TimedResult(time.perf_counter() - start, [], "wall-clock")
-        return TimedResult()
+        use_ts = timed and n_pass > 0
+        query_set = resolve = None
+        ticks_at = size
+        if use_ts:
+            query_set = self.device.create_query_set(type="timestamp", count=2 * n_pass)
+            resolve = self.device.create_buffer(
+                size=16 * n_pass, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC
+            )
+            size += 16 * n_pass
+
+        encoder = self.device.create_command_encoder()
+        first = 0
+        for s in stages:
+            self._encode(encoder, s, query_set, first)
+            first += len(s)
+        # A fresh staging buffer each time: reusing them between runs measured no faster
+        # on lavapipe (host memory) and would pin memory after a large problem.
+        staging = (
+            self.device.create_buffer(size=size, usage=_STAGING, label="ssmviz staging")
+            if size
+            else None
+        )
+        if use_ts:
+            encoder.resolve_query_set(query_set, 0, 2 * n_pass, resolve, 0)
+            encoder.copy_buffer_to_buffer(resolve, 0, staging, ticks_at, 16 * n_pass)
+        for r, (offset, dt, count, _) in zip(reads, layout, strict=True):
+            nbytes = count * dt.itemsize
+            if nbytes:
+                # Copies move whole 4-byte words; buffers are allocated in whole words.
+                nbytes = min(-(-nbytes // 4) * 4, r.buffer.size)
+                encoder.copy_buffer_to_buffer(r.buffer, 0, staging, offset, nbytes)
+        self.device.queue.submit([encoder.finish()])
+        if staging is None:  # an untimed run with nothing to read back
+            self._wait_idle()
+            return [TimedResult() for _ in stages], []
+        try:
+            ticks, outs = self._copy_out(staging, ticks_at, 2 * n_pass if use_ts else 0, layout)
+        finally:
+            staging.destroy()
+            if use_ts:
+                resolve.destroy()
+                query_set.destroy()
+        arrays = [
+            out.reshape(shape) if shape is not None else out
+            for out, (_, _, _, shape) in zip(outs, layout, strict=True)
+        ]
+        if not use_ts:
+            return [TimedResult() for _ in stages], arrays
+        per = [
+            float(ticks[2 * i + 1] - ticks[2 * i]) * self._timestamp_period * 1e-9
+            if ticks[2 * i + 1] >= ticks[2 * i]
+            else 0.0
+            for i in range(n_pass)
+        ]
+        timings, first = [], 0
+        for s in stages:
+            mine = per[first : first + len(s)]
+            first += len(s)
+            timings.append(TimedResult(sum(mine), mine, "gpu-timestamps") if s else TimedResult())
+        return timings, arrays
+
+    @staticmethod
+    def _copy_out(
+        staging: Any, ticks_at: int, n_ticks: int, layout: Sequence[tuple[int, np.dtype, int, Any]]
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Map ``staging`` once; copy out the timestamps and every readback (flat)."""
+        staging.map_sync("READ")
+        try:
+            # Copy out of the mapped range with numpy, which releases the GIL for big
+            # copies (wgpu's read_buffer copies into a bytearray holding it, and the
+            # app's UI thread stalls for the length of a large readback).
+            view = staging.read_mapped(copy=False)
+            ticks = np.frombuffer(view, dtype=np.uint64, count=n_ticks, offset=ticks_at).copy()
+            outs = [
+                np.frombuffer(view, dtype=dt, count=count, offset=offset).copy()
+                if count
+                else np.zeros(0, dtype=dt)
+                for offset, dt, count, _ in layout
+            ]
+            del view
+        finally:
+            staging.unmap()
+        return ticks, outs
 
     def _wait_idle(self) -> None:
         # A tiny readback blocks until all submitted work is done.

@@ -16,7 +16,7 @@ slot 0 zeros, slot n_chunks the final state.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,7 @@ from ssmviz.core.gpu import (
     POISON_U32,
     Dispatch,
     GpuRuntime,
+    Readback,
     TimedResult,
     split_workgroups,
 )
@@ -220,10 +221,15 @@ class SSDPrepared:
 
     def read(self, names: list[str]) -> dict[str, np.ndarray]:
         """Read back the named outputs as float32 arrays of their documented shapes."""
-        return {
-            n: self.runtime.read(self.buffers[n], np.float32, self.output_shapes[n])
-            for n in names
-        }
+        return self.run_and_read([], names)[1]
+
+    def run_and_read(self, stages: Sequence[Sequence[Dispatch]], names: list[str], *,
+                     timed: bool = False) -> tuple[list[TimedResult], dict[str, np.ndarray]]:
+        """Run ``stages`` and read ``names`` back: one submission and one wait where the
+        timing allows it (see :meth:`GpuRuntime.run_and_read`)."""
+        reads = [Readback(self.buffers[n], np.float32, self.output_shapes[n]) for n in names]
+        timings, arrays = self.runtime.run_and_read(stages, timed=timed, reads=reads)
+        return timings, dict(zip(names, arrays, strict=True))
 
 
 class SSDKernel(ShaderKernel):
@@ -428,10 +434,10 @@ class SSDKernel(ShaderKernel):
         prep = self.prepare(inputs, chunk_len=chunk_len, convention=convention,
                             store_states=store_states, backward=backward, poison=poison,
                             reverse_wg=reverse_wg)
-        timing = {"forward": self.rt.run(prep.forward_dispatches, timed=timed)}
-        if backward:
-            timing["backward"] = self.rt.run(prep.backward_dispatches, timed=timed)
-        return SSDGpuResult(prep.read(list(prep.output_shapes)), timing)
+        stages = [prep.forward_dispatches] + ([prep.backward_dispatches] if backward else [])
+        # One submission for both stages and the readback (see S6Kernel.run).
+        timings, outputs = prep.run_and_read(stages, list(prep.output_shapes), timed=timed)
+        return SSDGpuResult(outputs, dict(zip(("forward", "backward"), timings, strict=False)))
 
     # ------------------------------------------------------------------ cost model
     @staticmethod
