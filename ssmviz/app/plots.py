@@ -9,6 +9,8 @@ by pyqtgraph's paint-time auto-range, and applied before the paint
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, QTimer, Signal
@@ -51,6 +53,9 @@ TIME_ROWS = (
     ("y", "output y: GPU (blue) under reference (orange)"),
     ("error", "|gpu − ref| of y (log) and tolerance"),
 )
+
+
+TITLES = dict(TIME_ROWS)
 
 
 def _style(plot: pg.PlotItem) -> None:
@@ -225,6 +230,8 @@ class TimePlots(pg.GraphicsLayoutWidget):
         self._lod_timer = QTimer(self, singleShot=True, interval=60)
         self._lod_timer.timeout.connect(lambda: self._apply_series())
         self._titles: dict[str, str] = {}
+        #: What produced the GPU curves: "GPU" (ssmviz's kernel) or "FILE · PROFILE".
+        self.gpu_source = "GPU"
         self._h_style: tuple[int, int] | None = None
         self._chunk_h: np.ndarray | None = None
         self.plots["input"].sigXRangeChanged.connect(self._x_range_changed)
@@ -310,6 +317,21 @@ class TimePlots(pg.GraphicsLayoutWidget):
         self.set_cursor(self.cursor)
         settle_geometry(list(self.plots.values()))
         self.updates += 1
+
+    def show_source(self, source: str | None, absent: Mapping[str, str]) -> None:
+        """Name what produced the GPU curves (None: ssmviz's own kernel) and say which of
+        y and h it does not produce, with the reason, in the titles of their plots."""
+        self.gpu_source = source or "GPU"
+        y, h_map = TITLES["y"], TITLES["h_map"]
+        if source is not None:
+            y = f"output y: {source} (blue) under reference (orange)"
+            h_map = f"h (time × state) from {source}"
+            if "y" in absent:
+                y = f"output y: reference (orange); y absent from {source}: {absent['y']}"
+            if "h" in absent:
+                h_map = f"h (time × state): reference; h absent from {source}: {absent['h']}"
+        self._title("y", y)
+        self._title("h_map", h_map)
 
     def _title(self, name: str, text: str) -> None:
         if self._titles.get(name) != text:  # a new title re-lays out the plot's header
@@ -455,7 +477,8 @@ class _GradRow:
                 self.gpu.setData([], [])
             ys = [view.ref, view.gpu, fd.fd if has_fd else None]
             if self.kind == "bars":
-                h = view.gpu if view.gpu is not None else view.ref
+                # Bars are GPU values only: an absent GPU tensor leaves the reference marks.
+                h = view.gpu if view.gpu is not None else np.zeros(n)
                 self.bars.setOpts(x=x, height=h)
                 ys.append(np.zeros(1))  # the bars start at 0
                 fit_range(self.plots[0], 0, (-0.5, n - 0.5), pad=False)

@@ -1,7 +1,11 @@
 """One live run: GPU + reference through ``check_arrays`` (Qt-free).
 
-A kernel that cannot run (not built yet, WGSL error, device limit) does not stop
-the plots: the result then carries a one-line ``error`` and the reference alone.
+A kernel file written by others (its ABI profile is not ssmviz's own, e.g. builderforce)
+runs through :func:`ssmviz.core.external.live.run_live`, the check behind
+``ssmviz check --kernel``, on the problem's inputs; its outputs come back under ssmviz's
+keys and its verdicts are the CLI's. A kernel that cannot run (not built yet, WGSL error,
+device limit, sizes its ABI cannot take) does not stop the plots: the result then carries
+a one-line ``error`` and the reference alone, never another kernel's outputs.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import numpy as np
 from ssmviz.app.derived import Selection
 from ssmviz.core.check import CheckReport, check_arrays, s6_reference, ssd_reference
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.external.live import LiveRun
 from ssmviz.core.problem import Problem
 
 
@@ -76,6 +81,10 @@ class RunResult:
     kernel: KernelChoice | None = None
     diagnostics: list = field(default_factory=list)
     kernel_note: str = ""
+    #: A kernel written by others: its outputs' provenance, verdict -> key map, absences.
+    external: LiveRun | None = None
+    #: A one-line summary for the status bar (not an error), e.g. of an external run.
+    info: str = ""
     #: Plot data for the request's selection (a ViewData, prepared in the worker).
     view: object = None
 
@@ -89,14 +98,16 @@ class RunResult:
         return self.finished_at - self.started_at
 
 
-_ANALYSIS_CACHE: dict[tuple[str, str], tuple[list, object]] = {}
+_ANALYSIS_CACHE: dict[tuple[str, str], tuple[list, list]] = {}
 
 
-def analyze_kernel(choice: KernelChoice) -> tuple[list, object]:
-    """(diagnostics, profile) of a kernel text; cached per (path, text). Never raises."""
-    from ssmviz.core.external import analyze, detect_profile
+def _analysis(choice: KernelChoice) -> tuple[list, list]:
+    """(diagnostics, every matching profile, best first) of a kernel text; cached per
+    (path, text). Never raises."""
+    from ssmviz.core.external import analyze
     from ssmviz.core.external.diagnostics import Diagnostic
     from ssmviz.core.external.loader import load_kernel_text
+    from ssmviz.core.external.profiles import detect_profile, detect_profiles
     from ssmviz.core.gpu import get_runtime
 
     key = (choice.path, choice.text)
@@ -107,23 +118,37 @@ def analyze_kernel(choice: KernelChoice) -> tuple[list, object]:
         an = analyze(kf, get_runtime().device)
         diags = list(an.diagnostics)
         entries = {e for m in an.modules.values() for e in m.entry_points}
+        exports = [s.name for s in kf.sources]
         try:
-            prof = detect_profile(entries, [s.name for s in kf.sources])
+            profs = detect_profiles(entries, exports) or [detect_profile(entries, exports)]
         except SsmvizError as exc:
-            prof = None
+            profs = []
             diags.append(Diagnostic("error", choice.path, 1, 1, str(exc)))
     except Exception as exc:  # a half-written file: one diagnostic, never a traceback
-        diags, prof = [Diagnostic("error", choice.path, 1, 1, one_line(exc))], None
+        diags, profs = [Diagnostic("error", choice.path, 1, 1, one_line(exc))], []
     if len(_ANALYSIS_CACHE) > 16:
         _ANALYSIS_CACHE.clear()
-    _ANALYSIS_CACHE[key] = (diags, prof)
-    return diags, prof
+    _ANALYSIS_CACHE[key] = (diags, profs)
+    return diags, profs
+
+
+def kernel_profile(choice: KernelChoice, family: str) -> object:
+    """The profile a run of ``family`` uses for ``choice``: the file's profile of that
+    family, else its best one (None when nothing matches)."""
+    _, profs = _analysis(choice)
+    same = [pr for pr in profs if pr.family == family]
+    return same[0] if same else (profs[0] if profs else None)
+
+
+def is_external(prof: object) -> bool:
+    """True for a profile of a kernel written by others (no ssmviz host code runs it)."""
+    return prof is not None and getattr(prof, "host", "") is None
 
 
 def _custom_kernel(p: Problem, choice: KernelChoice, result: RunResult):
     """The kernel to run for ``choice`` (None: the default one); may set ``result.error``."""
     result.kernel = choice
-    diags, prof = analyze_kernel(choice)
+    diags, _ = _analysis(choice)
     result.diagnostics = diags
     if choice.builtin and not choice.modified:
         return None
@@ -131,10 +156,10 @@ def _custom_kernel(p: Problem, choice: KernelChoice, result: RunResult):
     if errors:
         raise SsmvizError(f"kernel {choice.path} does not build: {errors[0].one_line()}"
                           + (f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""))
-    if prof is None or getattr(prof, "host", None) is None:
-        name = getattr(prof, "name", "?")
-        result.kernel_note = (f"{choice.path}: ABI profile '{name}' is not ssmviz's own; the "
-                              "plots use the built-in kernel (run `ssmviz check --kernel`)")
+    prof = kernel_profile(choice, p.family)
+    if prof is None:
+        result.kernel_note = (f"{choice.path}: no ABI profile matches its entry points; "
+                              "the plots use the built-in kernel")
         return None
     if prof.family != p.family:
         result.kernel_note = (f"{choice.path} is a {prof.family} kernel; the problem is "
@@ -152,6 +177,39 @@ def _custom_kernel(p: Problem, choice: KernelChoice, result: RunResult):
     return SSDKernel(rt, source=choice.text)
 
 
+def _run_external(request: RunRequest, arrays: dict[str, np.ndarray], prof: object,
+                  result: RunResult) -> None:
+    """Run a kernel written by others through the CLI's check, on the problem's inputs."""
+    from ssmviz.core.external.live import run_live
+    from ssmviz.core.external.runner import abi_inputs
+
+    p, choice = request.problem, request.kernel
+    if choice is None:
+        raise SsmvizError("no kernel chosen")
+    result.kernel = choice
+    result.diagnostics = _analysis(choice)[0]
+    conv = p.convention
+    if getattr(prof, "family", None) == p.family:
+        # The kernel implements its profile's convention: judge (and teach) in that one.
+        conv = getattr(prof, "convention", None) or p.convention
+        result.problem = p.with_(convention=conv) if conv != p.convention else p
+        # What the kernel sees (e.g. an ABI without delta_bias: the bias folded into
+        # delta), kept also when it is refused, so the reference-only plots match.
+        result.inputs = abi_inputs(prof, arrays)
+    live = run_live(choice.path, choice.text, arrays, family=p.family,
+                    chunk_len=p.chunk_len if p.family == "ssd" else None)
+    result.external = live
+    result.report = live.report
+    result.gpu, result.ref, result.inputs = dict(live.gpu), dict(live.ref), dict(live.inputs)
+    result.reference_seconds = live.report.reference_seconds
+    # The check's own findings (ABI warnings, where a failing output is written, races).
+    result.diagnostics = list(live.check.diagnostics) + list(live.check.notes)
+    result.info = live.summary()
+    if conv != p.convention:
+        result.info += (f"; judged in the kernel's {conv} convention (the problem says "
+                        f"{p.convention})")
+
+
 def execute(request: RunRequest) -> RunResult:
     """Run the request; never raises (errors land in ``RunResult.error``)."""
     p = request.problem
@@ -163,15 +221,21 @@ def execute(request: RunRequest) -> RunResult:
     try:
         arrays = dict(request.arrays) if request.arrays is not None else p.build()
         result.inputs = arrays
-        kernel = _custom_kernel(p, request.kernel, result) if request.kernel else None
-        report = check_arrays(
-            p.family, arrays, convention=p.convention, chunk_len=chunk_len, runs=1,
-            kernel=kernel, race_probe=False,  # live runs: latency first; `ssmviz check` probes
-            concurrent_reference=True,
-        )
-        result.report, result.ref, result.gpu = report, dict(report.ref), dict(report.gpu)
-        result.inputs = dict(report.inputs)
-        result.reference_seconds = report.reference_seconds
+        choice = request.kernel
+        prof = kernel_profile(choice, p.family) if choice is not None else None
+        if choice is not None and not (choice.builtin and not choice.modified) \
+                and is_external(prof):
+            _run_external(request, arrays, prof, result)
+        else:
+            kernel = _custom_kernel(p, choice, result) if choice else None
+            report = check_arrays(
+                p.family, arrays, convention=p.convention, chunk_len=chunk_len, runs=1,
+                kernel=kernel, race_probe=False,  # live runs: latency first; `ssmviz check` probes
+                concurrent_reference=True,
+            )
+            result.report, result.ref, result.gpu = report, dict(report.ref), dict(report.gpu)
+            result.inputs = dict(report.inputs)
+            result.reference_seconds = report.reference_seconds
     except Exception as exc:  # any kernel failure becomes one line, never a traceback
         result.error = one_line(exc)
         if result.inputs:

@@ -3,9 +3,11 @@
 Sources: ssmviz's built-in kernels (``shaders/selective_scan.wgsl``, ``shaders/ssd.wgsl``)
 or a kernel file (``.wgsl`` or a JS/TS module), with a recent-files list in QSettings.
 "Apply" runs the edited text (built through ``S6Kernel(source=...)`` /
-``SSDKernel(source=...)`` in the run worker, after ``ssmviz.core.external.analyze``);
-the diagnostics come back with the run, in the file's own line numbers, and clicking
-one puts the cursor on its line. A file source is polled with the core's
+``SSDKernel(source=...)`` in the run worker, after ``ssmviz.core.external.analyze``;
+a file under another ABI profile, e.g. builderforce, runs through
+``ssmviz.core.external.live.run_live``, the check of ``ssmviz check --kernel``);
+the diagnostics (and that check's notes) come back with the run, in the file's own line
+numbers, and clicking one puts the cursor on its line. A file source is polled with the core's
 :class:`~ssmviz.core.external.FileWatcher` from a QTimer: a save on disk reloads the
 text and re-runs; a bad save shows diagnostics, never a traceback.
 """
@@ -276,6 +278,10 @@ class ShaderPanel(QWidget):
         if errors:
             self.note.setText(f"{self.path}: does not build ({errors} error(s)); "
                               "click a diagnostic to go to its line")
+        elif result.error:
+            self.note.setText(f"{self.path}: not run: {result.error}")
+        elif result.external is not None:
+            self.note.setText(f"{result.external.summary()} ({warnings} warning(s))")
         else:
             self.note.setText(result.kernel_note or
                               f"{self.path}: ran {used} ({warnings} warning(s))")

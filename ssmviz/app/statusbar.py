@@ -5,6 +5,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QStatusBar, QWidget
 
 from ssmviz.app.runner import RunResult
+from ssmviz.core.check import TensorVerdict
 
 PASS_STYLE = "background:#2e7d32; color:white; border-radius:3px; padding:1px 4px;"
 FAIL_STYLE = "background:#c62828; color:white; border-radius:3px; padding:1px 4px;"
@@ -39,16 +40,25 @@ class RunStatusBar(QStatusBar):
         self.addPermanentWidget(self.badge_box)
         self.addPermanentWidget(self.busy)
         self._badges: list[QLabel] = []
+        self._shown = ("", False)
         self.badges: dict[str, bool] = {}
 
     def set_busy(self, busy: bool) -> None:
         self.busy.setVisible(busy)
 
     def show_error(self, text: str) -> None:
-        if text == self.message.text():
+        self._show(text, bool(text))
+
+    def show_info(self, text: str) -> None:
+        """A one-line message that is not an error (e.g. what an external kernel did)."""
+        self._show(text, False)
+
+    def _show(self, text: str, error: bool) -> None:
+        if (text, error) == self._shown:
             return  # a style sheet change re-polishes the label: only when it changes
+        self._shown = (text, error)
         self.message.setText(text)
-        self.message.setStyleSheet("color:#b00020;" if text else "")
+        self.message.setStyleSheet("color:#b00020;" if error else "")
 
     def show_result(self, result: RunResult) -> None:
         report = result.report
@@ -59,8 +69,7 @@ class RunStatusBar(QStatusBar):
                 f"GPU {gpu * 1e3:.2f} ms ({report.timing_source}) · "
                 f"reference {report.reference_seconds * 1e3:.1f} ms"
             )
-            entries = [(v.name, v.passed, v.checked, v.reason() or f"rel err {v.rel_err:.2e}")
-                       for v in report.verdicts]
+            entries = [(v.name, v.passed, v.checked, _tip(v)) for v in report.verdicts]
         else:
             self.times.setText(f"GPU – · reference {result.reference_seconds * 1e3:.1f} ms")
             entries = []
@@ -83,3 +92,11 @@ class RunStatusBar(QStatusBar):
                 label.setStyleSheet(style)
             label.setVisible(True)
             self.badges[name] = passed
+
+
+def _tip(v: TensorVerdict) -> str:
+    """A badge's tooltip: why it failed, or its error, or why it was not checked."""
+    if not v.checked:
+        return f"not checked: {v.note}"
+    text = v.reason() or f"rel err {v.rel_err:.2e}"
+    return f"{text} ({v.note})" if v.note else text

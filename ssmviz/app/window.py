@@ -23,6 +23,7 @@ from ssmviz.app.runner import RunResult
 from ssmviz.app.session import Session
 from ssmviz.app.shader_panel import FAMILY_SHADER, ShaderPanel
 from ssmviz.app.statusbar import RunStatusBar
+from ssmviz.app.titles import grad_titles
 from ssmviz.app.viewdata import LOD_POINTS, ViewData
 from ssmviz.app.worker import RunScheduler, ViewWorker
 from ssmviz.core.errors import SsmvizError
@@ -190,6 +191,8 @@ class MainWindow(QMainWindow):
             self.status.show_error(result.kernel_note)
         elif self.notice and not result.error:
             self.status.show_error(self.notice)  # kept until the kernel source changes
+        elif result.info and not result.error:
+            self.status.show_info(result.info)
         view = result.view
         if isinstance(view, ViewData) and view.sel == self._current_sel(result):
             self.update_seconds = time.perf_counter() - self.update_started
@@ -241,7 +244,7 @@ class MainWindow(QMainWindow):
         token, result = self._apply_token, self.result
         self.view = view
         self.trace = view.trace
-        parts = [lambda: self.time_plots.update_trace(view.trace, view.h_image, view.envelopes)]
+        parts = [lambda: self._show_trace(result, view)]
         if self._grads_visible or not self.isVisible():
             parts.append(lambda: self._show_grads(result, view))
         else:  # closed, or a tab behind the shader: drawn when it is shown again
@@ -265,14 +268,21 @@ class MainWindow(QMainWindow):
         if result is not None and self.applied_generation != result.generation:
             self._shown(result)
 
+    def _show_trace(self, result: RunResult | None, view: ViewData) -> None:
+        ext = result.external if result is not None else None
+        if ext is not None:
+            self.time_plots.show_source(ext.source, ext.absent)
+        elif result is not None and result.report is None and result.error:
+            # Nothing ran: say so where the GPU curves would be (the reason is in the status bar).
+            why = "not run (see the status bar)"
+            self.time_plots.show_source("the kernel", {"y": why, "h": why})
+        else:
+            self.time_plots.show_source(None, {})
+        self.time_plots.update_trace(view.trace, view.h_image, view.envelopes)
+
     def _show_grads(self, result: RunResult, view: ViewData) -> None:
-        titles = {}
-        if result.report is not None:
-            for v in result.report.verdicts:
-                mark = "✓" if v.passed else "✗"
-                titles[v.name] = f"{v.name} {mark} rel err {v.rel_err:.1e}"
         self._grads_stale = False
-        self.grad_plots.update_views(result.problem.family, view.grads, titles)
+        self.grad_plots.update_views(result.problem.family, view.grads, grad_titles(result))
 
     def _grads_shown(self, visible: bool) -> None:
         self._grads_visible = visible

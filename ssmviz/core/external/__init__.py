@@ -11,6 +11,7 @@ from ssmviz.core.external.command import (
 )
 from ssmviz.core.external.diagnostics import Diagnostic, parse_naga_error
 from ssmviz.core.external.expr import evaluate
+from ssmviz.core.external.live import LiveRun, run_live
 from ssmviz.core.external.loader import KernelFile, KernelSource, load_kernel_file
 from ssmviz.core.external.profiles import (
     AbiProfile,
@@ -30,6 +31,7 @@ __all__ = [
     "KernelCheckResult",
     "KernelFile",
     "KernelSource",
+    "LiveRun",
     "analyze",
     "builtin_profiles",
     "check_kernel",
@@ -43,5 +45,6 @@ __all__ = [
     "parse_profile",
     "parse_profile_text",
     "run_kernel_check",
+    "run_live",
     "watch_kernel",
 ]

@@ -30,7 +30,12 @@ from ssmviz.core.external.diagnostics import (
     static_diagnostics,
 )
 from ssmviz.core.external.expr import evaluate
-from ssmviz.core.external.loader import KernelFile, KernelSource, load_kernel_file
+from ssmviz.core.external.loader import (
+    KernelFile,
+    KernelSource,
+    load_kernel_file,
+    load_kernel_text,
+)
 from ssmviz.core.external.profiles import (
     CHECKED_KEYS,
     FORWARD_ROLES,
@@ -77,6 +82,8 @@ class KernelCheckResult:
     stages_run: list[str] = field(default_factory=list)
     message: str = ""  # the one-line error when the check could not start
     also: list[str] = field(default_factory=list)  # other profiles the file matches
+    #: The float64 reference (ssmviz's keys) the report judged against; empty without one.
+    reference: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def render(self) -> str:
         """The text the CLI prints: diagnostics, the verdict table, probes, locations."""
@@ -259,17 +266,24 @@ def _problem_arrays(prof: AbiProfile, sizes: dict[str, int], convention: str, se
     if prof.family == "s6":
         kw["d_inner"] = sizes["d_inner"]
     problem = Problem(family=prof.family, convention=convention, seed=seed, **kw)
-    arrays = problem.build()
-    # An ABI without a bias input: fold the bias into the raw step so both sides agree.
+    return abi_inputs(prof, problem.build())
+
+
+def abi_inputs(prof: AbiProfile, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Canonical inputs as the kernel under ``prof`` sees them (float64 copies).
+
+    An ABI without a bias input gets the bias folded into the raw step (the same Δ on
+    both sides), and every value is rounded to float32 first, so the verdict measures
+    the kernel's arithmetic, not the rounding of its inputs.
+    """
+    out = {k: np.array(v, np.float64) for k, v in arrays.items()}
     roles = {r for b in prof.buffers.values() if b.io == "in" for r in b.roles}
     for bias, raw in (("delta_bias", "delta"), ("dt_bias", "dt")):
-        if bias in arrays and bias not in roles and prof.host is None:
-            axis_bias = arrays[bias]
-            arrays[raw] = arrays[raw] + axis_bias
-            arrays[bias] = np.zeros_like(axis_bias)
-    # The kernel sees float32 inputs: give the reference exactly those values, so the
-    # verdict measures the kernel's arithmetic, not the rounding of its inputs.
-    return {k: np.asarray(v, np.float32).astype(np.float64) for k, v in arrays.items()}
+        if bias in out and raw in out and bias not in roles and prof.host is None:
+            axis_bias = out[bias]
+            out[raw] = out[raw] + axis_bias
+            out[bias] = np.zeros_like(axis_bias)
+    return {k: np.asarray(v, np.float32).astype(np.float64) for k, v in out.items()}
 
 
 def _reference(prof: AbiProfile, arrays: Mapping[str, np.ndarray], convention: str,
@@ -321,18 +335,12 @@ def _run(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module],
     from ssmviz.core.gpu import POISON_U32, Dispatch, split_workgroups
 
     prof = plan.prof
-    used: dict[str, set[int]] = {}
-    for p, src in plan.passes:
-        gl = modules[src.name].globals_used(p.entry)
-        used[p.entry] = {g.binding for g in gl.values() if g.binding is not None}
-    names = {p.bindings[b] for p, _ in plan.passes for b in used[p.entry] if b in p.bindings}
-    names.discard("params")
+    used = _bindings_used(plan, modules)
+    shapes = require_sizes(plan, modules, sizes, rt)
     buffers: dict[str, Any] = {}
-    shapes: dict[str, tuple[int, ...]] = {}
-    for name in sorted(names):
+    for name in sorted(shapes):
         spec = prof.buffers[name]
-        shape = buffer_shape(prof, spec, sizes)
-        shapes[name] = shape
+        shape = shapes[name]
         produced = spec.io != "in" and spec.stage in plan.stages
         if produced:
             nbytes = 4 * int(np.prod(shape))
@@ -382,6 +390,54 @@ def _run(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module],
     return out, seconds
 
 
+def _bindings_used(plan: _Plan, modules: Mapping[str, Module]) -> dict[str, set[int]]:
+    """Entry point -> the binding indices it really uses (unused ones get no buffer)."""
+    used: dict[str, set[int]] = {}
+    for p, src in plan.passes:
+        gl = modules[src.name].globals_used(p.entry)
+        used[p.entry] = {g.binding for g in gl.values() if g.binding is not None}
+    return used
+
+
+def require_sizes(plan: _Plan, modules: Mapping[str, Module], sizes: Mapping[str, int],
+                  rt: Any) -> dict[str, tuple[int, ...]]:
+    """The shape of every buffer the passes bind; raises a one-line SsmvizError (before
+    anything is allocated) when the sizes break the ABI's constraints on this device:
+    a params field past u32, a buffer past the storage binding / buffer size, a dispatch
+    past the workgroup count per dimension."""
+    from ssmviz.core.gpu import split_workgroups
+
+    prof = plan.prof
+    used = _bindings_used(plan, modules)
+    names = {p.bindings[b] for p, _ in plan.passes for b in used[p.entry] if b in p.bindings}
+    names.discard("params")
+    what = f"profile '{prof.name}' cannot take these sizes:"
+    shapes = {name: buffer_shape(prof, prof.buffers[name], sizes) for name in sorted(names)}
+    # Largest first: a refusal names the buffer that most needs smaller sizes.
+    for name in sorted(names, key=lambda n: (-int(np.prod(shapes[n])), n)):
+        spec = prof.buffers[name]
+        elements = int(np.prod(shapes[name]))
+        nbytes = 4 * elements
+        dims = " × ".join(spec.dims)
+        if elements >= 1 << 32:  # the ABI indexes every buffer with u32
+            raise SsmvizError(f"{what} buffer {name} ({dims}) would hold {elements} elements; "
+                              "its u32 indices stop at 2³²")
+        rt.require(storage_binding_bytes=nbytes, buffer_bytes=nbytes,
+                   what=f"{what} buffer {name} ({len(spec.roles)} × {dims})"
+                   if len(spec.roles) > 1 else f"{what} buffer {name} ({dims})")
+    for p, _ in plan.passes:
+        grid = [evaluate(d, sizes) for d in p.dispatch]
+        # One folded formula is split over x and y; it raises itself when it cannot be.
+        wg = split_workgroups(grid[0]) if len(grid) == 1 else tuple(grid)
+        rt.require(workgroups_per_dimension=max(wg), what=f"{what} dispatch of `{p.entry}`")
+        env = dict(sizes) | {"total": int(np.prod(grid)), "convention": 0, "reverse": 0}
+        for i, f in enumerate(prof.params):
+            v = evaluate(f, env)
+            if not 0 <= v < 1 << 32:
+                raise SsmvizError(f"{what} params field {i} ({f}) = {v} does not fit in a u32")
+    return shapes
+
+
 def _canonical(prof: AbiProfile, raw: Mapping[str, np.ndarray], sizes: Mapping[str, int]
                ) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
@@ -398,7 +454,8 @@ def _label(spec: BufferSpec, role: str) -> str:
     return spec.name if spec.name == role else f"{spec.name} ({role})"
 
 
-def _role_of_label(prof: AbiProfile, label: str) -> tuple[BufferSpec, str]:
+def role_of_label(prof: AbiProfile, label: str) -> tuple[BufferSpec, str]:
+    """The buffer and role behind a verdict / output label (``h_cache[h]`` → h_cache, h)."""
     for spec in prof.buffers.values():
         for role in spec.roles:
             if _label(spec, role) == label:
@@ -466,41 +523,83 @@ def check_kernel(
     seed: int = 0,
     runtime: Any = None,
     probe: bool = True,
+    text: str | None = None,
+    arrays: Mapping[str, np.ndarray] | None = None,
+    family: str | None = None,
+    size_probe: bool = True,
 ) -> KernelCheckResult:
     """Check a kernel file: build, static analysis, then runtime verdicts and race probes.
+
+    ``ssmviz check --kernel`` and the app's live run both come here. The app passes
+    ``text`` (the source as applied; default: read ``path``), ``arrays`` (its canonical
+    inputs instead of the seeded problem; their shapes give the sizes, ``sizes`` then only
+    adds chunk_len), ``family`` (the profile of that family among those the file matches)
+    and ``size_probe=False`` (the size probe judges a seeded problem of its own).
 
     Never raises for problems with the file or the arguments: they come back as
     ``exit_code`` 2 with a one-line ``message`` or diagnostics.
     """
     res = KernelCheckResult(path, EXIT_BUILD)
+    opts = _Options(text, arrays, family, probe, size_probe and probe)
     try:
-        return _check(res, path, abi, convention, sizes, runs, seed, runtime, probe)
+        return _check(res, path, abi, convention, sizes, runs, seed, runtime, opts)
     except SsmvizError as exc:
         res.message = str(exc)
         res.exit_code = EXIT_BUILD
         return res
 
 
+@dataclass
+class _Options:
+    text: str | None
+    arrays: Mapping[str, np.ndarray] | None
+    family: str | None
+    probe: bool
+    size_probe: bool
+
+
+def _pick_profile(abi: str | None, family: str | None, entries: set[str], exports: list[str],
+                  path: str) -> tuple[AbiProfile, list[AbiProfile]]:
+    """(profile to check, the other families' profiles the file also matches)."""
+    if abi:
+        prof = get_profile(abi)
+        if family and prof.family != family:
+            raise SsmvizError(f"profile '{prof.name}' is {prof.family}; the problem is {family}")
+        return prof, []
+    found = detect_profiles(entries, exports) or [detect_profile(entries, exports)]
+    if family is None:
+        return found[0], found[1:]
+    same = [f for f in found if f.family == family]
+    if not same:
+        names = ", ".join(f"{f.name} ({f.family})" for f in found)
+        raise SsmvizError(f"{path} holds no {family} kernels (it matches {names}): "
+                          f"set the family to {found[0].family} or choose another kernel")
+    return same[0], []
+
+
 def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str | None,
            sizes_in: Mapping[str, int] | None, runs: int, seed: int, runtime: Any,
-           probe: bool) -> KernelCheckResult:
+           opts: _Options) -> KernelCheckResult:
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise SsmvizError(f"runs must be an integer ≥ 1; got {runs!r}")
     if convention not in (None, "mamba", "builderforce"):
         raise SsmvizError(f"convention must be mamba or builderforce; got {convention!r}")
-    kf = load_kernel_file(path)
+    kf = load_kernel_file(path) if opts.text is None else load_kernel_text(opts.text, path)
     from ssmviz.core.gpu import get_runtime
 
     rt = runtime or get_runtime()
     an = analyze(kf, rt.device)
     res.diagnostics = an.diagnostics
     entries = {e for m in an.modules.values() for e in m.entry_points}
-    prof = get_profile(abi) if abi else detect_profile(entries, [s.name for s in kf.sources])
+    # A module holding several families (S6 and SSD): each is checked under its profile.
+    prof, others = _pick_profile(abi, opts.family, entries, [s.name for s in kf.sources], path)
     res.profile = prof
-    if not abi:
-        # A module holding several families (S6 and SSD): check each under its profile.
-        others = detect_profiles(entries, [s.name for s in kf.sources])[1:]
-        res.also = [o.name for o in others]
+    res.also = [o.name for o in others]
+    if opts.arrays is not None:
+        from ssmviz.core.problem import infer_sizes
+
+        given = infer_sizes(prof.family, opts.arrays)
+        sizes_in = given | {k: v for k, v in (sizes_in or {}).items() if k == "chunk_len"}
     planned: list[tuple[PassSpec, KernelSource]] = []
     missing_stage: dict[str, str] = {}
     for stage in prof.stages:
@@ -530,7 +629,7 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
         return res
     conv = convention or prof.convention or "mamba"
     if prof.host is not None:
-        _judge_host(prof, an, kf, planned, conv, sizes_in, runs, seed, rt, res, probe)
+        _judge_host(prof, an, kf, planned, conv, sizes_in, runs, seed, rt, res, opts)
         failed = res.report is not None and not res.report.passed
         res.exit_code = EXIT_BUILD if errors else (EXIT_FAIL if failed else EXIT_PASS)
         return res
@@ -541,10 +640,12 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
     plan = _Plan(prof, planned, stages, conv)
     sizes = prof.sizes_for(base_sizes(prof.family, sizes_in))
     texts = {s.name: s.text for s in kf.sources}
-    report, gpu, first_raw = _judge(plan, an, texts, sizes, runs, seed, rt, missing_stage, res)
+    report, gpu, first_raw = _judge(plan, an, texts, sizes, runs, seed, rt, missing_stage, res,
+                                    opts.arrays)
     res.report = report
-    if probe:
-        _order_probe(plan, an, kf, texts, sizes, seed, rt, report, first_raw, res)
+    if opts.probe:
+        _order_probe(plan, an, kf, texts, sizes, rt, report, first_raw, res)
+    if opts.size_probe:
         _size_probe(plan, an, texts, sizes, seed, rt, report, gpu, res)
     _locate_failures(plan, an, kf, report, sizes, res)
     failed = not report.passed
@@ -554,12 +655,18 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
 
 def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str, int],
            runs: int, seed: int, rt: Any, missing_stage: Mapping[str, str],
-           res: KernelCheckResult) -> tuple[CheckReport, dict[str, np.ndarray], dict]:
+           res: KernelCheckResult, given: Mapping[str, np.ndarray] | None = None
+           ) -> tuple[CheckReport, dict[str, np.ndarray], dict]:
     prof = plan.prof
-    arrays = _problem_arrays(prof, sizes, plan.convention, seed)
+    require_sizes(plan, an.modules, sizes, rt)  # refuse before the reference is computed
+    if given is None:
+        arrays = _problem_arrays(prof, sizes, plan.convention, seed)
+    else:
+        arrays = abi_inputs(prof, given)
     t0 = time.perf_counter()
     ref = _reference(prof, arrays, plan.convention, sizes)
     ref_s = time.perf_counter() - t0
+    res.reference = dict(ref)
     values = _role_values(prof.family, arrays, ref)
     raws = []
     gpu_s = 0.0
@@ -619,7 +726,7 @@ ROLE_AXES_SIZES = {
 
 
 def _order_probe(plan: _Plan, an: _Analysis, kf: KernelFile, texts: Mapping[str, str],
-                 sizes: dict[str, int], seed: int, rt: Any, report: CheckReport,
+                 sizes: dict[str, int], rt: Any, report: CheckReport,
                  first_raw: Mapping[str, np.ndarray], res: KernelCheckResult) -> None:
     prof = plan.prof
     rev: dict[str, str] = {}
@@ -634,9 +741,7 @@ def _order_probe(plan: _Plan, an: _Analysis, kf: KernelFile, texts: Mapping[str,
                 f"race probe (workgroup order): skipped for {src.name} (builtins in a struct)")
             return
         rev[src.name] = t
-    arrays = _problem_arrays(prof, sizes, plan.convention, seed)
-    ref = _reference(prof, arrays, plan.convention, sizes)
-    values = _role_values(prof.family, arrays, ref)
+    values = report.ref  # the judged run's inputs and reference: only the order differs
     try:
         raw, _ = _run(plan, rev, an.modules, sizes, values, rt)
     except SsmvizError as exc:
@@ -713,7 +818,7 @@ def _size_probe(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dic
     gpu2 = _canonical(prof, raw2, sizes2)
     bad = []
     for label, arr in gpu2.items():
-        spec, role = _role_of_label(prof, label)
+        spec, role = role_of_label(prof, label)
         tol = FORWARD_TOL if spec.stage == "forward" else GRAD_TOL
         v = compare(f"{label} @ seq_len={L2}", arr, values2[role], tol)
         if not v.passed:
@@ -747,7 +852,7 @@ def _locate_failures(plan: _Plan, an: _Analysis, kf: KernelFile, report: CheckRe
     def rank(v: TensorVerdict) -> tuple[int, int]:
         # Dataflow order: forward states feed y, the forward feeds the backward.
         try:
-            spec, role = _role_of_label(prof, v.name.split(" @ ")[0])
+            spec, role = role_of_label(prof, v.name.split(" @ ")[0])
         except KeyError:
             return (9, 0)
         state = role in ("h", "Ch", "chunk_states", "final_state", "last_state")
@@ -756,7 +861,7 @@ def _locate_failures(plan: _Plan, an: _Analysis, kf: KernelFile, report: CheckRe
     first = min(failing, key=rank)
     name = first.name.split(" @ ")[0]
     try:
-        spec, role = _role_of_label(prof, name)
+        spec, role = role_of_label(prof, name)
     except KeyError:
         return
     words = _pattern(prof, role, first, sizes)
@@ -813,20 +918,23 @@ def _host_outputs(family: str, kernel: Any, arrays: Mapping[str, np.ndarray], co
 def _judge_host(prof: AbiProfile, an: _Analysis, kf: KernelFile,
                 planned: list[tuple[PassSpec, KernelSource]], conv: str,
                 sizes_in: Mapping[str, int] | None, runs: int, seed: int, rt: Any,
-                res: KernelCheckResult, probe: bool) -> None:
+                res: KernelCheckResult, opts: _Options) -> None:
     from ssmviz.core.check import check_arrays
 
     src = planned[0][1]
     mod = an.modules[src.name]
     family = prof.family
     sizes = base_sizes(family, sizes_in)
-    arrays = _problem_arrays(prof, sizes, conv, seed)
+    given = opts.arrays
+    arrays = _problem_arrays(prof, sizes, conv, seed) if given is None else abi_inputs(prof, given)
+    probe = opts.probe
     chunk = sizes.get("chunk_len") if family == "ssd" else None
     kernel = _host_kernel(family, rt, src.text)
     # The race probe below rewrites the user's source itself, so none from check_arrays.
     report = check_arrays(family, arrays, convention=conv, chunk_len=chunk, runs=runs,
                           kernel=kernel, runtime=rt, store_states=True, race_probe=False)
     res.report = report
+    res.reference = dict(report.ref)
     res.stages_run = ["forward", "backward"]
     if probe:
         entries = [f.name for f in mod.entry_points.values() if f.stage == "compute"]
@@ -849,6 +957,7 @@ def _judge_host(prof: AbiProfile, an: _Analysis, kf: KernelFile,
                     "dispatch run in reverse order (an inter-workgroup race)")
             else:
                 res.probe_lines.append("race probe (workgroup order reversed): bit-identical")
+    if probe and opts.size_probe:
         base = {k: v for k, v in sizes.items() if k in DEFAULT_SIZES[family] or k == "d_inner"}
         base["seq_len"] = sizes["seq_len"] + 2 * sizes.get("chunk_len", 64) + 3
         sizes2 = base_sizes(family, base)

@@ -1,0 +1,32 @@
+"""Plot titles that say what a run's curves are (Qt-free).
+
+With ssmviz's own kernels every verdict names a gradient key. A kernel written by others
+names its verdicts after its ABI's buffers (``dDelta (ddelta)``, as ``ssmviz check`` prints
+them); :func:`grad_titles` maps them back to ssmviz's keys and says which gradients the
+kernel does not produce, and why, instead of leaving an empty plot unexplained.
+"""
+
+from __future__ import annotations
+
+from ssmviz.app.runner import RunResult
+
+
+def grad_titles(result: RunResult) -> dict[str, str]:
+    """Gradient key -> title: verdict mark and relative error, or why it is absent."""
+    titles: dict[str, str] = {}
+    if result.report is None:
+        return titles
+    ext = result.external
+    for v in result.report.verdicts:
+        key = ext.keys.get(v.name, v.name) if ext is not None else v.name
+        if key in titles:
+            continue  # the first verdict of a key is its own tensor (h_cache[h] before [Ch])
+        if not v.checked:  # the source is named in the time plots and the status bar
+            titles[key] = f"{key} absent: {v.note}"
+            continue
+        mark = "✓" if v.passed else "✗"
+        title = f"{key} {mark} rel err {v.rel_err:.1e}"
+        if ext is not None and key in ext.mapped:
+            title += f" · GPU = {ext.mapped[key]}"
+        titles[key] = title
+    return titles
