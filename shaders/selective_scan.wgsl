@@ -78,12 +78,17 @@
 //   channels x 4 quads walking all time (1.9-2.3 ms: 2 warps per scheduler, latency-
 //   bound; the time did not move when the exps were replaced by an FMA, nor with 32-step
 //   tiles or deeper prefetch), a warp of 2 quads x 16 channels instead of 2 sub-chunks
-//   x 16 channels (1.67 ms), and recomputing the sub-chunk sweep after the exchange
+//   x 16 channels (1.67 ms), 8 or 32 channels per workgroup instead of 16 (2.25 /
+//   1.68 ms; 0.76 / 0.43 ms at (4, 4096, 1024, 16)), and recomputing the sub-chunk sweep
+//   after the exchange
 //   instead of keeping 8 steps of C ⊙ P in registers (2.34 ms). Replacing the exps by
 //   an FMA (1.62 ms), dropping softplus (1.56) or the zero-order-hold branch (1.54)
 //   barely moves it: the forward is bound neither by the SFU nor by DRAM bandwidth
-//   (0.5 TB/s), and without a profiler on this path the next step is a register /
-//   occupancy study of the one-pass kernel.
+//   (0.5 TB/s). Skeletons (timing only): loads + staging + y with no scan 1.18 ms, the
+//   same without the u/delta loads 0.69 ms, and a deeper prefetch (2 or 3 tiles) changes
+//   nothing: the per-tile synchronisation with ~2 resident workgroups per SM (16 warps)
+//   is the floor. Next: fewer barriers per step of work (longer tiles within the
+//   workgroup-storage limit) or more resident warps (fewer registers per invocation).
 // * Backward, same session (H200, wide size, s6_bwd_output 8.86 of 10.75 ms): dropping
 //   the per-step dB/dC lane exchange (timing only) left 4.91 ms, replacing its exps by an
 //   FMA 8.73 ms: the exchange's 2 barriers a step are half the pass, the SFU is not the
