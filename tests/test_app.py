@@ -20,7 +20,7 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from PySide6.QtCore import QCoreApplication, QEvent, QSettings
+from PySide6.QtCore import QCoreApplication, QEvent, QSettings, Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
 
@@ -342,3 +342,27 @@ def test_changes_during_a_run_coalesce_into_one_follow_up(qtbot, make_window) ->
     assert gen + 1 <= w.scheduler.generation <= gen + 2
     assert w.result.generation == w.scheduler.generation
     assert w.result.problem.signal.frequency == 5.5
+
+
+def test_long_messages_and_titles_do_not_widen_the_window(qtbot, make_window) -> None:
+    """A long status message or plot title (an external kernel's file and profile) is
+    elided or clipped: the window and the docks keep the width they were given."""
+    w = make_window()
+    w.resize(1100, 800)
+    w.show()
+    qtbot.waitExposed(w)
+    long_text = "builderforce_reference.js · builderforce-s6 " * 40
+    w.status.show_info(long_text)
+    w.time_plots.show_source(long_text, {})
+    assert w.view is not None
+    titles = {g.key: long_text for g in w.view.grads}
+    w.grad_plots.update_views(w.result.problem.family, w.view.grads, titles)
+    QApplication.processEvents()
+    assert w.status.message.text() == long_text  # kept whole, and as the tooltip
+    assert w.status.message.toolTip() == long_text
+    assert w.minimumSizeHint().width() < 1100
+    assert w.width() <= 1100
+    grad_min = w.grad_plots.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize).width()
+    assert grad_min < len(long_text)  # far below the text's width in pixels
+    time_min = w.time_plots.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize).width()
+    assert time_min < len(long_text)

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, QTimer, Signal
+from PySide6.QtWidgets import QGraphicsItem
 
 from ssmviz.app.derived import LOG_FLOOR, GradView, Trace
 from ssmviz.app.viewdata import (
@@ -53,6 +54,32 @@ TIME_ROWS = (
     ("y", "output y: GPU (blue) under reference (orange)"),
     ("error", "|gpu − ref| of y (log) and tolerance"),
 )
+
+
+def shrinkable_label(label: pg.LabelItem) -> None:
+    """Let a plot title be narrower than its text, clipped at its edges.
+
+    pyqtgraph makes a LabelItem's minimum (and preferred) width its text's width on every
+    setText and resize, so one long title (an external kernel's file and profile) would
+    widen the whole dock past the window: the label's updateMin is wrapped once.
+    """
+    if getattr(label, "_ssmviz_shrinkable", False):
+        return
+    label._ssmviz_shrinkable = True
+
+    def update_min() -> None:
+        pg.LabelItem.updateMin(label)
+        label.setMinimumWidth(0)
+        hints = getattr(label, "_sizeHint", None)  # pyqtgraph keeps its size hints here
+        if isinstance(hints, dict):
+            for which in (Qt.SizeHint.MinimumSize, Qt.SizeHint.PreferredSize):
+                if which in hints:
+                    hints[which] = (0, hints[which][1])
+
+    label.updateMin = update_min
+    label.setFlag(QGraphicsItem.GraphicsItemFlag.ItemClipsChildrenToShape, True)
+    update_min()
+    label.updateGeometry()
 
 
 TITLES = dict(TIME_ROWS)
@@ -337,6 +364,7 @@ class TimePlots(pg.GraphicsLayoutWidget):
         if self._titles.get(name) != text:  # a new title re-lays out the plot's header
             self._titles[name] = text
             self.plots[name].setTitle(text)
+            shrinkable_label(self.plots[name].titleLabel)
 
     def _visible_window(self) -> tuple[int, int]:
         L = self.seq_len
@@ -465,8 +493,10 @@ class _GradRow:
             self.title = title
             if self.label is not None:
                 self.label.setText(title)
+                shrinkable_label(self.label)
             else:
                 self.plots[0].setTitle(title)
+                shrinkable_label(self.plots[0].titleLabel)
         if self.kind in ("line", "bars"):
             n = view.ref.shape[0]
             x = np.arange(n, dtype=np.float64)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QStatusBar, QWidget
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QPainter
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QSizePolicy, QStatusBar, QWidget
 
 from ssmviz.app.runner import RunResult
 from ssmviz.core.check import TensorVerdict
@@ -12,14 +14,48 @@ FAIL_STYLE = "background:#c62828; color:white; border-radius:3px; padding:1px 4p
 SKIP_STYLE = "background:#9e9e9e; color:white; border-radius:3px; padding:1px 4px;"
 
 
+class ElidedLabel(QLabel):
+    """A one-line label that shortens its text with "…" to the width it gets.
+
+    A plain QLabel asks for its whole text's width, so a long message (an external
+    kernel's summary, an adapter name) would widen the main window past the screen.
+    The full text stays in ``text()`` and in the tooltip.
+    """
+
+    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(text, parent)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.setToolTip(text)
+
+    def setText(self, text: str) -> None:
+        super().setText(text)
+        self.setToolTip(text)
+
+    def minimumSizeHint(self) -> QSize:
+        height = super().minimumSizeHint().height()
+        return QSize(self.fontMetrics().horizontalAdvance("…") * 4, height)
+
+    def paintEvent(self, event: object) -> None:
+        painter = QPainter(self)
+        painter.setPen(self.palette().color(self.foregroundRole()))
+        rect = self.contentsRect()
+        shown = self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideRight,
+                                              rect.width())  # fmt: skip
+        painter.drawText(rect, int(self.alignment() | Qt.AlignmentFlag.AlignVCenter), shown)
+
+
 class RunStatusBar(QStatusBar):
     """Shows the latest run; ``badges`` maps tensor name → (label, passed)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.adapter = QLabel("adapter: –")
+        self.adapter = ElidedLabel("adapter: –")
+        # Its full name when there is room (at most 36 characters' width), elided before
+        # the message is squeezed to nothing.
+        self.adapter.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+        self.adapter.setMaximumWidth(self.adapter.fontMetrics().horizontalAdvance("x" * 36))
         self.times = QLabel("")
-        self.message = QLabel("")
+        self.message = ElidedLabel("")
         self.message.setObjectName("runMessage")
         self.busy = QProgressBar()
         self.busy.setRange(0, 0)  # indeterminate
