@@ -124,6 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="full: the issue's sizes (a real GPU); small: sizes lavapipe can run; tiny: tests",
     )
     bench.add_argument("--repeats", type=_positive("repeats"), default=5)
+    bench.add_argument(
+        "--passes", action="store_true", help="also print each kernel's time per entry point"
+    )
     bench.add_argument("--reference", action="store_true", help="time the float64 references")
     bench.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
     bench.add_argument(
@@ -218,7 +221,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     results = bench.run_bench(
         family=args.family, size=args.size, repeats=args.repeats, reference=args.reference
     )
-    print(bench.format_results(results))
+    print(bench.format_results(results, passes=args.passes))
     if args.json:
         _write_text(args.json, json.dumps(results, indent=2))
     return EXIT_PASS

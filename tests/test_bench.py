@@ -26,6 +26,26 @@ def test_bench_tiny_reports_every_figure(tmp_path: Path) -> None:
     floor = 4 * (3 * 2 * 256 * 64 + 2 * 2 * 256 * 16)
     assert floor <= s6["min_bytes"] <= floor + 4 * 4 * 64 * 16
     assert s6["ratio_to_copy"] > 0 and "% of copy" in proc.stdout
+    # Per entry point: the kernel's own passes, whose medians add up to about the total.
+    for name in ("s6 backward wide", "ssd forward"):
+        r = next(r for r in data["results"] if r["name"] == name)
+        if r["timing"] != "gpu-timestamps":
+            continue
+        entries = [p["entry_point"] for p in r["passes"]]
+        assert len(entries) == len(set(entries)) and all(p["seconds"] > 0 for p in r["passes"])
+        main_pass = "s6_bwd_output" if name.startswith("s6") else "ssd_chunk_out"
+        assert main_pass in entries, entries
+        total = sum(p["seconds"] for p in r["passes"])
+        assert 0.5 * r["seconds"] <= total <= 2.0 * r["seconds"], (total, r["seconds"])
+
+
+def test_bench_passes_flag_prints_the_breakdown() -> None:
+    proc = ssmviz("bench", "--size", "tiny", "--family", "s6", "--repeats", "1", "--passes")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("s6 backward wide"))
+    below = [ln.split()[0] for ln in lines[at + 1:] if ln.startswith("    ")]
+    assert "s6_bwd_output" in below and "%" in lines[at + 1]
 
 
 def test_reference_bench_runs() -> None:

@@ -74,6 +74,16 @@ COPY_BYTES = {"full": 1 << 30, "small": 1 << 26, "tiny": 1 << 20}
 
 
 def _median_time(rt: GpuRuntime, dispatches: Sequence[Dispatch], repeats: int) -> tuple[float, str]:
+    t, source, _ = _median_time_per_pass(rt, dispatches, repeats)
+    return t, source
+
+
+def _median_time_per_pass(
+    rt: GpuRuntime, dispatches: Sequence[Dispatch], repeats: int
+) -> tuple[float, str, list[dict[str, Any]]]:
+    """Median total GPU time, how it was measured, and the median time of each entry
+    point (dispatches of the same entry point, e.g. the carry-scan levels, summed), in
+    dispatch order; empty without GPU timestamps."""
     # Warm up for about a second: pipeline creation and first touch of the buffers, and
     # GPU clocks that dropped while the host was building and uploading inputs.
     start = time.perf_counter()
@@ -81,12 +91,20 @@ def _median_time(rt: GpuRuntime, dispatches: Sequence[Dispatch], repeats: int) -
         rt.run(dispatches)
         if i >= 2 and time.perf_counter() - start > WARMUP_S:
             break
-    samples, source = [], "untimed"
+    samples, source, per = [], "untimed", []
     for _ in range(repeats):
         res = rt.run(dispatches, timed=True)
         samples.append(res.seconds)
         source = res.source
-    return statistics.median(samples), source
+        if len(res.per_dispatch) == len(dispatches):
+            per.append(res.per_dispatch)
+    passes: dict[str, float] = {}
+    if per:
+        for i, d in enumerate(dispatches):
+            label = str(d.label) or f"pass {i}"
+            passes[label] = passes.get(label, 0.0) + statistics.median(r[i] for r in per)
+    per_pass = [{"entry_point": k, "seconds": v} for k, v in passes.items()]
+    return statistics.median(samples), source, per_pass
 
 
 def copy_bandwidth(rt: GpuRuntime, nbytes: int, repeats: int) -> dict[str, Any]:
@@ -132,7 +150,7 @@ def bench_s6(rt: GpuRuntime, size: str, repeats: int, copy_bw: float) -> list[di
         times = {}
         for phase in ("forward", "backward"):
             dispatches = getattr(prepared, f"{phase}_dispatches")
-            t, source = _median_time(rt, dispatches, repeats)
+            t, source, per_pass = _median_time_per_pass(rt, dispatches, repeats)
             times[phase] = t
             bw = min_bytes[phase] / t if t > 0 else float("nan")
             out.append(
@@ -144,8 +162,9 @@ def bench_s6(rt: GpuRuntime, size: str, repeats: int, copy_bw: float) -> list[di
                     "min_bytes": min_bytes[phase],
                     "bandwidth": bw,
                     "ratio_to_copy": bw / copy_bw if copy_bw > 0 else float("nan"),
-                    # Which entry points ran (the forward is one pass or chunked by size).
-                    "passes": sorted({str(d.label) for d in dispatches}),
+                    # Which entry points ran (the forward is one pass or chunked by size)
+                    # and what each took.
+                    "passes": per_pass,
                 }
             )
         out[-1]["backward_over_forward"] = times["backward"] / times["forward"]
@@ -181,7 +200,9 @@ def bench_ssd(rt: GpuRuntime, size: str, repeats: int) -> list[dict[str, Any]]:
         s["batch"], s["seq_len"], s["n_heads"], s["d_head"], s["d_state"], s["chunk_len"]
     )
     for phase in ("forward", "backward"):
-        t, source = _median_time(rt, getattr(prepared, f"{phase}_dispatches"), repeats)
+        t, source, per_pass = _median_time_per_pass(
+            rt, getattr(prepared, f"{phase}_dispatches"), repeats
+        )
         rate = flops[phase] / t
         out.append(
             {
@@ -192,6 +213,7 @@ def bench_ssd(rt: GpuRuntime, size: str, repeats: int) -> list[dict[str, Any]]:
                 "flops": flops[phase],
                 "flops_per_s": rate,
                 "ratio_to_matmul": rate / mm_rate,
+                "passes": per_pass,
             }
         )
     _release(prepared)
@@ -297,8 +319,9 @@ def run_bench(
     return results
 
 
-def format_results(results: dict[str, Any]) -> str:
-    """A human-readable table of :func:`run_bench`'s figures."""
+def format_results(results: dict[str, Any], *, passes: bool = False) -> str:
+    """A human-readable table of :func:`run_bench`'s figures (``passes``: each kernel's
+    time per entry point under its line)."""
     lines = [f"adapter: {results['adapter']}   sizes: {results['size']}"]
     for r in results["results"]:
         if "error" in r:
@@ -316,8 +339,15 @@ def format_results(results: dict[str, Any]) -> str:
         if "ratio_to_matmul" in r:
             line += f"  = {100 * r['ratio_to_matmul']:5.1f}% of matmul"
         if r.get("passes") and r["name"].startswith("s6 forward"):
-            line += f"  [{', '.join(r['passes'])}]"
+            line += f"  [{', '.join(p['entry_point'] for p in r['passes'])}]"
         if "ssd_speedup" in r:
-            line += f"  (SSD forward is {r['ssd_speedup']:.2f}× faster)"
+            x = r["ssd_speedup"]
+            line += (f"  (SSD forward is {x:.2f}× faster)" if x >= 1
+                     else f"  (S6 forward is {1 / x:.2f}× faster here)")  # fmt: skip
         lines.append(line)
+        if passes and r.get("passes"):
+            total = sum(p["seconds"] for p in r["passes"]) or 1.0
+            for p in r["passes"]:
+                ms, share = p["seconds"] * 1e3, 100 * p["seconds"] / total
+                lines.append(f"    {p['entry_point']:<30} {ms:10.3f} ms  {share:5.1f}%")
     return "\n".join(lines)
