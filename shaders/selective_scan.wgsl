@@ -79,7 +79,8 @@
 //   bound; the time did not move when the exps were replaced by an FMA, nor with 32-step
 //   tiles or deeper prefetch), a warp of 2 quads x 16 channels instead of 2 sub-chunks
 //   x 16 channels (1.67 ms), 8 or 32 channels per workgroup instead of 16 (2.25 /
-//   1.68 ms; 0.76 / 0.43 ms at (4, 4096, 1024, 16)), and recomputing the sub-chunk sweep
+//   1.68 ms; 0.76 / 0.43 ms at (4, 4096, 1024, 16)), 8 channels x 8 sub-chunks of 4
+//   steps (fewer registers a step; 2.54 ms), and recomputing the sub-chunk sweep
 //   after the exchange
 //   instead of keeping 8 steps of C ⊙ P in registers (2.34 ms). Replacing the exps by
 //   an FMA (1.62 ms), dropping softplus (1.56) or the zero-order-hold branch (1.54)
