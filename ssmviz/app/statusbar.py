@@ -50,10 +50,10 @@ class RunStatusBar(QStatusBar):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.adapter = ElidedLabel("adapter: –")
-        # Its full name when there is room (at most 36 characters' width), elided before
+        # Its full name when there is room (at most 60 characters' width), elided before
         # the message is squeezed to nothing.
         self.adapter.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
-        self.adapter.setMaximumWidth(self.adapter.fontMetrics().horizontalAdvance("x" * 36))
+        self.adapter.setMaximumWidth(self.adapter.fontMetrics().horizontalAdvance("x" * 60))
         self.times = QLabel("")
         self.message = ElidedLabel("")
         self.message.setObjectName("runMessage")
