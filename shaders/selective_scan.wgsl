@@ -88,8 +88,11 @@
 //   (0.5 TB/s). Skeletons (timing only): loads + staging + y with no scan 1.18 ms, the
 //   same without the u/delta loads 0.69 ms, and a deeper prefetch (2 or 3 tiles) changes
 //   nothing: the per-tile synchronisation with ~2 resident workgroups per SM (16 warps)
-//   is the floor. Next: fewer barriers per step of work (longer tiles within the
-//   workgroup-storage limit) or more resident warps (fewer registers per invocation).
+//   is the floor. Also slower: double-buffered staging with 2 barriers a tile (32 KiB of
+//   workgroup memory: 2.74 ms, fewer resident workgroups) and the y shares aliased onto
+//   the summaries with a 4th barrier (16 KiB: 1.69 ms), so workgroup memory is not what
+//   limits residency at 24 KiB; registers (8 steps of C ⊙ P and the next tile's loads)
+//   are the next suspect.
 // * Backward, same session (H200, wide size, s6_bwd_output 8.86 of 10.75 ms): dropping
 //   the per-step dB/dC lane exchange (timing only) left 4.91 ms, replacing its exps by an
 //   FMA 8.73 ms: the exchange's 2 barriers a step are half the pass, the SFU is not the
