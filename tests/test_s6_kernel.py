@@ -209,6 +209,25 @@ def test_forward_mode_choice():
         entries(1, 10, 4, 4, fwd_mode="fast")
 
 
+@pytest.mark.gpu
+def test_auto_forward_falls_back_when_the_device_is_too_small(kernel, runtime, monkeypatch):
+    """Sizes that would take the one-pass forward run chunked on a device whose workgroup
+    storage is below the one-pass kernel's (e.g. the WebGPU default 16 KiB)."""
+    inp = make_inputs(1, 40, 4096, 4, seed=4)
+    prep = kernel.prepare(inp, backward=False)
+    assert [d.label for d in prep.forward_dispatches] == ["s6_fwd_onepass"]
+    kernel.rt.run(prep.forward_dispatches)
+    want = prep.read(["y"])["y"]
+    monkeypatch.setitem(runtime.limits, "max-compute-workgroup-storage-size", 16384)
+    small = kernel.prepare(inp, backward=False)
+    assert "s6_fwd_onepass" not in [d.label for d in small.forward_dispatches]
+    kernel.rt.run(small.forward_dispatches)
+    got = small.read(["y"])["y"]
+    assert rel_err(got, want.astype(np.float64)) < FWD_TOL
+    with pytest.raises(LimitError, match="max-compute-workgroup-storage-size"):
+        kernel.prepare(inp, backward=False, fwd_mode="onepass")
+
+
 # (batch, seq_len, d_inner, d_state, overrides): many workgroups in every pass, and one with
 # more than 32 d-blocks so the dB/dC reduction takes two levels.
 RACE_CASES = [

@@ -470,6 +470,13 @@ def _make_plan(
     return _Plan(sz, int(fwd_chunk), int(bwd_chunk), int(k_chunks), wg_d, onepass)
 
 
+def _onepass_fits(limits: Mapping[str, Any]) -> bool:
+    """Whether a device (its limits, as GpuRuntime.limits) can run s6_fwd_onepass."""
+    storage = int(limits.get("max-compute-workgroup-storage-size", 0))
+    invocations = int(limits.get("max-compute-invocations-per-workgroup", 0))
+    return storage >= ONEPASS_STORAGE and invocations >= ONEPASS_WORKGROUP
+
+
 def _params(**fields: int) -> np.ndarray:
     unknown = set(fields) - set(PARAM_FIELDS)
     if unknown:
@@ -668,6 +675,8 @@ class S6Kernel(ShaderKernel):
         sz = self._sizes(inputs, backward)
         plan = _make_plan(sz, fwd_chunk_len, bwd_chunk_len, bwd_k_chunks, fwd_mode, store_h)
         rt = self.rt
+        if plan.fwd_onepass and fwd_mode == "auto" and not _onepass_fits(rt.limits):
+            plan.fwd_onepass = False  # a device below the one-pass kernel's needs: chunked
         rt.require(
             **self._requirements(plan, store_h, backward),
             what=f"S6 (batch {sz.batch}, seq_len {sz.seq_len}, d_inner {sz.d_inner}, "
