@@ -161,7 +161,6 @@ struct Params {
 const WG: u32 = 64u;      // invocations per workgroup, every pass
 const TILE: u32 = 16u;    // states per thread per tile
 const SUB: u32 = 8u;      // backward: steps per recomputed sub-chunk
-const NSUB: u32 = 4u;     // backward: most sub-chunks per chunk (chunk_len <= 32)
 const GBLK: u32 = 32u;    // scan: summaries per thread per level
 const LOG2E: f32 = 1.4426950408889634;
 const LN2: f32 = 0.6931471805599453;
@@ -1110,7 +1109,7 @@ fn s6_bwd_output(
             }
             // Sweep the chunk up to its last sub-chunk, keeping the state every SUB steps
             // (no barriers here: the bound may differ per thread).
-            var ckpt: array<vec4<f32>, 16>;
+            var ckpt: array<vec4<f32>, 16>;  // <= 4 sub-chunks (chunk_len <= 32) x 4 vec4
             let nck = min(nsteps, SUB * (nsub - 1u));
             for (var jc = 0u; jc <= nck; jc++) {
                 if (jc % SUB == 0u) {

@@ -67,17 +67,20 @@ def _has_vulkan_driver() -> bool:
 
 
 def _missing_debs(names: tuple[str, ...]) -> list[str]:
-    missing = []
-    for name in names:
-        result = subprocess.run(
-            ["dpkg-query", "-W", "-f=${Status}", name],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if "install ok installed" not in result.stdout:
-            missing.append(name)
-    return missing
+    # One query for all: a line per installed or known package (one per architecture);
+    # unknown names only earn a message on stderr (and a non-zero exit status).
+    result = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Package}\t${Status}\n", *names],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    installed = {
+        line.split("\t", 1)[0]
+        for line in result.stdout.splitlines()
+        if line.endswith("install ok installed")
+    }
+    return [name for name in names if name not in installed]
 
 
 def _apt_install(packages: list[str]) -> None:

@@ -22,30 +22,23 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"ssmviz: error: {message}\n")
 
 
+def _int_at_least(minimum: int, name: str):
+    """An argparse type: an integer ≥ ``minimum``, else a one-line error naming ``name``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer; got '{text}'") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{name} must be ≥ {minimum}; got {value}")
+        return value
+
+    return parse
+
+
 def _positive(name: str):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer; got '{text}'") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be ≥ 1; got {value}")
-        return value
-
-    return parse
-
-
-def _nonnegative(name: str):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer; got '{text}'") from None
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"{name} must be ≥ 0; got {value}")
-        return value
-
-    return parse
+    return _int_at_least(1, name)
 
 
 #: Defaults of ``ssmviz check`` for ssmviz's own kernels. With ``--kernel`` the sizes and
@@ -76,7 +69,7 @@ def _add_problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-groups", type=_positive("n_groups"), default=None)
     p.add_argument("--chunk-len", type=_positive("chunk_len"), default=None)
     p.add_argument("--signal", default="sine", help="impulse, step, sine, square, ...")
-    p.add_argument("--seed", type=_nonnegative("seed"), default=0)
+    p.add_argument("--seed", type=_int_at_least(0, "seed"), default=0)
     p.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
 
 
@@ -160,12 +153,9 @@ def _problem_from_args(args: argparse.Namespace):
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from ssmviz.core import gpu
     from ssmviz.core.check import check_arrays, load_inputs_npz, preflight
     from ssmviz.core.errors import SsmvizError
 
-    if args.cpu:
-        gpu.configure(force_cpu=True)
     if args.kernel:
         from ssmviz.core.external.command import main_check_kernel
 
@@ -175,17 +165,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     args = _with_defaults(args)
     if args.inputs:
         arrays = load_inputs_npz(args.inputs, args.family)
-        chunk_len = args.chunk_len
     else:
         problem = _problem_from_args(args)
         preflight(problem.sizes(), args.family)
         arrays = problem.build()
-        chunk_len = problem.chunk_len
     report = check_arrays(
         args.family,
         arrays,
         convention=args.convention,
-        chunk_len=chunk_len if args.family == "ssd" else None,
+        chunk_len=args.chunk_len if args.family == "ssd" else None,
         runs=args.runs,
     )
     print(report.table())
@@ -210,10 +198,8 @@ def _write_text(path: str, text: str) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from ssmviz.core import bench, gpu
+    from ssmviz.core import bench
 
-    if args.cpu:
-        gpu.configure(force_cpu=True)
     if args.ui:
         from ssmviz.app.uibench import run_ui_bench
 
@@ -228,11 +214,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from ssmviz.core import gpu
     from ssmviz.core.sweep import run_sweep
 
-    if args.cpu:
-        gpu.configure(force_cpu=True)
     result = run_sweep(args.family, quick=args.quick, runs=args.runs)
     if args.json:
         _write_text(args.json, json.dumps(result, indent=2))
@@ -253,10 +236,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_app(argv)
         except KeyboardInterrupt:
             return 130
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     from ssmviz.core.errors import SsmvizError
 
     try:
+        if getattr(args, "cpu", False):  # every subcommand has --cpu
+            from ssmviz.core import gpu
+
+            gpu.configure(force_cpu=True)
         if args.command == "check":
             return cmd_check(args)
         if args.command == "bench":
@@ -268,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
-    build_parser().print_help()
+    parser.print_help()
     return EXIT_USAGE
 
 

@@ -134,6 +134,22 @@ def test_newest_request_wins(qtbot, make_window) -> None:
     assert w.result.problem.signal.frequency == 5.0
 
 
+def test_held_change_that_turned_invalid_leaves_the_app_idle(qtbot, make_window) -> None:
+    # A change held while a run is in flight, then an invalid field: when the run comes
+    # back there is nothing to send, and the app must not stay "waiting" (or busy).
+    w = make_window()
+    gen = w.scheduler.generation
+    w.run_now()
+    assert w.scheduler.generation == gen + 1
+    w.controls.set_value("signal.frequency", 2.25)  # held: the run is in flight
+    w.controls.set_value("d_state", 300)  # then refused: the held request cannot be made
+    assert w.scheduler.waiting and w.controls.error_text
+    qtbot.waitUntil(lambda: not w.scheduler.waiting, timeout=RUN_TIMEOUT_MS)
+    assert w.scheduler.generation == gen + 1 and w.result.generation == gen + 1
+    qtbot.wait(400)  # past the scheduler's busy_after_ms
+    assert w.status.busy.isHidden()
+
+
 def test_invalid_value_is_refused_with_message(qtbot, make_window) -> None:
     w = make_window()
     gen, good = w.scheduler.generation, w.controls.problem()

@@ -16,15 +16,17 @@ from ssmviz.core.problem import S6_GRAD_KEYS, S6_INPUT_KEYS, Problem
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def ssmviz(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+def ssmviz(
+    *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """``python -m ssmviz ARGS`` in ``env`` (default: this process's environment)."""
     return subprocess.run(
         [sys.executable, "-m", "ssmviz", *args],
         cwd=cwd,
-        env=env,
+        env=dict(os.environ if env is None else env, PYTHONPATH=str(ROOT)),
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
         check=False,
     )
 
@@ -43,6 +45,7 @@ def _one_line_error(proc: subprocess.CompletedProcess[str], needle: str) -> None
         (["--d-state", "0"], "d_state"),
         (["--seq-len", "abc"], "seq_len must be an integer"),
         (["--batch", "1.5"], "batch must be an integer"),
+        (["--seed", "-1"], "seed must be ≥ 0"),
         (["--d-state", "300"], "d_state"),
         (["--signal", "triangle"], "signal"),
         (["--family", "ssd", "--n-heads", "6", "--n-groups", "4"], "divisible by n_groups"),
@@ -122,19 +125,6 @@ def test_inputs_roundtrip_and_nan_reported(tmp_path: Path) -> None:
 
 
 def test_app_without_display_says_so_in_one_line() -> None:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")
-    }
-    env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.run(
-        [sys.executable, "-m", "ssmviz"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    _one_line_error(proc, "no display")
+    hidden = ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")
+    env = {k: v for k, v in os.environ.items() if k not in hidden}
+    _one_line_error(ssmviz(env=env, timeout=120), "no display")

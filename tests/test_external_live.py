@@ -143,3 +143,13 @@ def test_a_file_of_the_other_family_is_refused_not_replaced(runtime):
     assert "y" in result.ref  # the reference still plots, of the problem as set
     assert result.problem.convention == "mamba"
     np.testing.assert_array_equal(result.inputs["dt"], p.build()["dt"])
+
+
+def test_size_probe_prefix_is_judged_against_the_given_inputs(runtime):
+    # With arrays given (and the size probe on), the probe's first seq_len steps are those
+    # arrays, so a correct causal kernel's prefix agrees with the judged run's.
+    p = Problem(family="s6", convention="builderforce", seq_len=24, d_inner=3, d_state=4, seed=7)
+    res = check_kernel(str(REFERENCE), arrays=p.build(), family="s6", runs=1)
+    assert res.exit_code == 0, res.render()
+    assert not [ln for ln in res.probe_lines if "causal scan" in ln], res.probe_lines
+    assert "size probe (seq_len=155, - chunks): every output within tolerance" in res.probe_lines

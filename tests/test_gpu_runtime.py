@@ -79,9 +79,12 @@ def test_read_many_returns_what_was_uploaded(runtime) -> None:
         Readback(bufs[3], np.float32, (4, 25)),  # only the first 100 elements
         Readback(bufs[3], np.float32, (0,)),
         Readback(bufs[0], np.uint32, (7,)),  # the same buffer twice, another dtype
+        Readback(bufs[3], np.float32, (3, 5), 40),  # from element 10 on
+        Readback(bufs[1], np.int32, None, 8),  # from element 2 to the end
     ]
     got = runtime.read_many(reads)
-    dtypes = [np.float32, np.int32, np.uint32, np.float32, np.float32, np.uint32]
+    dtypes = [np.float32, np.int32, np.uint32, np.float32, np.float32, np.uint32, np.float32,
+              np.int32]  # fmt: skip
     assert [g.dtype for g in got] == dtypes
     assert np.array_equal(got[0], f32)
     assert np.array_equal(got[1], i32)
@@ -89,12 +92,18 @@ def test_read_many_returns_what_was_uploaded(runtime) -> None:
     assert np.array_equal(got[3], longer[:100].reshape(4, 25))
     assert got[4].shape == (0,)
     assert np.array_equal(got[5], f32.reshape(-1)[:7].view(np.uint32))
+    assert np.array_equal(got[6], longer[10:25].reshape(3, 5))
+    assert np.array_equal(got[7], i32[2:])
     # The single-buffer read gives the same arrays.
     for r, g in zip(reads, got, strict=True):
         one = runtime.read(*r)
         assert one.shape == g.shape and np.array_equal(one.view(np.uint8), g.view(np.uint8))
     with pytest.raises(ValueError, match="cannot read"):
         runtime.read_many([Readback(bufs[1], np.float32, (14,))])
+    with pytest.raises(ValueError, match="cannot read"):  # past the end from an offset
+        runtime.read_many([Readback(bufs[1], np.int32, (12,), 8)])
+    with pytest.raises(ValueError, match="cannot read"):  # not on a 4-byte word
+        runtime.read_many([Readback(bufs[1], np.int32, (1,), 2)])
 
 
 def _two_stages(runtime):
@@ -128,6 +137,9 @@ def test_run_and_read_times_each_stage(runtime, monkeypatch, timestamps) -> None
             assert t.source == "wall-clock" and t.per_dispatch == [] and t.seconds > 0
     untimed, _ = runtime.run_and_read(stages)
     assert [t.source for t in untimed] == ["untimed", "untimed"]
+    # Nothing to run: nothing measured, in either timing mode.
+    assert runtime.run([], timed=True).source == "untimed"
+    assert runtime.run([]).source == "untimed"
 
 
 def _unbatched(prep, runtime, names, backward=True) -> tuple[list, dict]:
@@ -174,6 +186,7 @@ def test_s6_run_matches_unbatched_path(runtime, d_inner) -> None:
     # Forward only: one stage, forward outputs only.
     fwd = kernel.run(arrays, backward=False, timed=True)
     assert list(fwd.timing) == ["forward"] and set(fwd.outputs) == {"y", "last_state"}
+    assert list(kernel.prepare(arrays, backward=False).output_shapes) == ["y", "last_state"]
     assert _same_bits(fwd.outputs, {k: expected[k] for k in ("y", "last_state")})
 
 
@@ -188,6 +201,9 @@ def test_ssd_run_matches_unbatched_path(runtime) -> None:
     result = kernel.run(arrays, chunk_len=32, store_states=True, timed=True)
     prep = kernel.prepare(arrays, chunk_len=32, store_states=True)
     timings, expected = _unbatched(prep, runtime, list(prep.output_shapes))
+    assert set(result.outputs) == {"y", "final_state", "chunk_states", "dx", "ddt", "dA_log",
+                                   "dB", "dC", "dD", "ddt_bias"}  # fmt: skip
     assert _same_bits(result.outputs, expected)
+    assert not any(np.any(v.view(np.uint32) == POISON_U32) for v in result.outputs.values())
     assert list(result.timing) == ["forward", "backward"]
     assert [t.source for t in result.timing.values()] == [t.source for t in timings]

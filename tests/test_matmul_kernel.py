@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.gpu import POISON_U32
+from ssmviz.core.gpu import POISON_U32, Readback
 from ssmviz.core.kernels.matmul import WORKGROUP_STORAGE_BYTES, MatmulKernel
 from ssmviz.core.kernels.ssd import declared_workgroup_storage
 from ssmviz.core.resources import shader_source
@@ -46,6 +46,14 @@ def test_flops_and_prepare(kernel: MatmulKernel, runtime) -> None:
     dispatches = kernel.prepare(200, 70, 33)
     assert len(dispatches) == 1
     assert runtime.run(dispatches, timed=True).source in ("gpu-timestamps", "wall-clock")
+    # The prepared product is a real one: c = a · b on the buffers it was given.
+    binds = dispatches[0].bindings
+    a, b, c = runtime.read_many(
+        [Readback(binds[1], np.float32, (200, 33)), Readback(binds[2], np.float32, (33, 70)),
+         Readback(binds[3], np.float32, (200, 70))]
+    )  # fmt: skip
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.linalg.norm(c - want) / np.linalg.norm(want) <= 1e-6 * np.sqrt(33)
 
 
 def test_workgroup_storage() -> None:

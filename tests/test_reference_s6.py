@@ -88,6 +88,8 @@ def block_len(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     if request.param is not None:
         # _chunk_len divides this by batch * d_inner * d_state of make_problem's default sizes.
         monkeypatch.setattr(s6_module, "_CHUNK_ELEMENTS", request.param * 2 * 3 * 4)
+        # The blocks really are that long (seq_len 7: three blocks, the last one short).
+        assert s6_module._chunk_len(2, 7, 3, 4) == request.param
     return request.param
 
 
@@ -175,13 +177,17 @@ def test_builderforce_gradient_with_tiny_dt_times_A() -> None:
 
 
 @pytest.mark.parametrize("convention", CONVENTIONS)
-def test_backward_reuses_forward(convention: str) -> None:
+def test_backward_reuses_forward(convention: str, monkeypatch: pytest.MonkeyPatch) -> None:
     p = make_problem(np.random.default_rng(8))
     args = [p[k] for k in PARAMS]
     fresh = s6_backward(*args, p["dy"], convention=convention)
-    given_fwd = s6_backward(
-        *args, p["dy"], convention=convention, fwd=s6_forward(*args, convention=convention)
-    )
+    fwd = s6_forward(*args, convention=convention)
+
+    def no_forward(*_: object) -> S6Forward:
+        raise AssertionError("s6_backward ran the forward although fwd was given")
+
+    monkeypatch.setattr(s6_module, "_forward", no_forward)
+    given_fwd = s6_backward(*args, p["dy"], convention=convention, fwd=fwd)
     for key in GRAD_KEYS:
         np.testing.assert_array_equal(getattr(fresh, key), getattr(given_fwd, key))
 

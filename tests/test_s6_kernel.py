@@ -64,6 +64,7 @@ def reference(inp: dict[str, np.ndarray | None], convention: str) -> dict[str, n
 
 def rel_err(got: np.ndarray, want: np.ndarray) -> float:
     """‖got − want‖₂ / ‖want‖₂; the absolute norm when the reference is exactly zero."""
+    assert got.shape == want.shape, (got.shape, want.shape)  # no silent broadcasting
     diff = float(np.linalg.norm(got.astype(np.float64) - want))
     scale = float(np.linalg.norm(want))
     return diff / scale if scale > 0 else diff

@@ -52,6 +52,7 @@ def make_inputs(batch: int, seq_len: int, n_heads: int, d_head: int, n_groups: i
 
 def rel_err(got: np.ndarray, want: np.ndarray) -> float:
     """‖got − want‖₂ / ‖want‖₂; the absolute norm when the reference is exactly zero."""
+    assert got.shape == want.shape, (got.shape, want.shape)  # no silent broadcasting
     diff = float(np.linalg.norm(got.astype(np.float64) - want))
     scale = float(np.linalg.norm(want))
     return diff / scale if scale > 0 else diff
@@ -206,11 +207,16 @@ def test_abi_matches_shader() -> None:
     entries = set(re.findall(r"@compute[^\n]*\n\s*fn (\w+)", source))
     assert entries == {p["entry_point"] for p in SSD_ABI["passes"]}
     declared = {int(i): n for i, n in re.findall(r"@binding\((\d+)\) var<[^>]+> (\w+)", source)}
+    wgsl_names = {"B": "Bm", "C": "Cm", "D": "Dv", "params": "prm"}
     for p in SSD_ABI["passes"]:
+        assert re.search(
+            rf"@workgroup_size\({p['workgroup_size']}\)\s*fn {p['entry_point']}\(", source
+        ), p["entry_point"]
         # WebGPU's default is 8 storage buffers per stage; every pass fits.
         assert p["storage_buffers"] <= 8, p["entry_point"]
         for b in p["bindings"]:
             assert b["index"] in declared
+            assert declared[b["index"]] == wgsl_names.get(b["name"], b["name"]), b
             assert b["mode"] != "accumulate"  # no pass accumulates with += or atomics
     assert "atomic" not in source
 

@@ -322,19 +322,13 @@ class ControlsPanel(QWidget):
         arrays = load_inputs_npz(path, family)
         sizes = sizes_of(family, arrays)
         self.inputs_arrays, self.inputs_path = arrays, str(path)
-        changes: dict[str, Any] = {"family": family}
-        changes |= {k: v for k, v in sizes.items() if k in SIZE_PATHS}
-        if family == "ssd":
-            changes.pop("d_inner")
         self.inputs_label.setText(f"{path}  ({family}, " + ", ".join(
             f"{k}={v}" for k, v in sizes.items()) + ")")
-        for path_ in SIZE_PATHS:
-            self.widgets[path_].setEnabled(False)
-        self.widgets["family"].setEnabled(False)
-        base = self._valid.to_dict()
-        base.update(changes)
+        self._lock_sizes(True)
+        base = self._valid.to_dict() | {"family": family}
+        base |= {k: v for k, v in sizes.items() if k in SIZE_PATHS}
         if family == "ssd":
-            base["d_inner"] = None
+            base["d_inner"] = None  # n_heads·d_head
         self.set_problem(Problem.from_dict(base))
         self.inputsChanged.emit()
 
@@ -343,15 +337,19 @@ class ControlsPanel(QWidget):
             return
         self.inputs_arrays, self.inputs_path = None, None
         self.inputs_label.setText("generated from the controls")
-        for path_ in (*SIZE_PATHS, "family"):
-            self.widgets[path_].setEnabled(True)
+        self._lock_sizes(False)
         self.inputsChanged.emit()
         self._edited()
 
+    def _lock_sizes(self, locked: bool) -> None:
+        """The family and sizes are the inputs file's while one is open."""
+        for path in (*SIZE_PATHS, "family"):
+            self.widgets[path].setEnabled(not locked)
+
     def _check_inputs_match(self, problem: Problem) -> None:
-        sizes = sizes_of(problem.family, self.inputs_arrays or {})
-        for key, value in sizes.items():
-            if problem.sizes().get(key, value) != value:
+        wanted = problem.sizes()
+        for key, value in sizes_of(problem.family, self.inputs_arrays or {}).items():
+            if wanted.get(key, value) != value:
                 raise SsmvizError(f"{key} is fixed by the inputs file at {value}")
 
     # -- view ----------------------------------------------------------------------------------

@@ -101,6 +101,12 @@ def sizes_of(family: str, inputs: Mapping[str, np.ndarray]) -> dict[str, int]:
     }
 
 
+def clamp_selection(family: str, inputs: Mapping[str, np.ndarray], sel: Selection) -> Selection:
+    """``sel`` clamped to the batch, d_inner and d_state of ``inputs``."""
+    s = sizes_of(family, inputs)
+    return sel.clamped(s["batch"], s["d_inner"], s["d_state"])
+
+
 def _threshold(y_ref_series: np.ndarray) -> np.ndarray:
     # check.compare's own element bound for y, whose scale is each series' rms over time.
     bound = element_bound(np.asarray(y_ref_series)[None, :], FORWARD_TOL, time_axis=1)[0]
@@ -118,7 +124,7 @@ def trace(
 ) -> Trace:
     """The selection's time series; ``sel`` is clamped to the sizes."""
     s = sizes_of(family, inputs)
-    sel = sel.clamped(s["batch"], s["d_inner"], s["d_state"])
+    sel = clamp_selection(family, inputs, sel)
     b, ch = sel.batch, sel.channel
     if family == "s6":
         u = np.asarray(inputs["u"][b, :, ch], np.float64)
@@ -135,11 +141,10 @@ def trace(
         y_ref = ref["y"][b, :, ch]
         y_gpu = gpu["y"][b, :, ch].astype(np.float64) if "y" in gpu else None
         names = {"input": "u", "delta": "Δ", "a_bar": "Ā"}
-        out = Trace(
+        return Trace(
             family, convention, sel, u, delta, a_bar, bu, C, d_skip, h_ref, h_gpu,
             y_ref, y_gpu, _threshold(y_ref), names=names,
         )
-        return out
     P, H, G = s["d_head"], s["n_heads"], s["n_groups"]
     head, p = ch // P, ch % P
     g = head * G // H
@@ -235,7 +240,7 @@ def grad_slicers(
     ``cut`` maps a full tensor (the gradient, or the input of the same shape) to its view.
     """
     s = sizes_of(family, inputs)
-    sel = sel.clamped(s["batch"], s["d_inner"], s["d_state"])
+    sel = clamp_selection(family, inputs, sel)
     b, ch = sel.batch, sel.channel
     if family == "s6":
         return {

@@ -91,8 +91,7 @@ def run_app(argv: Sequence[str]) -> int:
     loop.exec()
     app.processEvents()
     ok = window.grab().save(args.screenshot, "PNG")
-    window.shutdown()
-    window._closed = True
+    window.shutdown()  # also keeps close() from saving the session
     window.close()
     if not ok:
         print(f"ssmviz: error: cannot write {args.screenshot}", file=sys.stderr)

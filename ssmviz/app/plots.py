@@ -22,7 +22,6 @@ from ssmviz.app.viewdata import (
     ImageView,
     envelope,
     finite_bounds,
-    image_view,
     nice_range,
     time_series,
 )
@@ -285,12 +284,12 @@ class TimePlots(pg.GraphicsLayoutWidget):
         self.set_cursor(round(line.value()))
 
     # -- data ----------------------------------------------------------------------------------
-    def update_trace(self, tr: Trace, h_image: ImageView | None = None,
+    def update_trace(self, tr: Trace, h_image: ImageView,
                      envelopes: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> None:
         """Show a selection's time series (setData/setImage only).
 
-        ``h_image`` and ``envelopes`` (full-range curves of a long sequence) are prepared
-        off the UI thread; made here when not given.
+        ``h_image`` and ``envelopes`` (full-range curves of a long sequence, when it is
+        one) are prepared off the UI thread (:func:`ssmviz.app.viewdata.prepare_view`).
         """
         L = tr.seq_len
         x_auto = any(p.getViewBox().state["autoRange"][0] is not False
@@ -328,8 +327,6 @@ class TimePlots(pg.GraphicsLayoutWidget):
             self.curves["chunk_h"].setData(tr.chunk_t.astype(np.float64), self._chunk_h)
         elif self.curves["chunk_h"].xData is not None and len(self.curves["chunk_h"].xData):
             self.curves["chunk_h"].setData([], [])
-        if h_image is None:
-            h_image = image_view(tr.h_gpu if tr.h_gpu is not None else tr.h_ref)
         # Levels are known (robust percentiles from the worker): no autoLevels pass here.
         self.h_image.setImage(h_image.data, levels=h_image.levels, autoLevels=False)
         self.h_image.setRect(QRectF(0, 0, *h_image.extent))
@@ -525,11 +522,11 @@ class _GradRow:
         for p in self.plots:
             fit_range(p, 0, (0.0, extent[0]))
             fit_range(p, 1, (0.0, extent[1]))
-        self._show(ref_img, view.images.get("ref") or image_view(view.ref))
+        # Downsampled with levels off the UI thread (viewdata.prepare_view).
+        self._show(ref_img, view.images["ref"])
         if view.gpu is not None:
-            self._show(gpu_img, view.images.get("gpu") or image_view(view.gpu))
-            self._show(diff_img, view.images.get("diff")
-                       or image_view(view.gpu - view.ref, symmetric=True))
+            self._show(gpu_img, view.images["gpu"])
+            self._show(diff_img, view.images["diff"])
         else:
             gpu_img.clear()
             diff_img.clear()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ssmviz.app.derived import Selection
-from ssmviz.core.check import CheckReport, check_arrays, s6_reference, ssd_reference
+from ssmviz.core.check import CheckReport, check_arrays, reference
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external.live import LiveRun
 from ssmviz.core.problem import Problem
@@ -45,6 +45,11 @@ class KernelChoice:
     path: str
     builtin: bool = True
     modified: bool = False
+
+    @property
+    def is_default(self) -> bool:
+        """ssmviz's own shader, unchanged: runs use the default kernel."""
+        return self.builtin and not self.modified
 
 
 @dataclass
@@ -145,18 +150,18 @@ def is_external(prof: object) -> bool:
     return prof is not None and getattr(prof, "host", "") is None
 
 
-def _custom_kernel(p: Problem, choice: KernelChoice, result: RunResult):
-    """The kernel to run for ``choice`` (None: the default one); may set ``result.error``."""
+def _custom_kernel(p: Problem, choice: KernelChoice, prof: object, result: RunResult):
+    """The kernel to run for ``choice``, whose profile for ``p`` is ``prof`` (None: the
+    default one); may set ``result.kernel_note``."""
     result.kernel = choice
     diags, _ = _analysis(choice)
     result.diagnostics = diags
-    if choice.builtin and not choice.modified:
+    if choice.is_default:
         return None
     errors = [d for d in diags if d.severity == "error"]
     if errors:
         raise SsmvizError(f"kernel {choice.path} does not build: {errors[0].one_line()}"
                           + (f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""))
-    prof = kernel_profile(choice, p.family)
     if prof is None:
         result.kernel_note = (f"{choice.path}: no ABI profile matches its entry points; "
                               "the plots use the built-in kernel")
@@ -223,11 +228,10 @@ def execute(request: RunRequest) -> RunResult:
         result.inputs = arrays
         choice = request.kernel
         prof = kernel_profile(choice, p.family) if choice is not None else None
-        if choice is not None and not (choice.builtin and not choice.modified) \
-                and is_external(prof):
+        if choice is not None and not choice.is_default and is_external(prof):
             _run_external(request, arrays, prof, result)
         else:
-            kernel = _custom_kernel(p, choice, result) if choice else None
+            kernel = _custom_kernel(p, choice, prof, result) if choice else None
             report = check_arrays(
                 p.family, arrays, convention=p.convention, chunk_len=chunk_len, runs=1,
                 kernel=kernel, race_probe=False,  # live runs: latency first; `ssmviz check` probes
@@ -248,10 +252,7 @@ def _reference_only(result: RunResult, chunk_len: int | None) -> None:
     p = result.problem
     t0 = time.perf_counter()
     try:
-        if p.family == "s6":
-            result.ref = s6_reference(result.inputs, p.convention)
-        else:
-            result.ref = ssd_reference(result.inputs, p.convention, int(chunk_len or 1))
+        result.ref = reference(p.family, result.inputs, p.convention, chunk_len)
     except Exception as exc:
         result.error += f"; reference failed too: {one_line(exc)}"
         result.ref = {}

@@ -94,7 +94,6 @@ class ShaderPanel(QWidget):
         self.path = FAMILY_SHADER["s6"]  # built-in name, or the file path
         self._loaded_text = ""  # text as read from disk / the shaders folder
         self._applied_text = ""  # text the runs use
-        self._diags: list = []
         self.watcher: FileWatcher | None = None
         self.poll_timer = QTimer(self, interval=POLL_MS)
         self.poll_timer.timeout.connect(self.poll)
@@ -274,7 +273,7 @@ class ShaderPanel(QWidget):
         self._show_diagnostics(result.diagnostics)
         errors = sum(d.severity == "error" for d in result.diagnostics)
         warnings = sum(d.severity == "warning" for d in result.diagnostics)
-        used = "built-in kernel" if (k.builtin and not k.modified) else "this text"
+        used = "built-in kernel" if k.is_default else "this text"
         if errors:
             self.note.setText(f"{self.path}: does not build ({errors} error(s)); "
                               "click a diagnostic to go to its line")
@@ -287,16 +286,15 @@ class ShaderPanel(QWidget):
                               f"{self.path}: ran {used} ({warnings} warning(s))")
 
     def _show_diagnostics(self, diags: list) -> None:
-        self._diags = list(diags)
         self.diagnostics.clear()
-        for d in self._diags:
+        for d in diags:
             item = QListWidgetItem(f"{d.line}:{d.col}: {d.severity}: {d.message}")
             item.setForeground(QColor(SEVERITY_COLOR.get(d.severity, "#000000")))
             item.setData(Qt.ItemDataRole.UserRole, (d.line, d.col))
             item.setToolTip(d.render())
             self.diagnostics.addItem(item)
         marks = []
-        for d in self._diags:
+        for d in diags:
             if d.severity not in ("error", "warning"):
                 continue
             sel = QTextEdit.ExtraSelection()

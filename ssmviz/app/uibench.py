@@ -46,7 +46,7 @@ def _app():
     return QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "ssmviz"])
 
 
-def _wait(app, window, pred, timeout_s: float) -> bool:
+def _wait(app, pred, timeout_s: float) -> bool:
     """Process events until ``pred()`` (True) or the timeout (False)."""
     from PySide6.QtCore import QEventLoop
 
@@ -64,7 +64,7 @@ def _idle(window) -> bool:
 
 
 def _settle(app, window) -> None:
-    _wait(app, window, lambda: _idle(window), RUN_TIMEOUT_S)
+    _wait(app, lambda: _idle(window), RUN_TIMEOUT_S)
     for _ in range(3):
         app.processEvents()
 
@@ -85,10 +85,10 @@ def _pct(values: list[float], q: float) -> float:
 def measure_latency(app, window, problem, changes: int) -> dict[str, Any]:
     """Median (and more) of control change → plots updated, over ``changes`` edits."""
     w = window
-    _wait(app, w, lambda: _idle(w), RUN_TIMEOUT_S)
+    _wait(app, lambda: _idle(w), RUN_TIMEOUT_S)
     gen0 = w.scheduler.generation
     w.controls.set_problem(problem)
-    if not _wait(app, w, lambda: w.scheduler.generation > gen0 and _idle(w), RUN_TIMEOUT_S):
+    if not _wait(app, lambda: w.scheduler.generation > gen0 and _idle(w), RUN_TIMEOUT_S):
         raise RuntimeError("the first run did not finish")
     _settle(app, w)
     lat, run, prep, queue, to_ui, update, paint = [], [], [], [], [], [], []
@@ -99,7 +99,7 @@ def measure_latency(app, window, problem, changes: int) -> dict[str, Any]:
         target = base * (1.0 + 0.05 * ((i % 7) + 1))  # every edit changes the inputs
         t0 = time.perf_counter()
         w.controls.set_value("signal.frequency", target)
-        ok = _wait(app, w, lambda g=gen: _shown(w, g), RUN_TIMEOUT_S)
+        ok = _wait(app, lambda g=gen: _shown(w, g), RUN_TIMEOUT_S)
         app.processEvents()  # the repaint the new data scheduled
         t1 = time.perf_counter()
         if not ok:
@@ -147,15 +147,15 @@ def measure_heartbeat(app, window, problem, interval_ms: int = HEARTBEAT_MS) -> 
     beat.setTimerType(Qt.TimerType.PreciseTimer)
     beat.timeout.connect(lambda: ticks.append(time.perf_counter()))
     beat.start()
-    _wait(app, w, lambda: len(ticks) > 10, 5.0)
+    _wait(app, lambda: len(ticks) > 10, 5.0)
     gen = w.scheduler.generation
     t_submit = time.perf_counter()
     w.controls.set_problem(problem)
-    ok = _wait(app, w, lambda: w.scheduler.generation > gen and _shown(w, gen), RUN_TIMEOUT_S)
+    ok = _wait(app, lambda: w.scheduler.generation > gen and _shown(w, gen), RUN_TIMEOUT_S)
     t_arrived = w.update_started
     t_end = time.perf_counter()
     # Keep beating a little so the paint after the update is inside a measured gap.
-    _wait(app, w, lambda: time.perf_counter() > t_end + 0.3, 5.0)
+    _wait(app, lambda: time.perf_counter() > t_end + 0.3, 5.0)
     beat.stop()
     if not ok:
         raise RuntimeError("the long run did not finish")
@@ -202,7 +202,6 @@ def ui_bench(*, small: Any = None, big: Any = None, changes: int = 20,
             latency = measure_latency(app, window, small, changes)
             gaps = measure_heartbeat(app, window, big, interval_ms)
         finally:
-            window._closed = False
             window.shutdown()
             window.close()
             window.deleteLater()

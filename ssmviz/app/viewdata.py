@@ -11,6 +11,7 @@ The UI thread then only calls setData / setImage.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -64,16 +65,17 @@ class FdPoints:
 
     def max_rel_err(self) -> float:
         """max |fd − gpu| (or ref, without a GPU gradient) / max(|fd|) over the points."""
+        if not self.fd.size:
+            return 0.0
         other = self.gpu if self.gpu is not None else self.ref
-        scale = max(float(np.max(np.abs(self.fd))), 1e-30) if self.fd.size else 1.0
-        return float(np.max(np.abs(self.fd - other))) / scale if self.fd.size else 0.0
+        scale = max(float(np.max(np.abs(self.fd))), 1e-30)
+        return float(np.max(np.abs(self.fd - other))) / scale
 
 
 @dataclass
 class ViewData:
     """What the window shows for one run and selection."""
 
-    sel: Selection
     trace: Trace
     grads: list[GradView]
     h_image: ImageView
@@ -81,6 +83,11 @@ class ViewData:
     seconds: float = 0.0
     #: Full-range min/max envelopes (x, y) of the time curves, when seq_len > LOD_POINTS.
     envelopes: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+    @property
+    def sel(self) -> Selection:
+        """The selection shown (clamped to the run's sizes)."""
+        return self.trace.sel
 
 
 def downsample_rows(a: np.ndarray, max_rows: int = MAX_IMAGE_ROWS) -> np.ndarray:
@@ -217,8 +224,7 @@ def fd_points(
     family: str,
     convention: str,
     inputs: Mapping[str, np.ndarray],
-    ref: Mapping[str, np.ndarray],
-    gpu: Mapping[str, np.ndarray],
+    views: list[GradView],
     sel: Selection,
     chunk_len: int | None = None,
     *,
@@ -227,17 +233,21 @@ def fd_points(
 ) -> dict[str, FdPoints]:
     """Central differences of sum(y·dy) at ``points`` elements of each gradient *view*.
 
-    The elements are drawn inside the slice the gradient plots show for ``sel``, so the
-    points land on the plotted curves/heatmaps. Float64 reference forward throughout.
+    ``views`` are :func:`~ssmviz.app.derived.grad_views` of ``sel``: the elements are drawn
+    inside the slice they show, so the points land on the plotted curves/heatmaps, and
+    their reference and GPU values are read off the views. Float64 reference forward
+    throughout.
     """
     keys, forward = _forward_y(family, convention, chunk_len)
     base = {k: np.array(inputs[k], np.float64) for k in keys}
     dy = np.asarray(inputs["dy"], np.float64)
+    slicers = grad_slicers(family, inputs, sel)
     out: dict[str, FdPoints] = {}
-    for key, (_kind, cut, _x, _t) in grad_slicers(family, inputs, sel).items():
-        name = key[1:]
-        if key not in ref or name not in base:
+    for view in views:
+        key, name = view.key, view.key[1:]
+        if name not in base:
             continue
+        cut = slicers[key][1]
         full = base[name]
         # Flat indices of the view's elements inside the full input tensor.
         where = np.asarray(cut(np.arange(full.size).reshape(full.shape)))
@@ -255,12 +265,8 @@ def fd_points(
                                      max_elements=min(points, view_vals.size), seed=seed)["s"]
         picked = np.argwhere(~np.isnan(fd))
         sel_idx = tuple(picked.T)
-        ref_view = np.asarray(cut(ref[key]), np.float64)
-        gg = gpu.get(key)
-        gpu_vals = None
-        if gg is not None and np.shape(gg) == np.shape(ref[key]):
-            gpu_vals = np.asarray(cut(gg), np.float64)[sel_idx]
-        out[key] = FdPoints(key, picked, fd[sel_idx], ref_view[sel_idx], gpu_vals)
+        gpu_vals = view.gpu[sel_idx] if view.gpu is not None else None
+        out[key] = FdPoints(key, picked, fd[sel_idx], view.ref[sel_idx], gpu_vals)
     return out
 
 
@@ -279,11 +285,8 @@ def prepare_view(
 
     ``with_fd`` None computes finite differences when :func:`fd_small_enough` says so.
     """
-    import time
-
     t0 = time.perf_counter()
-    tr = trace(family, convention, inputs, ref, gpu, sel,
-               chunk_len if family == "ssd" else None)
+    tr = trace(family, convention, inputs, ref, gpu, sel, chunk_len)
     _ = tr.err  # computed (and cached) here, not on the UI thread
     views = grad_views(family, inputs, ref, gpu, sel)
     for v in views:
@@ -294,13 +297,13 @@ def prepare_view(
             v.images["gpu"] = image_view(v.gpu)
             v.images["diff"] = image_view(v.gpu - v.ref, symmetric=True)
     h = tr.h_gpu if tr.h_gpu is not None else tr.h_ref
-    data = ViewData(tr.sel, tr, views, image_view(h))
+    data = ViewData(tr, views, image_view(h))
     if tr.seq_len > LOD_POINTS:
         data.envelopes = {k: envelope(v) for k, v in time_series(tr).items()}
     if with_fd is None:
         with_fd = fd_small_enough(family, inputs)
     if with_fd and "dy" in inputs and ref:
-        data.fd = fd_points(family, convention, inputs, ref, gpu, tr.sel, chunk_len)
+        data.fd = fd_points(family, convention, inputs, views, tr.sel, chunk_len)
         for v in views:
             v.fd = data.fd.get(v.key)
     data.seconds = time.perf_counter() - t0

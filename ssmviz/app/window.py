@@ -15,7 +15,7 @@ from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QWidget
 
 from ssmviz.app.controls import ControlsPanel
-from ssmviz.app.derived import Trace
+from ssmviz.app.derived import Selection, Trace, clamp_selection
 from ssmviz.app.export import export_csv, export_image, export_npz
 from ssmviz.app.plots import GradPlots, TimePlots
 from ssmviz.app.readout import ReadoutPanel
@@ -27,6 +27,7 @@ from ssmviz.app.titles import grad_titles
 from ssmviz.app.viewdata import LOD_POINTS, ViewData
 from ssmviz.app.worker import RunScheduler, ViewWorker
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.problem import Problem
 
 ORG, APP = "ssmviz", "ssmviz"
 PLAY_INTERVAL_MS = 40
@@ -164,8 +165,8 @@ class MainWindow(QMainWindow):
                 "selection": self.controls.selection(),
                 "kernel": self.shader_panel.choice()}
 
-    def _problem_changed(self, _problem: object) -> None:
-        self.shader_panel.show_family(_problem.family)
+    def _problem_changed(self, problem: Problem) -> None:
+        self.shader_panel.show_family(problem.family)
         self.scheduler.request()
 
     def _kernel_changed(self) -> None:
@@ -187,12 +188,13 @@ class MainWindow(QMainWindow):
         self.result = result
         self.status.show_result(result)
         self.shader_panel.show_result(result)
-        if result.kernel_note and not result.error:
-            self.status.show_error(result.kernel_note)
-        elif self.notice and not result.error:
-            self.status.show_error(self.notice)  # kept until the kernel source changes
-        elif result.info and not result.error:
-            self.status.show_info(result.info)
+        if not result.error:  # an error is what show_result left on the status bar
+            if result.kernel_note:
+                self.status.show_error(result.kernel_note)
+            elif self.notice:
+                self.status.show_error(self.notice)  # kept until the kernel source changes
+            elif result.info:
+                self.status.show_info(result.info)
         view = result.view
         if isinstance(view, ViewData) and view.sel == self._current_sel(result):
             self.update_seconds = time.perf_counter() - self.update_started
@@ -211,11 +213,8 @@ class MainWindow(QMainWindow):
         self.latencies.append(latency)
         self.plotsUpdated.emit(result.generation, latency)
 
-    def _current_sel(self, result: RunResult):
-        from ssmviz.app.derived import sizes_of
-
-        s = sizes_of(result.problem.family, result.inputs)
-        return self.controls.selection().clamped(s["batch"], s["d_inner"], s["d_state"])
+    def _current_sel(self, result: RunResult) -> Selection:
+        return clamp_selection(result.problem.family, result.inputs, self.controls.selection())
 
     def _refresh_view(self) -> None:
         """The selection changed: re-slice the current result on the view thread."""

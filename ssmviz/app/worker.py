@@ -21,11 +21,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from ssmviz.app.runner import RunRequest, RunResult, execute
+from ssmviz.app.runner import RunRequest, RunResult, execute, one_line
 from ssmviz.app.viewdata import prepare_view
-
-#: Kept for callers that still pass it; the scheduler coalesces instead of waiting.
-DEBOUNCE_MS = 0
 
 
 class JobThread(QObject):
@@ -35,7 +32,6 @@ class JobThread(QObject):
     """
 
     finished = Signal(object)
-    started = Signal(object)
 
     def __init__(self, fn: Callable[[Any], Any], name: str,
                  parent: QObject | None = None) -> None:
@@ -52,12 +48,6 @@ class JobThread(QObject):
     def busy(self) -> bool:
         with self._cond:
             return self._busy or self._pending is not None
-
-    @property
-    def running(self) -> bool:
-        """True while a job is executing (not counting the pending one)."""
-        with self._cond:
-            return self._busy
 
     def is_alive(self) -> bool:
         return self._thread.is_alive()
@@ -87,7 +77,6 @@ class JobThread(QObject):
                     return
                 job, self._pending = self._pending, None
                 self._busy = True
-            self.started.emit(job)
             out = self._fn(job)
             with self._cond:
                 self._busy = False
@@ -126,8 +115,6 @@ def view_job(job: tuple[RunResult, Any]) -> Any:
         return prepare_view(p.family, p.convention, result.inputs, result.ref, result.gpu, sel,
                             p.chunk_len if p.family == "ssd" else None)
     except Exception as exc:  # a view that cannot be cut: one line on the status bar
-        from ssmviz.app.runner import one_line
-
         return f"cannot show this selection: {one_line(exc)}"
 
 
@@ -162,7 +149,7 @@ class RunScheduler(QObject):
     busyChanged = Signal(bool)
 
     def __init__(self, make_request, parent: QObject | None = None,
-                 debounce_ms: int = DEBOUNCE_MS, busy_after_ms: int = 300) -> None:
+                 busy_after_ms: int = 300) -> None:
         super().__init__(parent)
         self._make_request = make_request  # () -> RunRequest fields as a dict, or None
         self.generation = 0
@@ -172,16 +159,16 @@ class RunScheduler(QObject):
         self._in_flight = 0  # generation being run, 0 when idle
         self.worker = RunWorker(self)
         self.worker.finished.connect(self._on_finished)
-        self._debounce = QTimer(self, singleShot=True, interval=debounce_ms)
-        self._debounce.timeout.connect(self._fire)
+        # Zero delay: the signals of one user action (several fields) make one run.
+        self._debounce = QTimer(self, singleShot=True, interval=0)
+        self._debounce.timeout.connect(self.run_now)
         self._busy_timer = QTimer(self, singleShot=True, interval=busy_after_ms)
         self._busy_timer.timeout.connect(lambda: self.busyChanged.emit(True))
-        self._waiting = False
 
     @property
     def waiting(self) -> bool:
         """True while the latest request has not come back."""
-        return self._waiting or self._held or self._debounce.isActive()
+        return bool(self._in_flight) or self._held or self._debounce.isActive()
 
     def request(self) -> None:
         """A control changed: run now if idle, else once the in-flight run returns."""
@@ -190,12 +177,6 @@ class RunScheduler(QObject):
             self._held = True
         else:
             self._debounce.start()
-
-    def _fire(self) -> None:
-        if self._in_flight:
-            self._held = True
-        else:
-            self.run_now()
 
     def run_now(self) -> None:
         """Send the current request (Ctrl+R); held when a run is in flight."""
@@ -210,7 +191,6 @@ class RunScheduler(QObject):
         self.generation += 1
         when = self._changed_at or time.perf_counter()
         self._changed_at = 0.0
-        self._waiting = True
         self._in_flight = self.generation
         self._busy_timer.start()
         self.worker.submit(RunRequest(self.generation, requested_at=when, **made))
@@ -223,8 +203,7 @@ class RunScheduler(QObject):
             return
         if self._held:
             self.run_now()  # the newest controls, right after the run they waited for
-        else:
-            self._waiting = False
+        if not self._in_flight:  # nothing followed (also: the held controls turned invalid)
             self._busy_timer.stop()
             self.busyChanged.emit(False)
         self.resultReady.emit(result)

@@ -24,6 +24,7 @@ from ssmviz.core.errors import SsmvizError
 from ssmviz.core.gpu import Dispatch, GpuRuntime, get_runtime, split_workgroups
 from ssmviz.core.problem import Problem
 from ssmviz.core.resources import shader_source
+from ssmviz.core.signals import SignalSpec
 
 S6_SIZES = {
     "full": {
@@ -71,6 +72,7 @@ SSD_SIZES = {
 MATMUL_SIZE = {"full": 4096, "small": 512, "tiny": 128}
 WARMUP_S = 1.0
 COPY_BYTES = {"full": 1 << 30, "small": 1 << 26, "tiny": 1 << 20}
+_NOISE = SignalSpec(name="noise")  # the input signal of every benchmark problem
 
 
 def _median_time(rt: GpuRuntime, dispatches: Sequence[Dispatch], repeats: int) -> tuple[float, str]:
@@ -140,7 +142,7 @@ def bench_s6(rt: GpuRuntime, size: str, repeats: int, copy_bw: float) -> list[di
     out = []
     for label, s in S6_SIZES[size].items():
         try:
-            inputs = Problem(family="s6", signal=_noise(), **s).build()
+            inputs = Problem(family="s6", signal=_NOISE, **s).build()
             prepared = kernel.prepare(inputs, convention="mamba", store_h=False)
         except SsmvizError as exc:
             out.append({"name": f"s6 {label}", "sizes": s, "error": str(exc)})
@@ -192,7 +194,7 @@ def bench_ssd(rt: GpuRuntime, size: str, repeats: int) -> list[dict[str, Any]]:
         }
     ]
     try:
-        inputs = Problem(family="ssd", signal=_noise(), **s).build()
+        inputs = Problem(family="ssd", signal=_NOISE, **s).build()
         prepared = SSDKernel(rt).prepare(inputs, chunk_len=s["chunk_len"], convention="mamba")
     except SsmvizError as exc:
         return [*out, {"name": "ssd", "sizes": s, "error": str(exc)}]
@@ -226,7 +228,7 @@ def bench_ssd(rt: GpuRuntime, size: str, repeats: int) -> list[dict[str, Any]]:
         "d_state": s["d_state"],
     }
     try:
-        s6_inputs = Problem(family="s6", signal=_noise(), **s6_sizes).build()
+        s6_inputs = Problem(family="s6", signal=_NOISE, **s6_sizes).build()
         s6_prep = S6Kernel(rt).prepare(s6_inputs, convention="mamba", store_h=False)
         t6, source = _median_time(rt, s6_prep.forward_dispatches, repeats)
         _release(s6_prep)
@@ -292,12 +294,6 @@ def _release(prepared: Any) -> None:
     release = getattr(prepared, "release", None)
     if callable(release):
         release()
-
-
-def _noise():
-    from ssmviz.core.signals import SignalSpec
-
-    return SignalSpec(name="noise")
 
 
 def run_bench(

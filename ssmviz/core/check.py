@@ -26,6 +26,8 @@ import numpy as np
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.gpu import POISON_U32
 from ssmviz.core.problem import (
+    CONVENTIONS,
+    FAMILIES,
     S6_GRAD_KEYS,
     S6_INPUT_KEYS,
     SSD_GRAD_KEYS,
@@ -408,6 +410,21 @@ def ssd_reference(
     return out
 
 
+def reference(
+    family: str, arrays: Mapping[str, np.ndarray], convention: str, chunk_len: int | None = None
+) -> dict[str, np.ndarray]:
+    """The float64 reference of a problem of either family (SSD: chunked, ``chunk_len``)."""
+    if family == "s6":
+        return s6_reference(arrays, convention)
+    return ssd_reference(arrays, convention, int(chunk_len or 1))
+
+
+def _can_store_states(sizes: Mapping[str, int]) -> bool:
+    """Whether every hidden state (b·L·d_inner·d_state of them) fits MAX_STORED_STATES."""
+    n_states = sizes["batch"] * sizes["seq_len"] * sizes["d_inner"] * sizes["d_state"]
+    return n_states <= MAX_STORED_STATES
+
+
 def preflight(sizes: Mapping[str, int], family: str, *, runtime: Any = None) -> None:
     """Check a problem's sizes against the device limits before any array is built.
 
@@ -416,8 +433,7 @@ def preflight(sizes: Mapping[str, int], family: str, *, runtime: Any = None) -> 
     from ssmviz.core.gpu import get_runtime
 
     rt = runtime or get_runtime()
-    n_states = sizes["batch"] * sizes["seq_len"] * sizes["d_inner"] * sizes["d_state"]
-    store = n_states <= MAX_STORED_STATES
+    store = _can_store_states(sizes)
     if family == "s6":
         from ssmviz.core.kernels.s6 import S6Kernel
 
@@ -465,9 +481,9 @@ def check_arrays(
     would count the time slices the GPU driver's threads took).
     Raises SsmvizError (one line) for bad inputs or a problem past the device limits.
     """
-    if family not in ("s6", "ssd"):
+    if family not in FAMILIES:
         raise SsmvizError(f"family must be s6 or ssd; got '{family}'")
-    if convention not in ("mamba", "builderforce"):
+    if convention not in CONVENTIONS:
         raise SsmvizError(f"convention must be mamba or builderforce; got '{convention}'")
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise SsmvizError(f"runs must be an integer ≥ 1; got {runs!r}")
@@ -478,9 +494,8 @@ def check_arrays(
         if chunk_len is None or isinstance(chunk_len, bool) or int(chunk_len) < 1:
             raise SsmvizError(f"chunk_len must be an integer ≥ 1; got {chunk_len!r}")
         sizes["chunk_len"] = int(chunk_len)
-    n_states = sizes["batch"] * sizes["seq_len"] * sizes["d_inner"] * sizes["d_state"]
     if store_states is None:
-        store_states = n_states <= MAX_STORED_STATES
+        store_states = _can_store_states(sizes)
 
     from ssmviz.core.gpu import get_runtime
 
@@ -499,9 +514,6 @@ def check_arrays(
                 reverse_wg=reverse_wg,
             )
 
-        def reference() -> dict[str, np.ndarray]:
-            return s6_reference(inputs, convention)
-
         forward_keys, grad_keys = S6_FORWARD_KEYS, S6_GRAD_KEYS
         all_states = "h"
     else:
@@ -512,25 +524,25 @@ def check_arrays(
         def gpu_run(reverse_wg: bool = False) -> Any:
             return kern.run(
                 inputs,
-                chunk_len=int(chunk_len or 1),
+                chunk_len=sizes["chunk_len"],
                 convention=convention,
                 store_states=store_states,
                 timed=True,
                 reverse_wg=reverse_wg,
             )
 
-        def reference() -> dict[str, np.ndarray]:
-            return ssd_reference(inputs, convention, int(chunk_len or 1))
-
         forward_keys, grad_keys = SSD_FORWARD_KEYS, SSD_GRAD_KEYS
         all_states = "chunk_states"
+
+    def ref_run() -> dict[str, np.ndarray]:
+        return reference(family, inputs, convention, sizes.get("chunk_len"))
 
     def gpu_runs() -> tuple[list[Any], dict[str, np.ndarray]]:
         results = [gpu_run() for _ in range(runs)]
         return results, (gpu_run(reverse_wg=True).outputs if race_probe else {})
 
     if concurrent_reference:
-        pending = _reference_pool().submit(_timed, reference, time.thread_time)
+        pending = _reference_pool().submit(_timed, ref_run, time.thread_time)
         try:
             results, reversed_run = gpu_runs()
         finally:
@@ -539,7 +551,7 @@ def check_arrays(
             raise ref_error
         ref, ref_s = pending.result()
     else:
-        ref, ref_s = _timed(reference)
+        ref, ref_s = _timed(ref_run)
         results, reversed_run = gpu_runs()
     if not store_states:
         ref.pop(all_states)

@@ -68,11 +68,13 @@ class Dispatch:
 
 
 class Readback(NamedTuple):
-    """One buffer to read back: its first ``prod(shape)`` elements (all without a shape)."""
+    """One buffer to read back: ``prod(shape)`` elements (all without a shape) from byte
+    ``offset`` on (a multiple of 4)."""
 
     buffer: Any
     dtype: Any = np.float32
     shape: Sequence[int] | None = None
+    offset: int = 0
 
 
 @dataclass
@@ -287,10 +289,15 @@ class GpuRuntime:
         )
 
     def read(
-        self, buffer: Any, dtype: Any = np.float32, shape: Sequence[int] | None = None
+        self,
+        buffer: Any,
+        dtype: Any = np.float32,
+        shape: Sequence[int] | None = None,
+        offset: int = 0,
     ) -> np.ndarray:
-        """Blocking readback of a whole buffer (or its first ``prod(shape)`` elements)."""
-        return self.read_many([Readback(buffer, dtype, shape)])[0]
+        """Blocking readback of a whole buffer (or ``prod(shape)`` elements from byte
+        ``offset`` on)."""
+        return self.read_many([Readback(buffer, dtype, shape, offset)])[0]
 
     def read_many(self, reads: Iterable[Readback]) -> list[np.ndarray]:
         """Blocking readback of several buffers with one copy submission and one map."""
@@ -299,8 +306,6 @@ class GpuRuntime:
     # -- running ------------------------------------------------------------------------
     def run(self, dispatches: Sequence[Dispatch], *, timed: bool = False) -> TimedResult:
         """Encode ``dispatches`` in order (one compute pass each), submit and wait."""
-        if not dispatches:
-            return TimedResult()
         return self.run_and_read([dispatches], timed=timed)[0][0]
 
     def run_and_read(
@@ -369,11 +374,12 @@ class GpuRuntime:
         for r in reads:
             dt = np.dtype(r.dtype)
             shape = tuple(int(n) for n in r.shape) if r.shape is not None else None
-            count = int(np.prod(shape)) if shape is not None else r.buffer.size // dt.itemsize
-            if count * dt.itemsize > r.buffer.size:
+            avail = r.buffer.size - r.offset
+            count = int(np.prod(shape)) if shape is not None else max(avail, 0) // dt.itemsize
+            if r.offset < 0 or r.offset % 4 or count * dt.itemsize > avail:
                 raise ValueError(
-                    f"cannot read {count} x {dt} ({count * dt.itemsize} bytes) from a buffer "
-                    f"of {r.buffer.size} bytes"
+                    f"cannot read {count} x {dt} ({count * dt.itemsize} bytes) at byte offset "
+                    f"{r.offset} from a buffer of {r.buffer.size} bytes"
                 )
             layout.append((size, dt, count, shape))
             size += -(-count * dt.itemsize // _STAGING_ALIGN) * _STAGING_ALIGN
@@ -411,8 +417,8 @@ class GpuRuntime:
             nbytes = count * dt.itemsize
             if nbytes:
                 # Copies move whole 4-byte words; buffers are allocated in whole words.
-                nbytes = min(-(-nbytes // 4) * 4, r.buffer.size)
-                encoder.copy_buffer_to_buffer(r.buffer, 0, staging, offset, nbytes)
+                nbytes = min(-(-nbytes // 4) * 4, r.buffer.size - r.offset)
+                encoder.copy_buffer_to_buffer(r.buffer, r.offset, staging, offset, nbytes)
         self.device.queue.submit([encoder.finish()])
         if staging is None:  # an untimed run with nothing to read back
             self._wait_idle()
@@ -467,7 +473,9 @@ class GpuRuntime:
         return ticks, outs
 
     def _wait_idle(self) -> None:
-        # A tiny readback blocks until all submitted work is done.
+        # A tiny readback blocks until all submitted work is done. (wgpu-py 0.32's
+        # queue.on_submitted_work_done_sync fails: its callback type no longer matches
+        # wgpu-native's.)
         probe = self.empty(4)
         self.device.queue.read_buffer(probe)
 

@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.reference._common import CONVENTIONS, inverse_softplus
 from ssmviz.core.signals import SignalSpec, generate
 
 FAMILIES = ("s6", "ssd")
-CONVENTIONS = ("mamba", "builderforce")
 A_INITS = ("mamba", "constant", "random")
 DY_KINDS = ("random", "ones")
 
@@ -52,6 +52,15 @@ MAX_SIZE = {
     "n_groups": 4096,
     "chunk_len": 4096,
 }
+
+
+def _check_int(name: str, value: object, minimum: int, maximum: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise SsmvizError(f"{name} must be an integer; got {value!r}")
+    if value < minimum:
+        raise SsmvizError(f"{name} must be ≥ {minimum}; got {value}")
+    if maximum is not None and value > maximum:
+        raise SsmvizError(f"{name} must be ≤ {maximum}; got {value}")
 
 
 @dataclass(frozen=True)
@@ -150,13 +159,7 @@ class Problem:
         if self.d_inner is not None:  # None: the default (S6) or n_heads·d_head (SSD)
             names.insert(2, "d_inner")
         for name in names:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | np.integer):
-                raise SsmvizError(f"{name} must be an integer; got {value!r}")
-            if value < 1:
-                raise SsmvizError(f"{name} must be ≥ 1; got {value}")
-            if value > MAX_SIZE[name]:
-                raise SsmvizError(f"{name} must be ≤ {MAX_SIZE[name]}; got {value}")
+            _check_int(name, getattr(self, name), 1, MAX_SIZE[name])
         if self.family == "ssd":
             if self.d_inner is not None and self.d_inner != self.n_heads * self.d_head:
                 raise SsmvizError(
@@ -169,10 +172,7 @@ class Problem:
                 )
         if self.dy not in DY_KINDS:
             raise SsmvizError(f"dy must be one of {', '.join(DY_KINDS)}; got '{self.dy}'")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int | np.integer):
-            raise SsmvizError(f"seed must be an integer; got {self.seed!r}")
-        if self.seed < 0:
-            raise SsmvizError(f"seed must be ≥ 0; got {self.seed}")
+        _check_int("seed", self.seed, 0)
         self.signal.validate()
         self.init.validate()
 
@@ -207,8 +207,6 @@ class Problem:
         return self._build_s6() if self.family == "s6" else self._build_ssd()
 
     def _build_s6(self) -> dict[str, np.ndarray]:
-        from ssmviz.core.reference._common import inverse_softplus
-
         b, L, d, n = self.batch, self.seq_len, self.inner, self.d_state
         bias = inverse_softplus(self._dt_sample(d))
         noise = self.init.delta_noise * self._rng("delta").standard_normal((b, L, d))
@@ -230,8 +228,6 @@ class Problem:
         }
 
     def _build_ssd(self) -> dict[str, np.ndarray]:
-        from ssmviz.core.reference._common import inverse_softplus
-
         b, L, h, p = self.batch, self.seq_len, self.n_heads, self.d_head
         g, n = self.n_groups, self.d_state
         scale = self.init.bc_scale

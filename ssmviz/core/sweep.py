@@ -15,12 +15,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ssmviz.core.check import GRAD_TOL, CheckReport, check_arrays
-from ssmviz.core.problem import Problem
+from ssmviz.core.problem import CONVENTIONS, Problem
 from ssmviz.core.signals import SignalSpec
 
 S6_SEQ_LENS = (1, 7, 64, 1000, 4097, 65536)
 SSD_SEQ_LENS = (1, 63, 64, 65, 1000, 16384)
-CONVENTIONS = ("mamba", "builderforce")
 
 
 def s6_cases(quick: bool = False) -> Iterator[Problem]:

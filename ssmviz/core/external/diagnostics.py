@@ -55,14 +55,18 @@ class Diagnostic:
         return f"{head}\n{gutter}{text}\n{' ' * (len(gutter) - 2)}| {caret}"
 
 
+def at_wgsl(kf: KernelFile, src: KernelSource, severity: str, line: int, col: int,
+            message: str, length: int = 1, code: str = "") -> Diagnostic:
+    """A finding at WGSL (line, col) of ``src``, located in the original file."""
+    fl, fc = src.to_file(line, col)
+    return Diagnostic(severity, kf.path, fl, fc, message, kf.file_line(fl), length, code,
+                      src.export)
+
+
 def _locate(kf: KernelFile, src: KernelSource, p: Problem) -> Diagnostic:
-    line, col = src.to_file(p.line, p.col)
     message = re.sub(r"\x00L(\d+)\x00", lambda m: str(src.to_file(int(m.group(1)), 1)[0]),
                      p.message)
-    return Diagnostic(
-        p.severity, kf.path, line, col, message, kf.file_line(line), p.length, p.code,
-        src.export,
-    )
+    return at_wgsl(kf, src, p.severity, p.line, p.col, message, p.length, p.code)
 
 
 def parse_naga_error(text: str) -> tuple[str, int | None, int | None, int]:
@@ -106,21 +110,13 @@ def naga_diagnostics(kf: KernelFile, src: KernelSource, device) -> list[Diagnost
     except Exception as exc:  # GPUValidationError and friends
         message, line, col, length = parse_naga_error(str(exc))
         if line is None:
-            line, col = src.to_file(1, 1)
-            return [Diagnostic(
-                "error", kf.path, line, col,
-                f"naga: {message} (naga gives no location; ssmviz's own findings below point at "
-                "the likely site)",
-                kf.file_line(line), 1, "naga", src.export,
-            )]
+            return [at_wgsl(kf, src, "error", 1, 1,
+                            f"naga: {message} (naga gives no location; ssmviz's own findings "
+                            "below point at the likely site)", code="naga")]
+        out = [at_wgsl(kf, src, "error", line, col or 1, message, length, "naga")]
         extra = _explain(src, message, line)
-        fl, fc = src.to_file(line, col or 1)
-        out = [Diagnostic("error", kf.path, fl, fc, message, kf.file_line(fl), length, "naga",
-                          src.export)]
         if extra is not None:
-            xl, xc = src.to_file(*extra[0])
-            out.append(Diagnostic("note", kf.path, xl, xc, extra[1], kf.file_line(xl), 1,
-                                  "naga-hint", src.export))
+            out.append(at_wgsl(kf, src, "note", *extra[0], extra[1], code="naga-hint"))
         return out
     return []
 

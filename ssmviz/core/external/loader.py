@@ -12,8 +12,10 @@ defined in the same module; any other interpolation is a one-line error naming i
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from ssmviz.core.errors import SsmvizError
@@ -63,10 +65,6 @@ class KernelSource:
             return last_line, last_col + 1
         return self.positions[off]
 
-    def wgsl_line(self, line: int) -> str:
-        lines = self.text.split("\n")
-        return lines[line - 1] if 1 <= line <= len(lines) else ""
-
 
 @dataclass
 class KernelFile:
@@ -77,8 +75,12 @@ class KernelFile:
     sources: list[KernelSource]
     is_module: bool
 
+    @cached_property
+    def _lines(self) -> list[str]:
+        return self.text.split("\n")
+
     def file_line(self, line: int) -> str:
-        lines = self.text.split("\n")
+        lines = self._lines
         return lines[line - 1] if 1 <= line <= len(lines) else ""
 
 
@@ -136,7 +138,6 @@ def load_kernel_text(text: str, path: str) -> KernelFile:
 class _Template:
     start: int  # offset of the opening backtick
     end: int  # offset just past the closing backtick
-    chunks: list[tuple[str, int, int]]  # ("text", offset of cooked char, ...) built lazily
     parts: list  # list of (kind, payload): ("char", (ch, offset)) or ("expr", (text, offset))
     depth: int  # brace depth of the module at the literal (0 = top level)
 
@@ -150,11 +151,12 @@ class _Scanner:
         self.n = len(text)
         self.templates: list[_Template] = []
         self.comments: list[tuple[int, int]] = []
+        self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
 
     def line_col(self, off: int) -> tuple[int, int]:
-        line = self.s.count("\n", 0, off) + 1
-        col = off - (self.s.rfind("\n", 0, off) + 1) + 1
-        return line, col
+        """1-based (line, col) of a character offset (called once per WGSL character)."""
+        i = bisect.bisect_right(self._line_starts, off) - 1
+        return i + 1, off - self._line_starts[i] + 1
 
     def _err(self, off: int, what: str) -> SsmvizError:
         line, col = self.line_col(off)
@@ -229,7 +231,7 @@ class _Scanner:
                 j += 2
                 continue
             if c == "`":
-                self.templates.append(_Template(i, j + 1, [], parts, depth))
+                self.templates.append(_Template(i, j + 1, parts, depth))
                 return j + 1
             if c == "$" and j + 1 < n and s[j + 1] == "{":
                 close = self._code(j + 2, top=False, depth=depth)
@@ -245,8 +247,10 @@ def _in_comment(sc: _Scanner, off: int) -> bool:
     return any(a <= off < b for a, b in sc.comments)
 
 
-def _module_constants(sc: _Scanner) -> dict[str, tuple[str, list[tuple[int, int]] | None]]:
-    """``const NAME = <number, string or plain template literal>`` definitions of the module.
+def _module_constants(sc: _Scanner, wanted: set[str]
+                      ) -> dict[str, tuple[str, list[tuple[int, int]] | None]]:
+    """``const NAME = <number, string or plain template literal>`` definitions of the module,
+    for the names in ``wanted`` (those some literal interpolates).
 
     Values of string and template literals keep the file position of each character, so an
     interpolated WGSL snippet maps back to where it is defined.
@@ -259,7 +263,8 @@ def _module_constants(sc: _Scanner) -> dict[str, tuple[str, list[tuple[int, int]
     )
     starts = {t.start: t for t in sc.templates}
     for m in pat.finditer(sc.s):
-        if _in_comment(sc, m.start()) or any(t.start < m.start() < t.end for t in sc.templates):
+        if m.group(1) not in wanted or _in_comment(sc, m.start()) or any(
+                t.start < m.start() < t.end for t in sc.templates):
             continue
         raw = m.group(2)
         if raw == "`":
@@ -331,7 +336,8 @@ def extract_js_wgsl(text: str, path: str) -> list[KernelSource]:
     """Every exported WGSL template literal of a JS/TS module, as :class:`KernelSource`."""
     sc = _Scanner(text, path)
     sc.scan()
-    consts = _module_constants(sc)
+    consts = _module_constants(sc, {payload[0].strip() for t in sc.templates
+                                    for kind, payload in t.parts if kind == "expr"})
     listed = _export_lists(text)
     also_exported = re.search(r"\bmodule\.exports\b|\bexports\.\w+", text) is not None
     found: list[KernelSource] = []

@@ -18,6 +18,7 @@ gradient keys, ``y``/``h``/``last_state`` (S6), ``y``/``final_state``/``chunk_st
 from __future__ import annotations
 
 import fnmatch
+import importlib
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -138,6 +139,13 @@ _BUFFER_KEYS = {"role", "dims", "io", "init", "zero_leading", "stage"}
 _PASS_KEYS = {"entry", "stage", "workgroup_size", "dispatch", "bindings", "export"}
 
 
+def _known_keys(where: str, table: Mapping, known: set[str], prefix: str = "") -> None:
+    """Raise naming the first key of ``table`` (sorted) that is not in ``known``."""
+    unknown = sorted(set(map(str, table)) - known)
+    if unknown:
+        raise SsmvizError(f"{where}: unknown key '{prefix}{unknown[0]}'")
+
+
 def _str(where: str, value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise SsmvizError(f"{where} must be a non-empty string; got {value!r}"[:200])
@@ -180,9 +188,7 @@ def parse_profile(data: Any, *, origin: str = "profile") -> AbiProfile:
     """
     if not isinstance(data, Mapping):
         raise SsmvizError(f"{origin}: a profile must be a table of keys")
-    unknown = sorted(set(map(str, data)) - _TOP_KEYS)
-    if unknown:
-        raise SsmvizError(f"{origin}: unknown key '{unknown[0]}'")
+    _known_keys(origin, data, _TOP_KEYS)
     name = _str(f"{origin}: name", data.get("name"))
     family = data.get("family")
     if family not in ("s6", "ssd"):
@@ -218,9 +224,7 @@ def parse_profile(data: Any, *, origin: str = "profile") -> AbiProfile:
     detect = data.get("detect", {})
     if not isinstance(detect, Mapping):
         raise SsmvizError(f"{origin}: detect must be a table")
-    bad = sorted(set(map(str, detect)) - {"entry_points", "exports"})
-    if bad:
-        raise SsmvizError(f"{origin}: unknown key 'detect.{bad[0]}'")
+    _known_keys(origin, detect, {"entry_points", "exports"}, "detect.")
     not_checked = data.get("not_checked", {})
     if not isinstance(not_checked, Mapping) or not all(
         isinstance(v, str) for v in not_checked.values()
@@ -261,9 +265,7 @@ def _parse_buffers(origin: str, family: str, raw: Any, names: set[str]) -> dict[
             raise SsmvizError(f"{where}: buffer name is not an identifier")
         if not isinstance(spec, Mapping):
             raise SsmvizError(f"{where} must be a table")
-        bad = sorted(set(map(str, spec)) - _BUFFER_KEYS)
-        if bad:
-            raise SsmvizError(f"{where}: unknown key '{bad[0]}'")
+        _known_keys(where, spec, _BUFFER_KEYS)
         roles = _strlist(f"{where}.role", spec.get("role", "scratch"))
         if not roles:
             raise SsmvizError(f"{where}.role must name at least one role")
@@ -324,9 +326,7 @@ def _parse_passes(origin: str, raw: Any, names: set[str],
         where = f"{origin}: passes[{i}]"
         if not isinstance(spec, Mapping):
             raise SsmvizError(f"{where} must be a table")
-        bad = sorted(set(map(str, spec)) - _PASS_KEYS)
-        if bad:
-            raise SsmvizError(f"{where}: unknown key '{bad[0]}'")
+        _known_keys(where, spec, _PASS_KEYS)
         entry = _str(f"{where}.entry", spec.get("entry"))
         if not entry.isidentifier():
             raise SsmvizError(f"{where}.entry must be a WGSL function name; got {entry!r}"[:200])
@@ -530,33 +530,22 @@ def _from_ssmviz_abi(abi: Mapping[str, Any], family: str, name: str) -> dict[str
     }
 
 
-def _ssmviz_ssd() -> dict[str, Any] | None:
+def _ssmviz_own(family: str) -> dict[str, Any] | None:
+    """The profile of ssmviz's own kernels of ``family``, from ``S6_ABI`` / ``SSD_ABI``."""
     try:
-        from ssmviz.core.kernels import ssd as mod
+        mod = importlib.import_module(f"ssmviz.core.kernels.{family}")
     except Exception:  # the module is being written; absent or broken means no profile
         return None
-    abi = getattr(mod, "SSD_ABI", None)
+    abi = getattr(mod, f"{family.upper()}_ABI", None)
     if not isinstance(abi, Mapping):
         return None
-    return _from_ssmviz_abi(abi, "ssd", "ssmviz-ssd")
-
-
-def _ssmviz_s6() -> dict[str, Any] | None:
-    try:
-        from ssmviz.core.kernels import s6 as mod
-    except Exception:
-        return None
-    abi = getattr(mod, "S6_ABI", None)
-    if not isinstance(abi, Mapping):
-        return None
-    return _from_ssmviz_abi(abi, "s6", "ssmviz-s6")
+    return _from_ssmviz_abi(abi, family, f"ssmviz-{family}")
 
 
 def builtin_profiles() -> dict[str, AbiProfile]:
     """Every built-in profile by name (ssmviz's own ones only when their ABI dicts load)."""
     out = {}
-    for make in (_bf_s6, _bf_ssd, _ssmviz_s6, _ssmviz_ssd):
-        data = make()
+    for data in (_bf_s6(), _bf_ssd(), _ssmviz_own("s6"), _ssmviz_own("ssd")):
         if data is None:
             continue
         try:

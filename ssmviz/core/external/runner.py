@@ -21,10 +21,19 @@ from typing import Any
 
 import numpy as np
 
-from ssmviz.core.check import FORWARD_TOL, GRAD_TOL, CheckReport, TensorVerdict, compare
+from ssmviz.core.check import (
+    FORWARD_TOL,
+    GRAD_TOL,
+    CheckReport,
+    TensorVerdict,
+    check_arrays,
+    compare,
+    reference,
+)
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external.diagnostics import (
     Diagnostic,
+    at_wgsl,
     naga_diagnostics,
     sort_diagnostics,
     static_diagnostics,
@@ -148,12 +157,10 @@ def _source_for(kf: KernelFile, modules: dict[str, Module], p: PassSpec) -> Kern
 def _consistency(an: _Analysis, prof: AbiProfile, passes: list[tuple[PassSpec, KernelSource]]
                  ) -> list[Diagnostic]:
     """Profile-vs-kernel mismatches: bindings the profile lacks, workgroup sizes, limits."""
-    kf = an.kf
     out: list[Diagnostic] = []
 
     def at(src: KernelSource, line: int, col: int, sev: str, msg: str, code: str) -> Diagnostic:
-        fl, fc = src.to_file(line, col)
-        return Diagnostic(sev, kf.path, fl, fc, msg, kf.file_line(fl), 1, code, src.export)
+        return at_wgsl(an.kf, src, sev, line, col, msg, code=code)
 
     for p, src in passes:
         mod = an.modules[src.name]
@@ -212,7 +219,8 @@ def _expanded(family: str, dims: list[str], want: tuple[str, ...]) -> list[str]:
     return out
 
 
-def buffer_shape(prof: AbiProfile, spec: BufferSpec, sizes: Mapping[str, int]) -> tuple[int, ...]:
+def buffer_shape(spec: BufferSpec, sizes: Mapping[str, int]) -> tuple[int, ...]:
+    """A buffer's shape: a leading axis for stacked roles, then its dims evaluated."""
     dims = tuple(evaluate(d, sizes) for d in spec.dims)
     return ((len(spec.roles),) if len(spec.roles) > 1 else ()) + dims
 
@@ -261,10 +269,7 @@ def _problem_arrays(prof: AbiProfile, sizes: dict[str, int], convention: str, se
                     ) -> dict[str, np.ndarray]:
     from ssmviz.core.problem import Problem
 
-    kw = {k: v for k, v in sizes.items() if k in (
-        "batch", "seq_len", "d_state", "n_heads", "d_head", "n_groups", "chunk_len")}
-    if prof.family == "s6":
-        kw["d_inner"] = sizes["d_inner"]
+    kw = {k: sizes[k] for k in DEFAULT_SIZES[prof.family]}
     problem = Problem(family=prof.family, convention=convention, seed=seed, **kw)
     return abi_inputs(prof, problem.build())
 
@@ -288,12 +293,7 @@ def abi_inputs(prof: AbiProfile, arrays: Mapping[str, np.ndarray]) -> dict[str, 
 
 def _reference(prof: AbiProfile, arrays: Mapping[str, np.ndarray], convention: str,
                sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
-    from ssmviz.core.check import s6_reference, ssd_reference
-
-    if prof.family == "s6":
-        return s6_reference(arrays, convention)
-    ref = ssd_reference(arrays, convention, sizes["chunk_len"])
-    return ref
+    return reference(prof.family, arrays, convention, sizes.get("chunk_len"))
 
 
 def base_sizes(family: str, sizes: Mapping[str, int] | None) -> dict[str, int]:
@@ -317,6 +317,24 @@ def base_sizes(family: str, sizes: Mapping[str, int] | None) -> dict[str, int]:
     return out
 
 
+def _probe_sizes(family: str, sizes: Mapping[str, int]) -> dict[str, int]:
+    """The size probe's problem: the same sizes at a longer seq_len (more chunks and
+    workgroups, a different ragged tail)."""
+    base = {k: v for k, v in sizes.items() if k in DEFAULT_SIZES[family] or k == "d_inner"}
+    base["seq_len"] = sizes["seq_len"] + 2 * sizes.get("chunk_len", 64) + 3
+    return base_sizes(family, base)
+
+
+def _add_note(v: TensorVerdict, note: str) -> None:
+    v.note = (v.note + "; " if v.note else "") + note
+
+
+def _changed_bits(a: np.ndarray, b: np.ndarray) -> int:
+    """How many elements of two float32 arrays differ in their bits."""
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    return int(np.count_nonzero(a.view(np.uint32) != b.view(np.uint32)))
+
+
 # -- running -----------------------------------------------------------------------------------
 
 
@@ -332,7 +350,7 @@ def _run(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module],
          sizes: dict[str, int], values: Mapping[str, np.ndarray], rt: Any
          ) -> tuple[dict[str, np.ndarray], float]:
     """One run of every planned pass; returns each buffer read back (float32, its layout)."""
-    from ssmviz.core.gpu import POISON_U32, Dispatch, split_workgroups
+    from ssmviz.core.gpu import POISON_U32, Dispatch, Readback, split_workgroups
 
     prof = plan.prof
     used = _bindings_used(plan, modules)
@@ -382,12 +400,10 @@ def _run(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module],
     t0 = time.perf_counter()
     rt.run(dispatches)
     seconds = time.perf_counter() - t0
-    out = {}
-    for name, buf in buffers.items():
-        spec = prof.buffers[name]
-        if spec.io == "out" and spec.stage in plan.stages:
-            out[name] = rt.read(buf, np.float32, shapes[name])
-    return out, seconds
+    names = [name for name in buffers
+             if prof.buffers[name].io == "out" and prof.buffers[name].stage in plan.stages]
+    arrays = rt.read_many([Readback(buffers[name], np.float32, shapes[name]) for name in names])
+    return dict(zip(names, arrays, strict=True)), seconds
 
 
 def _bindings_used(plan: _Plan, modules: Mapping[str, Module]) -> dict[str, set[int]]:
@@ -412,7 +428,7 @@ def require_sizes(plan: _Plan, modules: Mapping[str, Module], sizes: Mapping[str
     names = {p.bindings[b] for p, _ in plan.passes for b in used[p.entry] if b in p.bindings}
     names.discard("params")
     what = f"profile '{prof.name}' cannot take these sizes:"
-    shapes = {name: buffer_shape(prof, prof.buffers[name], sizes) for name in sorted(names)}
+    shapes = {name: buffer_shape(prof.buffers[name], sizes) for name in sorted(names)}
     # Largest first: a refusal names the buffer that most needs smaller sizes.
     for name in sorted(names, key=lambda n: (-int(np.prod(shapes[n])), n)):
         spec = prof.buffers[name]
@@ -693,7 +709,7 @@ def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str
                             repeats=[g[label] for g in gpu[1:]])
                 v.note = ROLE_NOTES.get(role, "")
                 if not v.deterministic:
-                    v.note = (v.note + "; " if v.note else "") + f"differs across {runs} runs"
+                    _add_note(v, f"differs across {runs} runs")
                 verdicts.append(v)
                 covered.add(ROLE_KEY.get(role, role))
     for key in CHECKED_KEYS[prof.family]:
@@ -710,19 +726,13 @@ def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str
         verdicts.append(TensorVerdict(key, shape, tol[stage], checked=False, note=note))
     report = CheckReport(
         family=prof.family, convention=plan.convention,
-        sizes={k: v for k, v in sizes.items() if k in ROLE_AXES_SIZES[prof.family]},
+        sizes={k: v for k, v in sizes.items() if k in DEFAULT_SIZES[prof.family]},
         adapter=rt.description(), runs=runs, verdicts=verdicts,
         gpu_seconds={"all passes (wall)": gpu_s / runs}, timing_source="wall-clock",
         reference_seconds=ref_s, inputs=dict(arrays), gpu=gpu[0],
-        ref={k: v for k, v in values.items()},
+        ref=dict(values),
     )
     return report, gpu[0], raws[0]
-
-
-ROLE_AXES_SIZES = {
-    "s6": ("batch", "seq_len", "d_inner", "d_state"),
-    "ssd": ("batch", "seq_len", "n_heads", "d_head", "n_groups", "d_state", "chunk_len"),
-}
 
 
 def _order_probe(plan: _Plan, an: _Analysis, kf: KernelFile, texts: Mapping[str, str],
@@ -749,10 +759,9 @@ def _order_probe(plan: _Plan, an: _Analysis, kf: KernelFile, texts: Mapping[str,
         return
     changed = []
     for name, data in raw.items():
-        a, b = np.ascontiguousarray(data), np.ascontiguousarray(first_raw[name])
-        if not np.array_equal(a.view(np.uint32), b.view(np.uint32)):
-            diff = np.flatnonzero(a.view(np.uint32) != b.view(np.uint32))
-            changed.append((name, int(diff.size), int(a.size)))
+        n_diff = _changed_bits(data, first_raw[name])
+        if n_diff:
+            changed.append((name, n_diff, int(data.size)))
     if not changed:
         res.probe_lines.append("race probe (workgroup order reversed): bit-identical")
         return
@@ -767,7 +776,7 @@ def _order_probe(plan: _Plan, an: _Analysis, kf: KernelFile, texts: Mapping[str,
             for v in report.verdicts:
                 if v.name == label and v.checked:
                     v.deterministic = False
-                    v.note = (v.note + "; " if v.note else "") + "order-dependent (race)"
+                    _add_note(v, "order-dependent (race)")
     # Point at reads of buffers that the same pass also writes: the likely racing reads.
     for p, src in plan.passes:
         mod = an.modules[src.name]
@@ -781,12 +790,11 @@ def _order_probe(plan: _Plan, an: _Analysis, kf: KernelFile, texts: Mapping[str,
             if not stores:
                 continue
             for tok in loads:
-                fl, fc = src.to_file(tok.line, tok.col)
-                res.notes.append(Diagnostic(
-                    "note", kf.path, fl, fc,
+                res.notes.append(at_wgsl(
+                    kf, src, "note", tok.line, tok.col,
                     f"`{gv.name}` is read here and written by `{p.entry}` in the same dispatch: "
                     "a workgroup may read what another workgroup has not written yet",
-                    kf.file_line(fl), len(gv.name), "race", src.export))
+                    len(gv.name), "race"))
 
 
 def _size_probe(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str, int],
@@ -794,17 +802,15 @@ def _size_probe(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dic
                 res: KernelCheckResult) -> None:
     prof = plan.prof
     L = sizes["seq_len"]
-    step = sizes.get("chunk_len", 64)
-    L2 = L + 2 * step + 3  # more chunks / workgroups, a different ragged tail
-    base = {k: v for k, v in sizes.items() if k in DEFAULT_SIZES[prof.family] or k == "d_inner"}
-    base["seq_len"] = L2
-    sizes2 = prof.sizes_for(base_sizes(prof.family, base))
+    base2 = _probe_sizes(prof.family, sizes)
+    L2 = base2["seq_len"]
+    sizes2 = prof.sizes_for(base2)
     arrays2 = _problem_arrays(prof, sizes2, plan.convention, seed)
-    # The first L steps equal the main problem's: a causal kernel's first L outputs must agree.
-    arrays1 = _problem_arrays(prof, sizes, plan.convention, seed)
-    for k, a in arrays1.items():
+    # The first L steps equal the judged run's inputs: a causal kernel's first L outputs
+    # must agree with that run's.
+    for k, a in report.inputs.items():
         ax = _seq_axis(prof.family, k)
-        if ax is not None:
+        if ax is not None and k in arrays2:
             idx = [slice(None)] * a.ndim
             idx[ax] = slice(0, L)
             arrays2[k][tuple(idx)] = a
@@ -834,7 +840,7 @@ def _size_probe(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dic
                     f"seq_len={L2} ({pv.reason()}): a causal scan must not depend on later "
                     "inputs or on the dispatch size")
     for v in bad:
-        v.note = (v.note + "; " if v.note else "") + "size probe"
+        _add_note(v, "size probe")
         report.verdicts.append(v)
     if not bad:
         res.probe_lines.append(f"size probe (seq_len={L2}, {sizes2.get('n_chunks', '-')} chunks): "
@@ -876,18 +882,16 @@ def _locate_failures(plan: _Plan, an: _Analysis, kf: KernelFile, report: CheckRe
             continue
         stores, _ = access_sites(mod, p.entry, gname)
         for tok in stores:
-            fl, fc = src.to_file(tok.line, tok.col)
             msg = (f"{first.name} is the first output that goes wrong ({first.reason()}"
                    f"{'; ' + words if words else ''}); `{p.entry}` writes it here")
-            res.notes.append(Diagnostic("note", kf.path, fl, fc, msg, kf.file_line(fl),
-                                        len(gname), "where", src.export))
+            res.notes.append(at_wgsl(kf, src, "note", tok.line, tok.col, msg, len(gname),
+                                     "where"))
             origin = stored_value_origin(mod, tok)
             if origin is not None:
                 var, vt = origin
-                ol, oc = src.to_file(vt.line, vt.col)
-                res.notes.append(Diagnostic(
-                    "note", kf.path, ol, oc, f"the value stored is `{var}`, computed here",
-                    kf.file_line(ol), len(var), "where", src.export))
+                res.notes.append(at_wgsl(kf, src, "note", vt.line, vt.col,
+                                         f"the value stored is `{var}`, computed here",
+                                         len(var), "where"))
 
 
 # -- ssmviz's own kernels: the host code plans the dispatches --------------------------------
@@ -919,8 +923,6 @@ def _judge_host(prof: AbiProfile, an: _Analysis, kf: KernelFile,
                 planned: list[tuple[PassSpec, KernelSource]], conv: str,
                 sizes_in: Mapping[str, int] | None, runs: int, seed: int, rt: Any,
                 res: KernelCheckResult, opts: _Options) -> None:
-    from ssmviz.core.check import check_arrays
-
     src = planned[0][1]
     mod = an.modules[src.name]
     family = prof.family
@@ -942,32 +944,29 @@ def _judge_host(prof: AbiProfile, an: _Analysis, kf: KernelFile,
         if rev is None:
             res.probe_lines.append("race probe (workgroup order): skipped (builtins in a struct)")
         else:
-            normal = _host_outputs(family, kernel, arrays, conv, sizes)
+            # The judged run (report.gpu) against the same inputs with the order reversed.
             flipped = _host_outputs(family, _host_kernel(family, rt, rev), arrays, conv, sizes)
-            changed = [k for k in normal if k in flipped and not np.array_equal(
-                np.ascontiguousarray(normal[k]).view(np.uint32),
-                np.ascontiguousarray(flipped[k]).view(np.uint32))]
+            changed = [k for k, a in report.gpu.items()
+                       if k in flipped and _changed_bits(a, flipped[k])]
             if changed:
                 for v in report.verdicts:
                     if v.name in changed:
                         v.deterministic = False
-                        v.note = (v.note + "; " if v.note else "") + "order-dependent (race)"
+                        _add_note(v, "order-dependent (race)")
                 res.probe_lines.append(
                     f"race probe: {', '.join(changed)} change when the workgroups of each "
                     "dispatch run in reverse order (an inter-workgroup race)")
             else:
                 res.probe_lines.append("race probe (workgroup order reversed): bit-identical")
     if probe and opts.size_probe:
-        base = {k: v for k, v in sizes.items() if k in DEFAULT_SIZES[family] or k == "d_inner"}
-        base["seq_len"] = sizes["seq_len"] + 2 * sizes.get("chunk_len", 64) + 3
-        sizes2 = base_sizes(family, base)
+        sizes2 = _probe_sizes(family, sizes)
         arrays2 = _problem_arrays(prof, sizes2, conv, seed)
         rep2 = check_arrays(family, arrays2, convention=conv, chunk_len=chunk, runs=1,
                             kernel=kernel, runtime=rt, store_states=True, race_probe=False)
         bad = [v for v in rep2.verdicts if v.checked and not v.passed]
         for v in bad:
             v.name = f"{v.name} @ seq_len={sizes2['seq_len']}"
-            v.note = (v.note + "; " if v.note else "") + "size probe"
+            _add_note(v, "size probe")
             report.verdicts.append(v)
         if not bad:
             res.probe_lines.append(f"size probe (seq_len={sizes2['seq_len']}): every output "
@@ -981,9 +980,7 @@ def _judge_host(prof: AbiProfile, an: _Analysis, kf: KernelFile,
                     continue
                 stores, _ = access_sites(mod, fn.name, name)
                 for tok in stores:
-                    fl, fc = src.to_file(tok.line, tok.col)
-                    res.notes.append(Diagnostic(
-                        "note", kf.path, fl, fc,
+                    res.notes.append(at_wgsl(
+                        kf, src, "note", tok.line, tok.col,
                         f"{key} is the first output that goes wrong ({failing[0].reason()}); "
-                        f"`{fn.name}` writes it here", kf.file_line(fl), len(name), "where",
-                        src.export))
+                        f"`{fn.name}` writes it here", len(name), "where"))

@@ -218,6 +218,14 @@ def _match_angle(toks: list[Tok], i: int) -> int:
     return len(toks)
 
 
+def _declared_name(toks: list[Tok], k: int, end: int) -> int:
+    """Index of the name a ``let``/``var``/``const`` at k declares (past ``var<...>``)."""
+    j = k + 1
+    if j < end and toks[j].text == "<":
+        j = _match_angle(toks, j) + 1
+    return j
+
+
 def _balance(toks: list[Tok]) -> list[Problem]:
     out = []
     stack: list[Tok] = []
@@ -625,9 +633,7 @@ def _bindings(mod: Module, fn: Function) -> dict[int, str]:
             if extra_pop and extra_pop.pop() and len(scopes) > 1:
                 scopes.pop()
         elif t.text in ("let", "var", "const"):
-            j = k + 1
-            if j < fn.body_close and toks[j].text == "<":
-                j = _match_angle(toks, j) + 1
+            j = _declared_name(toks, k, fn.body_close)
             if j < fn.body_close and toks[j].kind == "id":
                 key = f"{toks[j].text}@{j}"
                 out[j] = key
@@ -701,7 +707,7 @@ def _walk(mod: Module, fn: Function, tainted: dict[str, str], sources: dict[str,
                 k += 1
                 continue
             cond = None
-            if tx in ("if", "while", "switch") or tx == "for":
+            if tx in ("if", "while", "switch", "for"):
                 cond = _taint_of(toks, k + 1, j, tainted, sources, binding)
             elif tx == "else":
                 cond = last_if_taint or None
@@ -710,16 +716,13 @@ def _walk(mod: Module, fn: Function, tainted: dict[str, str], sources: dict[str,
                     continue  # the 'if' handles it (and inherits via its own condition)
             close = _match(toks, j, "{", "}")
             kind = {"while": "loop", "for": "loop", "loop": "loop"}.get(tx, "if")
-            if tx in ("if",):
+            if tx == "if":
                 last_if_taint = (
                     f"`if` on line {line_ref(t.line)} depends on {cond}" if cond else "")
             reason = why
             if cond and not nonuni:
-                word = {"if": "if", "while": "while", "switch": "switch", "for": "for",
-                        "else": "else"}.get(tx, tx)
-                reason = f"`{word}` on line {line_ref(t.line)} depends on {cond}"
-                if tx == "else":
-                    reason = cond
+                reason = cond if tx == "else" else (
+                    f"`{tx}` on line {line_ref(t.line)} depends on {cond}")
             stack.append(_Ctx(nonuni or bool(cond), reason, kind, close))
             if tx == "for":
                 # the init statement's declarations: scan header for let/var taint
@@ -775,11 +778,7 @@ def _assign_taint(toks: list[Tok], a: int, b: int, tainted: dict[str, str],
     """Mark the target of an assignment/declaration in tokens [a, b) if its value is non-uniform."""
     if a >= b:
         return
-    k = a
-    if toks[k].text in ("let", "var", "const"):
-        k += 1
-        if k < b and toks[k].text == "<":
-            k = _match_angle(toks, k) + 1
+    k = _declared_name(toks, a, b) if toks[a].text in ("let", "var", "const") else a
     if k >= b or toks[k].kind != "id":
         return
     target = (binding or {}).get(k, toks[k].text)
@@ -789,8 +788,6 @@ def _assign_taint(toks: list[Tok], a: int, b: int, tainted: dict[str, str],
             eq = _match(toks, eq, "[", "]")
         eq += 1
     if eq >= b:
-        if nonuni and toks[a].text == "var":
-            pass
         return
     if target in sources:
         return

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.gpu import POISON_U32, Dispatch, split_workgroups
+from ssmviz.core.gpu import POISON_U32, Dispatch, Readback
 from ssmviz.core.kernels._base import ShaderKernel
 
 SHADER = "matmul.wgsl"
@@ -62,16 +62,14 @@ class MatmulKernel(ShaderKernel):
         tiles_n = -(-n // TILE)
         total = (-(-m // TILE)) * tiles_n
         params = self.rt.uniform(np.array([m, n, k, tiles_n, total, 0, 0, 0], dtype=np.uint32))
-        pipe = self.rt.pipeline(self.source, ENTRY, label="matmul")
-        return Dispatch(pipe, {0: params, 1: a_buf, 2: b_buf, 3: c_buf},
-                        split_workgroups(total), label="matmul")
+        return self.dispatch(ENTRY, {0: params, 1: a_buf, 2: b_buf, 3: c_buf}, total)
 
     def prepare(self, m: int, n: int, k: int, *, seed: int = 0) -> list[Dispatch]:
         """One dispatch of an (m, k) · (k, n) product on random buffers, for timing."""
         self._check(m, n, k)
         rng = np.random.default_rng(seed)
-        a_buf = self.rt.upload(rng.standard_normal((m, k), dtype=np.float32), label="a")
-        b_buf = self.rt.upload(rng.standard_normal((k, n), dtype=np.float32), label="b")
+        a_buf = self.upload(rng.standard_normal((m, k), dtype=np.float32), "a")
+        b_buf = self.upload(rng.standard_normal((k, n), dtype=np.float32), "b")
         c_buf = self.rt.empty(4 * m * n, label="c")
         return [self._dispatch(m, n, k, a_buf, b_buf, c_buf)]
 
@@ -87,7 +85,6 @@ class MatmulKernel(ShaderKernel):
         n = b.shape[1]
         self._check(m, n, k)
         c_buf = self.rt.empty(4 * m * n, fill_u32=POISON_U32 if poison else None, label="c")
-        d = self._dispatch(m, n, k, self.rt.upload(a, label="a"), self.rt.upload(b, label="b"),
-                           c_buf)
-        self.rt.run([d])
-        return self.rt.read(c_buf, np.float32, (m, n))
+        d = self._dispatch(m, n, k, self.upload(a, "a"), self.upload(b, "b"), c_buf)
+        # The pass and the readback in one submission.
+        return self.rt.run_and_read([[d]], reads=[Readback(c_buf, np.float32, (m, n))])[1][0]

@@ -12,22 +12,15 @@ ddelta_bias: (d_inner,); h: (batch, seq_len, d_inner, d_state); last_state:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.gpu import (
-    POISON_U32,
-    Dispatch,
-    GpuRuntime,
-    Readback,
-    TimedResult,
-    split_workgroups,
-)
-from ssmviz.core.kernels._base import ShaderKernel
+from ssmviz.core.gpu import POISON_U32, Dispatch, Readback, split_workgroups
+from ssmviz.core.kernels._base import KernelResult, Prepared, ShaderKernel
 
 SHADER = "selective_scan.wgsl"
 WORKGROUP = 64  # invocations per workgroup, every pass
@@ -261,8 +254,8 @@ S6_ABI: dict = {
             "ceil(n_kgroups / (64 / wg_d)), n_kgroups = ceil(n_chunks / k_chunks)",
             "does": "recompute states per 8-step sub-chunk, sweep the adjoint in reverse; write "
             "du, ddelta and the partials of dB, dC (per d block; summed over the workgroup's "
-            "lanes in workgroup memory once per 2 steps) and of dA_log, dD, ddelta_bias (per "
-            "batch and chunk group)",
+            "lanes in workgroup memory, in two levels, every step) and of dA_log, dD, "
+            "ddelta_bias (per batch and chunk group)",
             "bindings": [
                 _PARAMS,
                 _U,
@@ -305,14 +298,12 @@ S6_ABI: dict = {
 _PASS_BINDINGS: dict[str, list[str]] = {
     p["entry_point"]: [b["name"] for b in p["bindings"]] for p in S6_ABI["passes"]
 }
+_BINDING_INDEX: dict[str, int] = {
+    b["name"]: b["index"] for p in S6_ABI["passes"] for b in p["bindings"]
+}
 
-
-@dataclass
-class S6GpuResult:
-    """Outputs (float32, shapes as in the module docstring) and GPU timing per stage."""
-
-    outputs: dict[str, np.ndarray]
-    timing: dict[str, TimedResult]
+#: Outputs (float32, shapes as in the module docstring) and GPU timing per stage.
+S6GpuResult = KernelResult
 
 
 @dataclass
@@ -485,45 +476,10 @@ def _params(**fields: int) -> np.ndarray:
 
 
 @dataclass
-class S6Prepared:
-    """An uploaded problem with its dispatch lists (reusable, e.g. by the benchmark)."""
+class S6Prepared(Prepared):
+    """An uploaded S6 problem with its dispatch lists (reusable, e.g. by the benchmark)."""
 
-    runtime: GpuRuntime
     sizes: tuple[int, int, int, int]  # batch, seq_len, d_inner, d_state
-    store_h: bool
-    buffers: dict[str, Any]
-    forward_dispatches: list[Dispatch]
-    backward_dispatches: list[Dispatch]
-    output_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
-
-    def read(self, names: list[str]) -> dict[str, np.ndarray]:
-        """Read back the named outputs as float32 arrays of their documented shapes."""
-        return self.run_and_read([], names)[1]
-
-    def run_and_read(
-        self, stages: Sequence[Sequence[Dispatch]], names: list[str], *, timed: bool = False
-    ) -> tuple[list[TimedResult], dict[str, np.ndarray]]:
-        """Run ``stages`` and read ``names`` back: one submission and one wait where the
-        timing allows it (see :meth:`GpuRuntime.run_and_read`)."""
-        # One d-block: the backward pass wrote dB | dC straight into its partials (read once).
-        source = {
-            n: "red_bc" if n in ("dB", "dC") and n not in self.buffers else n for n in names
-        }
-        unique = list(dict.fromkeys(source.values()))
-        reads = [
-            Readback(self.buffers[b], np.float32,
-                     (2, *self.output_shapes["dB"]) if b == "red_bc" else self.output_shapes[b])
-            for b in unique
-        ]  # fmt: skip
-        timings, arrays = self.runtime.run_and_read(stages, timed=timed, reads=reads)
-        got = dict(zip(unique, arrays, strict=True))
-        out = {}
-        for n in names:
-            if source[n] == "red_bc":
-                out[n] = got["red_bc"][0 if n == "dB" else 1].copy()
-            else:
-                out[n] = got[n]
-        return timings, out
 
 
 class S6Kernel(ShaderKernel):
@@ -584,14 +540,13 @@ class S6Kernel(ShaderKernel):
             _cdiv(plan.bc_cols() * _cdiv(plan.n_dblocks, SCAN_BLOCK), WORKGROUP),
             _cdiv(plan.par_cols() * _cdiv(plan.par_rows(), SCAN_BLOCK), WORKGROUP),
         )
-        per_dim = most_wg if most_wg <= 65535 else _cdiv(most_wg, 65535)
         return {
             "storage_binding_bytes": biggest,
             "buffer_bytes": biggest,
             "workgroup_storage_bytes": WORKGROUP_STORAGE if plan.fwd_onepass else BWD_STORAGE,
             "invocations_per_workgroup": ONEPASS_WORKGROUP if plan.fwd_onepass else WORKGROUP,
             "storage_buffers_per_stage": int(S6_ABI["storage_buffers_per_stage"]),
-            "workgroups_per_dimension": per_dim,
+            "workgroups_per_dimension": max(split_workgroups(most_wg)),
         }
 
     @staticmethod
@@ -691,15 +646,13 @@ class S6Kernel(ShaderKernel):
         bias = inputs.get("delta_bias")
         has_bias = bias is not None
         buf: dict[str, Any] = {
-            "u": rt.upload(np.asarray(inputs["u"]), label="u"),
-            "delta": rt.upload(np.asarray(inputs["delta"]), label="delta"),
-            "A_log": rt.upload(np.asarray(inputs["A_log"]), label="A_log"),
-            "B": rt.upload(_bc_padded(inputs["B"], B_, L_, Ds), label="B"),
-            "C": rt.upload(_bc_padded(inputs["C"], B_, L_, Ds), label="C"),
-            "D": rt.upload(np.asarray(inputs["D"]), label="D"),
-            "delta_bias": rt.upload(
-                np.asarray(bias) if has_bias else np.zeros(Di, np.float32), label="delta_bias"
-            ),
+            "u": self.upload(inputs["u"], "u"),
+            "delta": self.upload(inputs["delta"], "delta"),
+            "A_log": self.upload(inputs["A_log"], "A_log"),
+            "B": self.upload(_bc_padded(inputs["B"], B_, L_, Ds), "B"),
+            "C": self.upload(_bc_padded(inputs["C"], B_, L_, Ds), "C"),
+            "D": self.upload(inputs["D"], "D"),
+            "delta_bias": self.upload(bias if has_bias else np.zeros(Di), "delta_bias"),
             "y": out(B_ * L_ * Di * 4, "y"),
             "h": out(B_ * L_ * Di * Ds * 4, "h") if store_h else rt.empty(4, label="h dummy"),
             "last_state": out(B_ * Di * Ds * 4, "last_state"),
@@ -716,6 +669,9 @@ class S6Kernel(ShaderKernel):
             "dD": (Di,),
             "ddelta_bias": (Di,),
         }
+        outputs = ["y", "last_state"] + (["h"] if store_h else [])
+        if backward:
+            outputs += ["du", "ddelta", "dA_log", "dB", "dC", "dD", "ddelta_bias"]
         base_flags = (FLAG_HAS_BIAS if has_bias else 0) | (FLAG_REVERSE_WG if reverse_wg else 0)
         common = dict(
             batch=B_,
@@ -731,18 +687,12 @@ class S6Kernel(ShaderKernel):
             flags = fields.pop("flags", 0) | base_flags
             params = rt.uniform(_params(**{**common, **fields}, n_wg=n_wg, flags=flags))
             names = _PASS_BINDINGS[entry]
-            index = {b["name"]: b["index"] for p in S6_ABI["passes"] for b in p["bindings"]}
             missing = [n for n in names if n != "params" and n not in bindings]
             if missing:
                 raise AssertionError(f"{entry}: no buffer for {missing}")
             bound = {0: params}
-            bound.update({index[n]: bindings[n] for n in names if n != "params"})
-            return Dispatch(
-                rt.pipeline(self.source, entry, label=entry),
-                bound,
-                split_workgroups(n_wg),
-                label=entry,
-            )
+            bound.update({_BINDING_INDEX[n]: bindings[n] for n in names if n != "params"})
+            return self.dispatch(entry, bound, n_wg)
 
         def scan_dispatches(lay: _ScanLayout, sets: int, bindings: dict[str, Any]) -> list:
             ds: list[Dispatch] = []
@@ -839,7 +789,7 @@ class S6Kernel(ShaderKernel):
 
         backward_list: list[Dispatch] = []
         if backward:
-            buf["dy"] = rt.upload(np.asarray(inputs["dy"]), label="dy")
+            buf["dy"] = self.upload(inputs["dy"], "dy")
             buf["du"] = out(B_ * L_ * Di * 4, "du")
             buf["ddelta"] = out(B_ * L_ * Di * 4, "ddelta")
             buf["dA_log"] = out(Di * Ds * 4, "dA_log")
@@ -908,7 +858,15 @@ class S6Kernel(ShaderKernel):
                 Di * Ds,
                 Di,
             )
-        return S6Prepared(rt, (B_, L_, Di, Ds), store_h, buf, forward, backward_list, shapes)
+        # With one d-block the backward pass wrote dB | dC straight into its partials.
+        at = {}
+        if plan.n_dblocks == 1:
+            at = {"dB": ("red_bc", 0), "dC": ("red_bc", B_ * L_ * Ds * 4)}
+        readbacks = {}
+        for n in outputs:
+            key, offset = at.get(n, (n, 0))
+            readbacks[n] = Readback(buf[key], np.float32, shapes[n], offset)
+        return S6Prepared(rt, buf, forward, backward_list, readbacks, (B_, L_, Di, Ds))
 
     @staticmethod
     def _reduce_dispatches(
@@ -969,7 +927,7 @@ class S6Kernel(ShaderKernel):
 
         ``inputs`` keys: u, delta, A_log, B, C, D, delta_bias (optional), dy (backward).
         """
-        prep = self.prepare(
+        return self.prepare(
             inputs,
             convention=convention,
             store_h=store_h,
@@ -980,13 +938,4 @@ class S6Kernel(ShaderKernel):
             bwd_chunk_len=bwd_chunk_len,
             bwd_k_chunks=bwd_k_chunks,
             fwd_mode=fwd_mode,
-        )
-        names = ["y", "last_state"] + (["h"] if store_h else [])
-        stages = [prep.forward_dispatches]
-        if backward:
-            stages.append(prep.backward_dispatches)
-            names += ["du", "ddelta", "dA_log", "dB", "dC", "dD", "ddelta_bias"]
-        # Forward, backward and the readback in one submission: a round trip costs
-        # milliseconds on lavapipe. Per-pass timestamps keep the stages' times apart.
-        timings, outputs = prep.run_and_read(stages, names, timed=timed)
-        return S6GpuResult(outputs, dict(zip(("forward", "backward"), timings, strict=False)))
+        ).run(timed=timed)

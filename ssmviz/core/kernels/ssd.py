@@ -16,25 +16,18 @@ slot 0 zeros, slot n_chunks the final state.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.gpu import (
-    POISON_U32,
-    Dispatch,
-    GpuRuntime,
-    Readback,
-    TimedResult,
-    split_workgroups,
-)
-from ssmviz.core.kernels._base import ShaderKernel
+from ssmviz.core.gpu import POISON_U32, Dispatch, Readback, split_workgroups
+from ssmviz.core.kernels._base import KernelResult, Prepared, ShaderKernel
+from ssmviz.core.reference._common import CONVENTIONS
 
 SHADER = "ssd.wgsl"
-CONVENTIONS = ("mamba", "builderforce")
 
 #: Matmul tile of the matrix-form passes: TILE x TILE outputs per workgroup of WORKGROUP
 #: threads (4 x 4 each), K step TILE_K. Must match the constants in ssd.wgsl.
@@ -180,16 +173,10 @@ def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
 
-@dataclass
-class SSDGpuResult:
-    """Outputs (float32) and timings of one SSD run.
-
-    outputs: y, final_state, chunk_states (if requested), and with the backward dx, ddt,
-    dA_log, dB, dC, dD, ddt_bias. timing: "forward", "backward" (TimedResult).
-    """
-
-    outputs: dict[str, np.ndarray]
-    timing: dict[str, TimedResult] = field(default_factory=dict)
+#: Outputs (float32) and timings of one SSD run. outputs: y, final_state, chunk_states (if
+#: requested), and with the backward dx, ddt, dA_log, dB, dC, dD, ddt_bias. timing:
+#: "forward", "backward" (TimedResult).
+SSDGpuResult = KernelResult
 
 
 @dataclass
@@ -208,28 +195,10 @@ class _Sizes:
 
 
 @dataclass
-class SSDPrepared:
-    """Buffers and dispatch lists for repeated runs of one problem."""
+class SSDPrepared(Prepared):
+    """Buffers and dispatch lists for repeated runs of one SSD problem."""
 
     sizes: _Sizes
-    buffers: dict[str, Any]
-    forward_dispatches: list[Dispatch]
-    backward_dispatches: list[Dispatch]
-    output_shapes: dict[str, tuple[int, ...]]
-    store_states: bool
-    runtime: GpuRuntime
-
-    def read(self, names: list[str]) -> dict[str, np.ndarray]:
-        """Read back the named outputs as float32 arrays of their documented shapes."""
-        return self.run_and_read([], names)[1]
-
-    def run_and_read(self, stages: Sequence[Sequence[Dispatch]], names: list[str], *,
-                     timed: bool = False) -> tuple[list[TimedResult], dict[str, np.ndarray]]:
-        """Run ``stages`` and read ``names`` back: one submission and one wait where the
-        timing allows it (see :meth:`GpuRuntime.run_and_read`)."""
-        reads = [Readback(self.buffers[n], np.float32, self.output_shapes[n]) for n in names]
-        timings, arrays = self.runtime.run_and_read(stages, timed=timed, reads=reads)
-        return timings, dict(zip(names, arrays, strict=True))
 
 
 class SSDKernel(ShaderKernel):
@@ -290,7 +259,7 @@ class SSDKernel(ShaderKernel):
             "workgroup_storage_bytes": WORKGROUP_STORAGE_BYTES,
             "invocations_per_workgroup": WORKGROUP,
             "storage_buffers_per_stage": SSD_ABI["storage_buffers_per_stage"],
-            "workgroups_per_dimension": min(max(grids), 65535),
+            "workgroups_per_dimension": max(split_workgroups(max(grids))),
         }
 
     @staticmethod
@@ -389,8 +358,7 @@ class SSDKernel(ShaderKernel):
         buffers: dict[str, Any] = {}
         for name in _INPUTS:
             if name in arrs:
-                buffers[name] = rt.upload(np.ascontiguousarray(arrs[name], dtype=np.float32),
-                                          label=name)
+                buffers[name] = self.upload(arrs[name], name)
         outputs = ["y", "final_state"] + (["chunk_states"] if store_states else [])
         if backward:
             outputs += ["dx", "ddt", "dA_log", "dB", "dC", "dD", "ddt_bias"]
@@ -406,11 +374,9 @@ class SSDKernel(ShaderKernel):
             if direction == "backward" and not backward:
                 continue
             total = self._workgroups(s, entry)
-            pipe = rt.pipeline(self.source, entry, label=entry)
             binds = {0: self._params(s, convention, store_states, reverse_wg, total)}
             binds.update({idx: by_index[idx] for idx in access})
-            d = Dispatch(pipe, binds, split_workgroups(total), label=entry)
-            (fwd if direction == "forward" else bwd).append(d)
+            (fwd if direction == "forward" else bwd).append(self.dispatch(entry, binds, total))
         b, T, H, P, G, N, NC = (s.batch, s.seq_len, s.n_heads, s.d_head, s.n_groups,
                                 s.d_state, s.n_chunks)
         shapes = {
@@ -419,8 +385,8 @@ class SSDKernel(ShaderKernel):
             "dA_log": (H,), "dB": (b, T, G, N), "dC": (b, T, G, N), "dD": (H,),
             "ddt_bias": (H,),
         }
-        return SSDPrepared(s, buffers, fwd, bwd, {k: shapes[k] for k in outputs}, store_states,
-                           rt)
+        readbacks = {k: Readback(buffers[k], np.float32, shapes[k]) for k in outputs}
+        return SSDPrepared(rt, buffers, fwd, bwd, readbacks, s)
 
     def run(self, inputs: Mapping[str, np.ndarray], *, chunk_len: int,
             convention: str = "mamba", store_states: bool = False, backward: bool = True,
@@ -431,13 +397,9 @@ class SSDKernel(ShaderKernel):
         ``reverse_wg`` sets the race-probe flag: every pass visits its workgroups in
         reverse order; a race-free kernel gives the same bits.
         """
-        prep = self.prepare(inputs, chunk_len=chunk_len, convention=convention,
+        return self.prepare(inputs, chunk_len=chunk_len, convention=convention,
                             store_states=store_states, backward=backward, poison=poison,
-                            reverse_wg=reverse_wg)
-        stages = [prep.forward_dispatches] + ([prep.backward_dispatches] if backward else [])
-        # One submission for both stages and the readback (see S6Kernel.run).
-        timings, outputs = prep.run_and_read(stages, list(prep.output_shapes), timed=timed)
-        return SSDGpuResult(outputs, dict(zip(("forward", "backward"), timings, strict=False)))
+                            reverse_wg=reverse_wg).run(timed=timed)
 
     # ------------------------------------------------------------------ cost model
     @staticmethod

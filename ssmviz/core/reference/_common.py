@@ -1,4 +1,5 @@
-"""Float64 helpers shared by the S6 and SSD references: softplus and its kin.
+"""Float64 helpers shared by the S6 and SSD references: softplus and its kin, and
+the names of the two conventions.
 
 All functions take array-likes, compute in float64 and return float64 arrays
 of the input's shape.
@@ -10,6 +11,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ssmviz.core.errors import SsmvizError
+
+#: The numerical conventions both references implement (see ``kernel-abi.md``).
+CONVENTIONS: tuple[str, ...] = ("mamba", "builderforce")
 
 # Above this the mamba CUDA kernels return x itself: log1p(exp(x)) - x < 2.1e-9 there.
 SOFTPLUS_THRESHOLD = 20.0

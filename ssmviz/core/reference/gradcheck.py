@@ -1,8 +1,9 @@
 """Central finite-difference gradient checks in float64, for any kernel family.
 
 :func:`finite_difference_grads` and :func:`compare_grads` know nothing about
-S6 or SSD: they take a scalar loss over a dict of named arrays.
-:func:`s6_gradcheck` wires them to :mod:`ssmviz.core.reference.s6`.
+S6 or SSD: they take a scalar loss over a dict of named arrays;
+:func:`gradcheck_sum_loss` applies them to the loss sum(y * dy) of a forward.
+:func:`s6_gradcheck` wires that to :mod:`ssmviz.core.reference.s6`.
 """
 
 from __future__ import annotations
@@ -110,6 +111,34 @@ def compare_grads(
     return results
 
 
+def gradcheck_sum_loss(
+    forward: Callable[[dict[str, np.ndarray]], np.ndarray],
+    grads: object,
+    point: dict[str, np.ndarray],
+    names: Sequence[str],
+    dy: np.ndarray,
+    *,
+    eps: float = 1e-6,
+    max_elements: int | None = None,
+    seed: int = 0,
+) -> dict[str, GradCheckResult]:
+    """Check analytic gradients of L = sum(forward(p) * dy) against finite differences.
+
+    ``forward`` maps a dict like ``point`` to y; ``grads`` holds the analytic gradient of
+    each of ``names`` as attribute ``d<name>``. ``eps``, ``max_elements`` and ``seed`` are
+    as in :func:`finite_difference_grads`. Returns results keyed ``d<name>``.
+    """
+
+    def loss(p: dict[str, np.ndarray]) -> float:
+        return float(np.sum(forward(p) * dy))
+
+    numeric = finite_difference_grads(
+        loss, point, names, eps=eps, max_elements=max_elements, seed=seed
+    )
+    analytic = {f"d{k}": getattr(grads, f"d{k}") for k in names}
+    return compare_grads(analytic, {f"d{k}": v for k, v in numeric.items()})
+
+
 _S6_PARAMS = ("u", "delta", "A_log", "B", "C", "D", "delta_bias")
 
 
@@ -131,20 +160,17 @@ def s6_gradcheck(
     missing = [k for k in (*_S6_PARAMS[:-1], "dy") if k not in inputs]
     if missing:
         raise SsmvizError(f"s6_gradcheck inputs lack {', '.join(missing)}")
-    point = {k: np.asarray(inputs[k], dtype=np.float64) for k in (*_S6_PARAMS[:-1], "dy")}
+    point = {k: np.asarray(inputs[k], dtype=np.float64) for k in _S6_PARAMS[:-1]}
     bias = inputs.get("delta_bias")
     point["delta_bias"] = (
         np.zeros(point["D"].shape) if bias is None else np.asarray(bias, dtype=np.float64)
     )
-    dy = point["dy"]
+    dy = np.asarray(inputs["dy"], dtype=np.float64)
 
-    def loss(p: dict[str, np.ndarray]) -> float:
-        fwd = s6_forward(*(p[k] for k in _S6_PARAMS), convention=convention)  # type: ignore[arg-type]
-        return float(np.sum(fwd.y * dy))
+    def forward(p: dict[str, np.ndarray]) -> np.ndarray:
+        return s6_forward(*(p[k] for k in _S6_PARAMS), convention=convention).y  # type: ignore[arg-type]
 
     grads = s6_backward(*(point[k] for k in _S6_PARAMS), dy, convention=convention)  # type: ignore[arg-type]
-    numeric = finite_difference_grads(
-        loss, point, _S6_PARAMS, eps=eps, max_elements=max_elements, seed=seed
+    return gradcheck_sum_loss(
+        forward, grads, point, _S6_PARAMS, dy, eps=eps, max_elements=max_elements, seed=seed
     )
-    analytic = {f"d{k}": getattr(grads, f"d{k}") for k in _S6_PARAMS}
-    return compare_grads(analytic, {f"d{k}": v for k, v in numeric.items()})

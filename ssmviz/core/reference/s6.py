@@ -49,10 +49,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.reference._common import softplus, softplus_grad
+from ssmviz.core.reference._common import CONVENTIONS, softplus, softplus_grad
 
 Convention = Literal["mamba", "builderforce"]
-CONVENTIONS: tuple[str, ...] = ("mamba", "builderforce")
 
 F64 = NDArray[np.float64]
 

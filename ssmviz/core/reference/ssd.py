@@ -37,7 +37,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.reference._common import softplus, softplus_grad
+from ssmviz.core.reference._common import CONVENTIONS, softplus, softplus_grad
 
 __all__ = [
     "CONVENTIONS",
@@ -50,8 +50,6 @@ __all__ = [
     "ssd_forward_recurrent",
     "ssd_semiseparable_matrix",
 ]
-
-CONVENTIONS = ("mamba", "builderforce")
 
 
 @dataclass(frozen=True)
@@ -248,6 +246,37 @@ def _param_grads(
     return ddt, dA_log, ddt.sum(axis=(0, 1))
 
 
+def _assemble_grads(
+    inp: _Inputs,
+    disc: _Discrete,
+    dy: np.ndarray,
+    d_xs: np.ndarray,
+    d_in_scale: np.ndarray,
+    d_log_decay: np.ndarray,
+    dB_h: np.ndarray,
+    dC_h: np.ndarray,
+    convention: str,
+) -> SSDGrads:
+    """The :class:`SSDGrads` of either form, from the gradients w.r.t. its intermediates.
+
+    d_xs: w.r.t. the scaled input in_scale·x, (batch, seq_len, n_heads, d_head);
+    d_in_scale, d_log_decay: (batch, seq_len, n_heads); dB_h, dC_h: w.r.t. the per-head
+    B and C, (batch, seq_len, n_heads, d_state). Adds the D skip to dx and sums B, C
+    into their groups.
+    """
+    n_groups = inp.B.shape[2]
+    ddt, dA_log, ddt_bias = _param_grads(inp, disc, d_log_decay, d_in_scale, convention)
+    return SSDGrads(
+        dx=disc.in_scale[..., None] * d_xs + inp.D[:, None] * dy,
+        ddt=ddt,
+        dA_log=dA_log,
+        dB=_to_groups(dB_h, n_groups),
+        dC=_to_groups(dC_h, n_groups),
+        dD=np.einsum("bthp,bthp->h", dy, inp.x),
+        ddt_bias=ddt_bias,
+    )
+
+
 def _segsum(a: np.ndarray) -> np.ndarray:
     """Stable segment sum over the last axis: (..., T) -> (..., T, T).
 
@@ -340,7 +369,7 @@ def ssd_backward_recurrent(
     inp, dy = _validate(x, dt, A_log, B, C, D, dt_bias, dy)
     disc = _discretise(inp, convention)
     states = _recurrent_states(inp, disc)  # (b, T, H, P, N)
-    n_heads, n_groups = inp.x.shape[2], inp.B.shape[2]
+    n_heads = inp.x.shape[2]
     B_h = _per_head(inp.B, n_heads)
     C_h = _per_head(inp.C, n_heads)
 
@@ -363,18 +392,7 @@ def ssd_backward_recurrent(
         "bthpn,bthpn->bth", G[:, 1:], states[:, :-1]
     )
     d_in_scale = np.sum(d_xs * inp.x, axis=-1)
-    dx = disc.in_scale[..., None] * d_xs + inp.D[:, None] * dy
-    dD = np.einsum("bthp,bthp->h", dy, inp.x)
-    ddt, dA_log, ddt_bias = _param_grads(inp, disc, d_log_decay, d_in_scale, convention)
-    return SSDGrads(
-        dx=dx,
-        ddt=ddt,
-        dA_log=dA_log,
-        dB=_to_groups(dB_h, n_groups),
-        dC=_to_groups(dC_h, n_groups),
-        dD=dD,
-        ddt_bias=ddt_bias,
-    )
+    return _assemble_grads(inp, disc, dy, d_xs, d_in_scale, d_log_decay, dB_h, dC_h, convention)
 
 
 # --------------------------------------------------------------------------- chunked form
@@ -389,8 +407,7 @@ class _Chunked:
     xs: np.ndarray  # in_scale · x, (b, c, H, L, P)
     B: np.ndarray  # per head, (b, c, H, L, N)
     C: np.ndarray  # per head, (b, c, H, L, N)
-    CB: np.ndarray  # C_i·B_j, (b, c, H, L, L)
-    M: np.ndarray  # CB ∘ decay_matrix, (b, c, H, L, L)
+    M: np.ndarray  # (C_i·B_j) ∘ decay_matrix, (b, c, H, L, L)
     decay_matrix: np.ndarray  # L = exp(segsum(a)), (b, c, H, L, L)
     decay_in: np.ndarray  # exp(a_0 + … + a_i): decay from chunk start, (b, c, H, L)
     decay_out: np.ndarray  # exp(a_{j+1} + … + a_last): decay to chunk end, (b, c, H, L)
@@ -437,8 +454,7 @@ def _chunked_forward(inp: _Inputs, disc: _Discrete, chunk_len: int) -> _Chunked:
     # (1) intra-chunk output: y_diag = (C Bᵀ ∘ L) xs
     seg = _segsum(log_decay)
     decay_matrix = np.exp(seg)
-    CB = C @ np.swapaxes(B, -1, -2)
-    M = CB * decay_matrix
+    M = (C @ np.swapaxes(B, -1, -2)) * decay_matrix  # C_i·B_j ∘ L
     y_ssm = M @ xs
 
     # (2) state each chunk produces from a zero start: Σ_j decay_out_j xs_j ⊗ B_j
@@ -463,7 +479,6 @@ def _chunked_forward(inp: _Inputs, disc: _Discrete, chunk_len: int) -> _Chunked:
         xs=xs,
         B=B,
         C=C,
-        CB=CB,
         M=M,
         decay_matrix=decay_matrix,
         decay_in=decay_in,
@@ -527,7 +542,6 @@ def ssd_backward_chunked(
     inp, dy = _validate(x, dt, A_log, B, C, D, dt_bias, dy)
     disc = _discretise(inp, convention)
     f = _chunked_forward(inp, disc, chunk_len)
-    n_groups = inp.B.shape[2]
     n_chunk, L = f.x.shape[1], f.x.shape[3]
     dY = _to_chunks(dy, L, n_chunk)  # (b, c, H, L, P)
     swap = np.swapaxes
@@ -573,20 +587,12 @@ def ssd_backward_chunked(
     d_log_decay += np.cumsum(d_cum[..., ::-1], axis=-1)[..., ::-1]  # Σ_{i >= k} d_cum_i
     d_log_decay += d_chunk_log_decay[..., None]
 
-    d_in_scale = _from_chunks(np.sum(d_xs * f.x, axis=-1), f.seq_len)
-    d_log_decay = _from_chunks(d_log_decay, f.seq_len)
-    dx = disc.in_scale[..., None] * _from_chunks(d_xs, f.seq_len) + inp.D[:, None] * dy
-    dD = np.einsum("bthp,bthp->h", dy, inp.x)
-    ddt, dA_log, ddt_bias = _param_grads(inp, disc, d_log_decay, d_in_scale, convention)
-    return SSDGrads(
-        dx=dx,
-        ddt=ddt,
-        dA_log=dA_log,
-        dB=_to_groups(_from_chunks(dB, f.seq_len), n_groups),
-        dC=_to_groups(_from_chunks(dC, f.seq_len), n_groups),
-        dD=dD,
-        ddt_bias=ddt_bias,
+    # Back from chunk-major to (batch, seq_len, ...).
+    d_xs, d_in_scale, d_log_decay, dB, dC = (
+        _from_chunks(a, f.seq_len)
+        for a in (d_xs, np.sum(d_xs * f.x, axis=-1), d_log_decay, dB, dC)
     )
+    return _assemble_grads(inp, disc, dy, d_xs, d_in_scale, d_log_decay, dB, dC, convention)
 
 
 # --------------------------------------------------------------------------- matrix form

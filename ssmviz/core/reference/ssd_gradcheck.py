@@ -1,7 +1,7 @@
 """Finite-difference check of the SSD reference backward (recurrent or chunked form).
 
-Wires :mod:`ssmviz.core.reference.ssd` to the generic central differences of
-:mod:`ssmviz.core.reference.gradcheck`, for the loss L = sum(y * dy).
+Wires :mod:`ssmviz.core.reference.ssd` to
+:func:`ssmviz.core.reference.gradcheck.gradcheck_sum_loss`, for the loss L = sum(y * dy).
 """
 
 from __future__ import annotations
@@ -9,11 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.reference.gradcheck import (
-    GradCheckResult,
-    compare_grads,
-    finite_difference_grads,
-)
+from ssmviz.core.reference.gradcheck import GradCheckResult, gradcheck_sum_loss
 from ssmviz.core.reference.ssd import (
     ssd_backward_chunked,
     ssd_backward_recurrent,
@@ -65,9 +61,4 @@ def ssd_gradcheck(
             *(point[k] for k in SSD_PARAMS), dy, chunk_len=chunk_len, convention=convention
         )
 
-    def loss(p: dict[str, np.ndarray]) -> float:
-        return float(np.sum(forward(p) * dy))
-
-    numeric = finite_difference_grads(loss, point, SSD_PARAMS, eps=eps)
-    analytic = {f"d{k}": getattr(grads, f"d{k}") for k in SSD_PARAMS}
-    return compare_grads(analytic, {f"d{k}": v for k, v in numeric.items()})
+    return gradcheck_sum_loss(forward, grads, point, SSD_PARAMS, dy, eps=eps)
