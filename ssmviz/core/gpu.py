@@ -56,6 +56,9 @@ _STAGING = wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST
 #: dtype's alignment, and the 256 bytes a query resolve needs).
 _STAGING_ALIGN = 256
 
+#: Largest source buffer of a fill pattern; bigger buffers are filled by several copies.
+_PATTERN_MAX_BYTES = 1 << 22
+
 
 @dataclass
 class Dispatch:
@@ -65,6 +68,35 @@ class Dispatch:
     bindings: dict[int, Any]
     workgroups: tuple[int, int, int]
     label: str = ""
+    # The bind group made on first encode and what it was made of (pipeline, then the
+    # bound buffers): repeated runs of a dispatch list skip create_bind_group.
+    _group: Any = field(default=None, init=False, repr=False, compare=False)
+    _group_of: tuple = field(default=(), init=False, repr=False, compare=False)
+
+    def bind_group(self, device: Any) -> Any:
+        """Bind group 0 over ``bindings``; made once and reused while the pipeline and the
+        bound buffers stay the same objects."""
+        items = sorted(self.bindings.items())
+        keys = tuple(k for k, _ in items)
+        bufs = tuple(buf for _, buf in items)
+        if self._group is not None:
+            pipeline, old_keys, old_bufs = self._group_of
+            if (
+                pipeline is self.pipeline
+                and old_keys == keys
+                and all(a is b for a, b in zip(old_bufs, bufs, strict=True))
+            ):
+                return self._group
+        group = device.create_bind_group(
+            layout=self.pipeline.get_bind_group_layout(0),
+            entries=[
+                {"binding": k, "resource": {"buffer": buf, "offset": 0, "size": buf.size}}
+                for k, buf in items
+            ],
+        )
+        # Holding the buffers keeps them (and their ids) alive while the group is cached.
+        self._group, self._group_of = group, (self.pipeline, keys, bufs)
+        return group
 
 
 class Readback(NamedTuple):
@@ -84,6 +116,26 @@ class TimedResult:
     seconds: float = 0.0
     per_dispatch: list[float] = field(default_factory=list)
     source: str = "untimed"  # "gpu-timestamps" | "wall-clock" | "untimed"
+
+
+class SubmitCache:
+    """The staging buffer and timestamp queries of one submission, kept for the next
+    submission of the same sizes (a prepared problem's repeated runs) instead of being made
+    and destroyed each time. Use from one thread at a time; :meth:`destroy` frees them."""
+
+    def __init__(self) -> None:
+        self.staging: Any = None
+        self.query_set: Any = None
+        self.resolve: Any = None
+        self.n_queries = 0
+
+    def destroy(self) -> None:
+        """Free what is held; the next submission makes new ones."""
+        for obj in (self.staging, self.query_set, self.resolve):
+            if obj is not None:
+                obj.destroy()
+        self.staging = self.query_set = self.resolve = None
+        self.n_queries = 0
 
 
 def summarize_wgpu_error(exc: BaseException) -> str:
@@ -167,6 +219,8 @@ class GpuRuntime:
         self.has_timestamps = "timestamp-query" in device.features
         self._pipelines: dict[tuple[str, str], Any] = {}
         self._pipeline_lock = threading.Lock()
+        self._patterns: dict[int, Any] = {}  # fill pattern -> buffer holding it repeated
+        self._pattern_lock = threading.Lock()
         self._timestamp_period = self._query_timestamp_period()
 
     @classmethod
@@ -254,15 +308,32 @@ class GpuRuntime:
             return pipe
 
     # -- buffers ------------------------------------------------------------------------
-    def upload(self, array: np.ndarray, *, label: str = "") -> Any:
-        """A storage buffer holding ``array`` (float32 unless it is a 32-bit integer array)."""
+    @staticmethod
+    def _as_stored(array: Any) -> np.ndarray:
+        """``array`` as it is stored: contiguous float32, or a 32-bit integer array as is."""
         arr = np.asarray(array)
         if arr.dtype not in (np.uint32, np.int32):
             arr = arr.astype(np.float32, copy=False)
-        arr = np.ascontiguousarray(arr)
+        return np.ascontiguousarray(arr)
+
+    def upload(self, array: np.ndarray, *, label: str = "") -> Any:
+        """A storage buffer holding ``array`` (float32 unless it is a 32-bit integer array)."""
+        arr = self._as_stored(array)
         if arr.nbytes == 0:
             return self.empty(4, label=label)
         return self.device.create_buffer_with_data(data=arr, usage=_STORAGE, label=label)
+
+    def write(self, buffer: Any, array: np.ndarray) -> None:
+        """Overwrite a buffer made by :meth:`upload` with new data of the same size (stored
+        the same way, so the buffer then holds what ``upload(array)`` would)."""
+        arr = self._as_stored(array)
+        if arr.nbytes == 0 and buffer.size == 4:
+            return  # upload() made a 4-byte zero stand-in; it holds nothing to replace
+        if arr.nbytes != buffer.size:
+            raise ValueError(
+                f"cannot write {arr.nbytes} bytes into a buffer of {buffer.size} bytes"
+            )
+        self.device.queue.write_buffer(buffer, 0, arr)
 
     def empty(self, nbytes: int, *, fill_u32: int | None = None, label: str = "") -> Any:
         """A zero-filled storage buffer, or one filled with a 32-bit pattern."""
@@ -274,11 +345,17 @@ class GpuRuntime:
 
     def fill(self, buffer: Any, value_u32: int) -> None:
         """Fill ``buffer`` with a repeated 32-bit pattern (e.g. :data:`POISON_U32`)."""
-        chunk = 1 << 24  # bounded host memory for huge buffers
-        pattern = np.full(min(buffer.size, chunk) // 4, value_u32, dtype=np.uint32)
-        for offset in range(0, buffer.size, chunk):
-            n = min(chunk, buffer.size - offset)
-            self.device.queue.write_buffer(buffer, offset, pattern[: n // 4])
+        self.fill_many([(buffer, value_u32)])
+
+    def fill_many(self, fills: Iterable[tuple[Any, int]]) -> None:
+        """Fill each buffer with its 32-bit pattern (0: zeros), in one submission ahead of
+        any later one. GPU copies from a kept pattern buffer: writing the pattern from the
+        host took ~4x as long on lavapipe."""
+        fills = list(fills)
+        if fills:
+            encoder = self.device.create_command_encoder()
+            self._encode_resets(encoder, fills)
+            self.device.queue.submit([encoder.finish()])
 
     def uniform(self, data: bytes | np.ndarray, *, label: str = "") -> Any:
         """A uniform buffer holding ``data``, padded to a multiple of 16 bytes."""
@@ -314,6 +391,8 @@ class GpuRuntime:
         *,
         timed: bool = False,
         reads: Iterable[Readback] = (),
+        resets: Iterable[tuple[Any, int]] = (),
+        cache: SubmitCache | None = None,
     ) -> tuple[list[TimedResult], list[np.ndarray]]:
         """Run ``stages`` (e.g. forward, backward) in order, then read ``reads`` back.
 
@@ -321,12 +400,22 @@ class GpuRuntime:
         timestamps (or untimed) everything is one submission and one wait: each pass
         brackets itself with timestamps, so the stages' times stay apart. The wall-clock
         fallback cannot split a submission, so it submits and waits for each stage alone.
+
+        ``resets``: (buffer, 32-bit pattern) pairs, each buffer filled with its pattern
+        (0: zeroed) before the first pass, in the same submission. ``cache`` keeps the
+        staging buffer and timestamp queries for the next call of the same sizes.
         """
         wanted = [Readback(*r) for r in reads]
+        resets = list(resets)
         if timed and not self.has_timestamps:
+            if resets:  # before the first stage's clock starts
+                encoder = self.device.create_command_encoder()
+                self._encode_resets(encoder, resets)
+                self.device.queue.submit([encoder.finish()])
+                self._wait_idle()
             timings = [self._run_wall_clock(s) for s in stages]
-            return timings, self._submit([], False, wanted)[1]
-        return self._submit(stages, timed, wanted)
+            return timings, self._submit([], False, wanted, cache=cache)[1]
+        return self._submit(stages, timed, wanted, resets=resets, cache=cache)
 
     def _run_wall_clock(self, dispatches: Sequence[Dispatch]) -> TimedResult:
         if not dispatches:
@@ -343,14 +432,7 @@ class GpuRuntime:
     ) -> None:
         """One compute pass per dispatch; with a query set, pass i writes 2(first+i), +1."""
         for i, d in enumerate(dispatches):
-            layout = d.pipeline.get_bind_group_layout(0)
-            group = self.device.create_bind_group(
-                layout=layout,
-                entries=[
-                    {"binding": k, "resource": {"buffer": buf, "offset": 0, "size": buf.size}}
-                    for k, buf in sorted(d.bindings.items())
-                ],
-            )
+            group = d.bind_group(self.device)
             kwargs: dict[str, Any] = {"label": d.label}
             if query_set is not None:
                 kwargs["timestamp_writes"] = {
@@ -364,10 +446,44 @@ class GpuRuntime:
             cpass.dispatch_workgroups(*d.workgroups)
             cpass.end()
 
+    def _pattern_buffer(self, value_u32: int, nbytes: int) -> Any:
+        """A buffer of at least ``min(nbytes, _PATTERN_MAX_BYTES)`` bytes holding
+        ``value_u32`` repeated, kept for later fills with the same pattern."""
+        want = min(max(nbytes, 4), _PATTERN_MAX_BYTES)
+        with self._pattern_lock:
+            buf = self._patterns.get(value_u32)
+            if buf is None or buf.size < want:
+                # A smaller one is only dropped, never destroyed: another thread's encoder
+                # may still copy from it (wgpu keeps it alive for that).
+                size = max(want, 1 << 16)
+                pattern = np.full(size // 4, value_u32, dtype=np.uint32)
+                buf = self.device.create_buffer_with_data(data=pattern, usage=_STORAGE)
+                self._patterns[value_u32] = buf
+            return buf
+
+    def _encode_resets(self, encoder: Any, resets: Sequence[tuple[Any, int]]) -> None:
+        """Fill each buffer with its 32-bit pattern: cleared for 0, else copied from a
+        pattern buffer (on the GPU: cheaper than writing the pattern from the host)."""
+        for buffer, value in resets:
+            if not value:
+                encoder.clear_buffer(buffer, 0, buffer.size)
+                continue
+            src = self._pattern_buffer(value, buffer.size)
+            for offset in range(0, buffer.size, src.size):
+                n = min(src.size, buffer.size - offset)
+                encoder.copy_buffer_to_buffer(src, 0, buffer, offset, n)
+
     def _submit(
-        self, stages: Sequence[Sequence[Dispatch]], timed: bool, reads: Sequence[Readback]
+        self,
+        stages: Sequence[Sequence[Dispatch]],
+        timed: bool,
+        reads: Sequence[Readback],
+        *,
+        resets: Sequence[tuple[Any, int]] = (),
+        cache: SubmitCache | None = None,
     ) -> tuple[list[TimedResult], list[np.ndarray]]:
-        """Encode all stages, the timestamp resolve and every readback copy; submit once."""
+        """Encode the resets, all stages, the timestamp resolve and every readback copy;
+        submit once."""
         # Where each readback lands in the one staging buffer: (offset, dtype, count, shape).
         layout: list[tuple[int, np.dtype, int, tuple[int, ...] | None]] = []
         size = 0
@@ -384,52 +500,45 @@ class GpuRuntime:
             layout.append((size, dt, count, shape))
             size += -(-count * dt.itemsize // _STAGING_ALIGN) * _STAGING_ALIGN
         n_pass = sum(len(s) for s in stages)
-        if not n_pass and not size:  # nothing to run, only empty reads
+        if not n_pass and not size and not resets:  # nothing to run, only empty reads
             return [TimedResult() for _ in stages], [
                 np.zeros(shape or (0,), dtype=dt) for _, dt, _, shape in layout
             ]
         use_ts = timed and n_pass > 0
-        query_set = resolve = None
         ticks_at = size
         if use_ts:
-            query_set = self.device.create_query_set(type="timestamp", count=2 * n_pass)
-            resolve = self.device.create_buffer(
-                size=16 * n_pass, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC
-            )
             size += 16 * n_pass
-
-        encoder = self.device.create_command_encoder()
-        first = 0
-        for s in stages:
-            self._encode(encoder, s, query_set, first)
-            first += len(s)
-        # A fresh staging buffer each time: reusing them between runs measured no faster
-        # on lavapipe (host memory) and would pin memory after a large problem.
-        staging = (
-            self.device.create_buffer(size=size, usage=_STAGING, label="ssmviz staging")
-            if size
-            else None
-        )
-        if use_ts:
-            encoder.resolve_query_set(query_set, 0, 2 * n_pass, resolve, 0)
-            encoder.copy_buffer_to_buffer(resolve, 0, staging, ticks_at, 16 * n_pass)
-        for r, (offset, dt, count, _) in zip(reads, layout, strict=True):
-            nbytes = count * dt.itemsize
-            if nbytes:
-                # Copies move whole 4-byte words; buffers are allocated in whole words.
-                nbytes = min(-(-nbytes // 4) * 4, r.buffer.size - r.offset)
-                encoder.copy_buffer_to_buffer(r.buffer, r.offset, staging, offset, nbytes)
-        self.device.queue.submit([encoder.finish()])
-        if staging is None:  # an untimed run with nothing to read back
-            self._wait_idle()
-            return [TimedResult() for _ in stages], []
+        # Without a cache: fresh staging and queries each time, so a large problem's
+        # staging memory is not pinned after it ran.
+        held = cache if cache is not None else SubmitCache()
         try:
-            ticks, outs = self._copy_out(staging, ticks_at, 2 * n_pass if use_ts else 0, layout)
-        finally:
-            staging.destroy()
+            query_set, resolve, staging = self._scratch(held, n_pass if use_ts else 0, size)
+            encoder = self.device.create_command_encoder()
+            self._encode_resets(encoder, resets)
+            first = 0
+            for s in stages:
+                self._encode(encoder, s, query_set, first)
+                first += len(s)
             if use_ts:
-                resolve.destroy()
-                query_set.destroy()
+                encoder.resolve_query_set(query_set, 0, 2 * n_pass, resolve, 0)
+                encoder.copy_buffer_to_buffer(resolve, 0, staging, ticks_at, 16 * n_pass)
+            for r, (offset, dt, count, _) in zip(reads, layout, strict=True):
+                nbytes = count * dt.itemsize
+                if nbytes:
+                    # Copies move whole 4-byte words; buffers are allocated in whole words.
+                    nbytes = min(-(-nbytes // 4) * 4, r.buffer.size - r.offset)
+                    encoder.copy_buffer_to_buffer(r.buffer, r.offset, staging, offset, nbytes)
+            self.device.queue.submit([encoder.finish()])
+            if staging is None:  # an untimed run with nothing to read back
+                self._wait_idle()
+                return [TimedResult() for _ in stages], []
+            ticks, outs = self._copy_out(staging, ticks_at, 2 * n_pass if use_ts else 0, layout)
+        except BaseException:
+            held.destroy()  # e.g. a staging buffer left mapped: never hand it out again
+            raise
+        finally:
+            if cache is None:
+                held.destroy()
         arrays = [
             out.reshape(shape) if shape is not None else out
             for out, (_, _, _, shape) in zip(outs, layout, strict=True)
@@ -448,6 +557,31 @@ class GpuRuntime:
             first += len(s)
             timings.append(TimedResult(sum(mine), mine, "gpu-timestamps") if s else TimedResult())
         return timings, arrays
+
+    def _scratch(self, held: SubmitCache, n_pass: int, size: int) -> tuple[Any, Any, Any]:
+        """The query set and resolve buffer for ``n_pass`` timed passes (None, None when 0)
+        and a staging buffer of ``size`` bytes (None when 0), from ``held`` when it has
+        them in those sizes, else new ones that ``held`` keeps."""
+        if n_pass and held.n_queries != 2 * n_pass:
+            for obj in (held.query_set, held.resolve):
+                if obj is not None:
+                    obj.destroy()
+            held.query_set = self.device.create_query_set(type="timestamp", count=2 * n_pass)
+            held.resolve = self.device.create_buffer(
+                size=16 * n_pass, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC
+            )
+            held.n_queries = 2 * n_pass
+        if size and (held.staging is None or held.staging.size != size):
+            if held.staging is not None:
+                held.staging.destroy()
+            held.staging = self.device.create_buffer(
+                size=size, usage=_STAGING, label="ssmviz staging"
+            )
+        return (
+            held.query_set if n_pass else None,
+            held.resolve if n_pass else None,
+            held.staging if size else None,
+        )
 
     @staticmethod
     def _copy_out(

@@ -3,7 +3,10 @@ becomes a :class:`Dispatch`, and a prepared problem that runs and reads back in 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +16,7 @@ from ssmviz.core.gpu import (
     Dispatch,
     GpuRuntime,
     Readback,
+    SubmitCache,
     TimedResult,
     get_runtime,
     split_workgroups,
@@ -20,6 +24,11 @@ from ssmviz.core.gpu import (
 from ssmviz.core.resources import shader_source
 
 STAGES = ("forward", "backward")
+
+#: Prepared problems kept per runtime for repeated runs of the same shapes and options,
+#: and the most buffer memory they may hold together (a bigger one is not kept).
+CACHE_ENTRIES = 4
+CACHE_BYTES = 128 << 20
 
 
 @dataclass
@@ -43,6 +52,11 @@ class Prepared:
     forward_dispatches: list[Dispatch]
     backward_dispatches: list[Dispatch]
     readbacks: dict[str, Readback]
+    #: The fill (32-bit pattern, 0 = zeros) every buffer the passes may write was made
+    #: with; :meth:`rerun` puts them back to it so a rerun starts where a fresh one would.
+    resets: dict[str, int] = field(default_factory=dict, kw_only=True)
+    #: Staging buffer and timestamp queries kept between runs (set for cached problems).
+    submit_cache: SubmitCache | None = field(default=None, kw_only=True, repr=False)
 
     @property
     def output_shapes(self) -> dict[str, tuple[int, ...]]:
@@ -54,12 +68,21 @@ class Prepared:
         return self.run_and_read([], names)[1]
 
     def run_and_read(
-        self, stages: Sequence[Sequence[Dispatch]], names: list[str], *, timed: bool = False
+        self,
+        stages: Sequence[Sequence[Dispatch]],
+        names: list[str],
+        *,
+        timed: bool = False,
+        reset: bool = False,
     ) -> tuple[list[TimedResult], dict[str, np.ndarray]]:
         """Run ``stages`` and read ``names`` back: one submission and one wait where the
-        timing allows it (see :meth:`GpuRuntime.run_and_read`)."""
+        timing allows it (see :meth:`GpuRuntime.run_and_read`). ``reset`` first puts every
+        written buffer back to its initial fill (:attr:`resets`), in the same submission."""
         reads = [self.readbacks[n] for n in names]
-        timings, arrays = self.runtime.run_and_read(stages, timed=timed, reads=reads)
+        resets = [(self.buffers[n], v) for n, v in self.resets.items()] if reset else []
+        timings, arrays = self.runtime.run_and_read(
+            stages, timed=timed, reads=reads, resets=resets, cache=self.submit_cache
+        )
         return timings, dict(zip(names, arrays, strict=True))
 
     def run(self, *, timed: bool = False) -> KernelResult:
@@ -68,17 +91,103 @@ class Prepared:
         Both stages and the readback go in one submission: a round trip costs milliseconds
         on lavapipe. Per-pass timestamps keep the stages' times apart.
         """
+        return self._run(timed, reset=False)
+
+    def rerun(self, inputs: Mapping[str, np.ndarray], *, timed: bool = False) -> KernelResult:
+        """Write new data of the same shapes into the named input buffers (as the kernel's
+        prepare would upload it), put every other buffer back to its initial fill (outputs
+        poisoned again, scratch zeroed) and run: the same bits as a fresh prepare and run."""
+        for name, array in inputs.items():
+            self.runtime.write(self.buffers[name], array)
+        return self._run(timed, reset=True)
+
+    def _run(self, timed: bool, *, reset: bool) -> KernelResult:
         stages = [self.forward_dispatches]
         if self.backward_dispatches:
             stages.append(self.backward_dispatches)
-        timings, outputs = self.run_and_read(stages, list(self.readbacks), timed=timed)
+        timings, outputs = self.run_and_read(stages, list(self.readbacks), timed=timed, reset=reset)
         return KernelResult(outputs, dict(zip(STAGES, timings, strict=False)))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the problem's buffers (each counted once)."""
+        return sum(b.size for b in {id(b): b for b in self.buffers.values()}.values())
 
     def release(self) -> None:
         """Free the problem's buffers now rather than at garbage collection (the benchmark
         does, between sizes); the dispatch lists cannot run afterwards."""
         for buffer in self.buffers.values():
             buffer.destroy()
+        if self.submit_cache is not None:
+            self.submit_cache.destroy()
+
+
+class PreparedCache:
+    """The last few prepared problems of one runtime, for runs that repeat a problem's
+    shapes and options with new input data (the app re-runs on every control change).
+
+    An entry is taken out while it runs and given back afterwards, so two threads never
+    share one; evicted entries are released (their buffers destroyed).
+    """
+
+    def __init__(self, entries: int = CACHE_ENTRIES, max_bytes: int = CACHE_BYTES) -> None:
+        self.entries = entries
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._items: OrderedDict[Hashable, tuple[Prepared, int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+    def take(self, key: Hashable) -> Prepared | None:
+        """The entry for ``key``, removed from the cache (None when there is none)."""
+        with self._lock:
+            item = self._items.pop(key, None)
+        return item[0] if item is not None else None
+
+    def give(self, key: Hashable, prepared: Prepared) -> None:
+        """Keep ``prepared`` as the newest entry; release what no longer fits."""
+        held = prepared.submit_cache
+        nbytes = prepared.nbytes + (held.staging.size if held and held.staging else 0)
+        dropped: list[Prepared] = []
+        with self._lock:
+            if nbytes > self.max_bytes:
+                dropped.append(prepared)
+            else:
+                old = self._items.pop(key, None)
+                if old is not None:  # another thread ran the same problem meanwhile
+                    dropped.append(old[0])
+                self._items[key] = (prepared, nbytes)
+                total = sum(n for _, n in self._items.values())
+                while len(self._items) > self.entries or total > self.max_bytes:
+                    oldest, n = self._items.popitem(last=False)[1]
+                    dropped.append(oldest)
+                    total -= n
+        for p in dropped:
+            p.release()
+
+    def clear(self) -> None:
+        """Release every entry."""
+        with self._lock:
+            dropped = [p for p, _ in self._items.values()]
+            self._items.clear()
+        for p in dropped:
+            p.release()
+
+
+_caches: weakref.WeakKeyDictionary[GpuRuntime, PreparedCache] = weakref.WeakKeyDictionary()
+_caches_lock = threading.Lock()
+
+
+def prepared_cache(runtime: GpuRuntime) -> PreparedCache:
+    """The runtime's cache of prepared problems (one per runtime, shared by every kernel
+    object on it: the app and the check make a new kernel object for each run)."""
+    with _caches_lock:
+        cache = _caches.get(runtime)
+        if cache is None:
+            cache = _caches[runtime] = PreparedCache()
+        return cache
 
 
 class ShaderKernel:
@@ -101,3 +210,37 @@ class ShaderKernel:
     def upload(self, array: Any, name: str) -> Any:
         """A storage buffer holding ``array`` as float32 (every kernel input is float)."""
         return self.rt.upload(np.asarray(array, dtype=np.float32), label=name)
+
+    def _run_reusing(
+        self,
+        key: Hashable,
+        prepare: Callable[[], Prepared],
+        inputs: Callable[[], Mapping[str, np.ndarray]],
+        timed: bool,
+    ) -> KernelResult:
+        """Run a problem, reusing the runtime's cached preparation of it when there is one.
+
+        ``key`` holds the problem's shapes and every option its preparation depends on;
+        the kernel's class and source and the device limits are added here, so nothing is
+        reused across sources or limits. ``inputs`` gives the input buffers' new contents,
+        exactly as ``prepare`` would upload them.
+        """
+        cache = prepared_cache(self.rt)
+        full_key = (type(self), self.source, tuple(sorted(self.rt.limits.items())), key)
+        prepared = cache.take(full_key)
+        try:
+            if prepared is None:
+                prepared = prepare()
+                prepared.submit_cache = SubmitCache()
+                result = prepared.run(timed=timed)
+            else:
+                # float32, as upload() stores every kernel input
+                arrays = {n: np.asarray(a, dtype=np.float32) for n, a in inputs().items()}
+                result = prepared.rerun(arrays, timed=timed)
+        except BaseException:
+            # Its buffers' state is unknown after a failure: never reuse it.
+            if prepared is not None:
+                prepared.release()
+            raise
+        cache.give(full_key, prepared)
+        return result

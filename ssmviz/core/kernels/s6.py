@@ -601,6 +601,31 @@ class S6Kernel(ShaderKernel):
                 raise SsmvizError(f"{name} has shape {got}, expected {shape}")
         return _Sizes(batch, seq_len, d_inner, d_state)
 
+    def _checked_sizes(self, inputs: Mapping[str, Any], convention: str, backward: bool) -> _Sizes:
+        if convention not in CONVENTION_IDS:
+            raise SsmvizError(
+                f"convention is {convention!r}, expected one of {', '.join(CONVENTION_IDS)}"
+            )
+        return self._sizes(inputs, backward)
+
+    @staticmethod
+    def _input_arrays(
+        inputs: Mapping[str, Any], sz: _Sizes, backward: bool
+    ) -> dict[str, np.ndarray]:
+        """Each input buffer's contents as uploaded: float32, B and C in the kernels' padded
+        layout, zeros for an absent delta_bias, dy only with the backward."""
+        arrays = {n: np.asarray(inputs[n], dtype=np.float32) for n in ("u", "delta", "A_log")}
+        for n in ("B", "C"):
+            arrays[n] = _bc_padded(inputs[n], sz.batch, sz.seq_len, sz.d_state)
+        arrays["D"] = np.asarray(inputs["D"], dtype=np.float32)
+        bias = inputs.get("delta_bias")
+        arrays["delta_bias"] = np.asarray(
+            bias if bias is not None else np.zeros(sz.d_inner), dtype=np.float32
+        )
+        if backward:
+            arrays["dy"] = np.asarray(inputs["dy"], dtype=np.float32)
+        return arrays
+
     # -- building ---------------------------------------------------------------------------
     def prepare(
         self,
@@ -623,11 +648,7 @@ class S6Kernel(ShaderKernel):
         "onepass" forces the one-pass forward (d_state <= 16, no h), "chunked" the chunked one,
         "auto" picks by size.
         """
-        if convention not in CONVENTION_IDS:
-            raise SsmvizError(
-                f"convention is {convention!r}, expected one of {', '.join(CONVENTION_IDS)}"
-            )
-        sz = self._sizes(inputs, backward)
+        sz = self._checked_sizes(inputs, convention, backward)
         plan = _make_plan(sz, fwd_chunk_len, bwd_chunk_len, bwd_k_chunks, fwd_mode, store_h)
         rt = self.rt
         if plan.fwd_onepass and fwd_mode == "auto" and not _onepass_fits(rt.limits):
@@ -638,21 +659,18 @@ class S6Kernel(ShaderKernel):
             f"d_state {sz.d_state})",
         )
         B_, L_, Di, Ds = sz.batch, sz.seq_len, sz.d_inner, sz.d_state
-        fill = POISON_U32 if poison else None
+        poisoned: list[Any] = []  # filled with POISON_U32 at the end, in one submission
 
         def out(nbytes: int, label: str) -> Any:
-            return rt.empty(nbytes, fill_u32=fill, label=label)
+            b = rt.empty(nbytes, label=label)
+            if poison:
+                poisoned.append(b)
+            return b
 
-        bias = inputs.get("delta_bias")
-        has_bias = bias is not None
-        buf: dict[str, Any] = {
-            "u": self.upload(inputs["u"], "u"),
-            "delta": self.upload(inputs["delta"], "delta"),
-            "A_log": self.upload(inputs["A_log"], "A_log"),
-            "B": self.upload(_bc_padded(inputs["B"], B_, L_, Ds), "B"),
-            "C": self.upload(_bc_padded(inputs["C"], B_, L_, Ds), "C"),
-            "D": self.upload(inputs["D"], "D"),
-            "delta_bias": self.upload(bias if has_bias else np.zeros(Di), "delta_bias"),
+        has_bias = inputs.get("delta_bias") is not None
+        uploads = self._input_arrays(inputs, sz, backward)
+        buf: dict[str, Any] = {n: self.upload(a, n) for n, a in uploads.items() if n != "dy"}
+        buf |= {
             "y": out(B_ * L_ * Di * 4, "y"),
             "h": out(B_ * L_ * Di * Ds * 4, "h") if store_h else rt.empty(4, label="h dummy"),
             "last_state": out(B_ * Di * Ds * 4, "last_state"),
@@ -789,7 +807,7 @@ class S6Kernel(ShaderKernel):
 
         backward_list: list[Dispatch] = []
         if backward:
-            buf["dy"] = self.upload(inputs["dy"], "dy")
+            buf["dy"] = self.upload(uploads["dy"], "dy")
             buf["du"] = out(B_ * L_ * Di * 4, "du")
             buf["ddelta"] = out(B_ * L_ * Di * 4, "ddelta")
             buf["dA_log"] = out(Di * Ds * 4, "dA_log")
@@ -866,7 +884,16 @@ class S6Kernel(ShaderKernel):
         for n in outputs:
             key, offset = at.get(n, (n, 0))
             readbacks[n] = Readback(buf[key], np.float32, shapes[n], offset)
-        return S6Prepared(rt, buf, forward, backward_list, readbacks, (B_, L_, Di, Ds))
+        rt.fill_many((b, POISON_U32) for b in poisoned)
+        poisoned_ids = {id(b) for b in poisoned}
+        resets = {
+            n: (POISON_U32 if id(b) in poisoned_ids else 0)
+            for n, b in buf.items()
+            if n not in uploads
+        }
+        return S6Prepared(
+            rt, buf, forward, backward_list, readbacks, (B_, L_, Di, Ds), resets=resets
+        )
 
     @staticmethod
     def _reduce_dispatches(
@@ -926,9 +953,10 @@ class S6Kernel(ShaderKernel):
         """Run forward (and backward) on ``inputs``; see the module docstring for shapes.
 
         ``inputs`` keys: u, delta, A_log, B, C, D, delta_bias (optional), dy (backward).
+        A run repeating an earlier one's shapes and options reuses its preparation (see
+        :meth:`ShaderKernel._run_reusing`), with the same results as a fresh one.
         """
-        return self.prepare(
-            inputs,
+        options: dict[str, Any] = dict(
             convention=convention,
             store_h=store_h,
             backward=backward,
@@ -938,4 +966,18 @@ class S6Kernel(ShaderKernel):
             bwd_chunk_len=bwd_chunk_len,
             bwd_k_chunks=bwd_k_chunks,
             fwd_mode=fwd_mode,
-        ).run(timed=timed)
+        )
+        sz = self._checked_sizes(inputs, convention, backward)
+        has_bias = inputs.get("delta_bias") is not None
+        key = (
+            "s6",
+            (sz.batch, sz.seq_len, sz.d_inner, sz.d_state),
+            has_bias,
+            tuple(sorted(options.items())),
+        )
+        return self._run_reusing(
+            key,
+            lambda: self.prepare(inputs, **options),
+            lambda: self._input_arrays(inputs, sz, backward),
+            timed,
+        )
