@@ -73,9 +73,11 @@ def test_builderforce_file_drives_the_plots_and_passes(qtbot, make_window, probl
     absent = "dD" if problem.family == "s6" else "ddt_bias"
     row = w.grad_plots.rows[absent]
     assert "absent" in row.title and r.external.absent[absent] in row.title
-    assert row.gpu.xData is None or len(row.gpu.xData) == 0  # no GPU values drawn
     heights = np.asarray(row.bars.opts["height"])
-    assert heights.size == row.ref.yData.size > 0  # the bars were drawn ...
+    # One reference tick (two points) per bar; the bars, the GPU values, drawn ...
+    assert 2 * heights.size == row.ref.yData.size > 0
+    view_ref = next(g.ref for g in w.view.grads if g.key == absent)
+    np.testing.assert_array_equal(row.ref.yData[::2], view_ref)
     assert not np.any(heights)  # ... at zero: nothing stands in for the GPU values
     assert w.status.message.text().startswith(source) and "PASS" in w.status.message.text()
 

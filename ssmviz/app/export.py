@@ -17,6 +17,7 @@ import pyqtgraph.exporters as pg_exporters
 from PySide6.QtCore import QRectF, QSize
 from PySide6.QtGui import QPainter
 from PySide6.QtSvg import QSvgGenerator
+from PySide6.QtWidgets import QGraphicsItem
 
 from ssmviz.app.derived import Trace, csv_columns
 from ssmviz.app.runner import RunResult
@@ -42,8 +43,23 @@ def _export_svg(widget: pg.GraphicsLayoutWidget, path: Path) -> None:
 
 
 def export_image(widget: pg.GraphicsLayoutWidget, path: str | Path) -> Path:
-    """The whole plot scene to PNG (pyqtgraph's ImageExporter) or SVG (by suffix)."""
-    path = Path(path)
+    """The whole plot scene to PNG (pyqtgraph's ImageExporter) or SVG (by suffix).
+
+    Items cached as screen pixmaps (axes, titles) are drawn afresh for it, so an SVG gets
+    vector text and a PNG of another size no scaled pixmaps.
+    """
+    cached = [(it, it.cacheMode()) for it in widget.scene().items()
+              if it.cacheMode() != QGraphicsItem.CacheMode.NoCache]
+    for it, _ in cached:
+        it.setCacheMode(QGraphicsItem.CacheMode.NoCache)
+    try:
+        return _export_image(widget, Path(path))
+    finally:
+        for it, mode in cached:
+            it.setCacheMode(mode)
+
+
+def _export_image(widget: pg.GraphicsLayoutWidget, path: Path) -> Path:
     item = widget.ci  # the top-level GraphicsLayout: every plot of the widget
     if path.suffix.lower() == ".svg":
         _export_svg(widget, path)

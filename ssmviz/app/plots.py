@@ -39,9 +39,11 @@ CHUNK_PEN = pg.mkPen((120, 120, 120, 160), width=1, style=Qt.PenStyle.DotLine)
 FD_PEN = pg.mkPen("#000000", width=1.5)
 FD_BRUSH = pg.mkBrush(46, 160, 44, 220)
 BAR_BRUSH = pg.mkBrush(31, 119, 180, 150)
+BAR_WIDTH = 0.6
+REF_TICK_PEN = pg.mkPen("#ff7f0e", width=2)
 
-#: Which time plot each series of viewdata.time_series is drawn in (h0, h1, … in "h").
-SERIES_PLOT = {"input": "input", "delta": "delta", "a_bar": "a_bar", "y_gpu": "y",
+#: Which time plot each series of viewdata.time_series is drawn in.
+SERIES_PLOT = {"input": "input", "delta": "delta", "a_bar": "a_bar", "h": "h", "y_gpu": "y",
                "y_ref": "y", "err": "error", "tol": "error"}
 
 TIME_ROWS = (
@@ -151,11 +153,18 @@ def settle_geometry(plots: list[pg.PlotItem]) -> None:
                 item.boundingRect()
 
 
+#: A value axis keeps its range while the new data stay inside it and span at least this
+#: fraction of it: a small change of a control then does not move the axis (its ticks are
+#: the costliest part of a repaint), and the axis still tightens when the data shrink.
+KEEP_FILL = 0.6
+
+
 def fit_range(plot: pg.PlotItem, axis: int, bounds: tuple[float, float] | None, *,
-              log: bool = False, pad: bool = True) -> None:
+              log: bool = False, pad: bool = True, keep: bool = False) -> None:
     """Set ``axis`` (0 x, 1 y) of ``plot`` to cover ``bounds`` unless the user zoomed it.
 
-    ``log``: the axis is log-scaled (bounds are data values, > 0).
+    ``log``: the axis is log-scaled (bounds are data values, > 0). ``keep``: leave a range
+    that still holds the data well (:data:`KEEP_FILL`) as it is.
     """
     vb = plot.getViewBox()
     if vb.state["autoRange"][axis] is not False:  # "A" / "View all": fit again, ourselves
@@ -170,9 +179,18 @@ def fit_range(plot: pg.PlotItem, axis: int, bounds: tuple[float, float] | None, 
     if log:
         if hi <= 0:
             return
-        lo, hi = np.log10(max(lo, hi * 1e-30)), np.log10(hi)
-    rng = nice_range(float(lo), float(hi), vb.suggestPadding(axis) if pad else 0.0)
+        # Whole decades: the noise floor of an error moves by less between runs.
+        lo, hi = np.floor(np.log10(max(lo, hi * 1e-30))), np.ceil(np.log10(hi))
+        pad = False
     last = vb.ssmviz_set[axis]
+    padding = vb.suggestPadding(axis) if pad else 0.0
+    if keep and last is not None and tuple(vb.viewRange()[axis]) == last[1]:
+        cur_lo, cur_hi = last[0]
+        margin = padding * (hi - lo)
+        if (cur_lo <= lo - margin and hi + margin <= cur_hi
+                and hi - lo >= KEEP_FILL * (cur_hi - cur_lo)):
+            return
+    rng = nice_range(float(lo), float(hi), padding)
     if last is not None and last[0] == rng and tuple(vb.viewRange()[axis]) == last[1]:
         return  # unchanged: no tick regeneration, no repaint
     if axis == 0:
@@ -180,6 +198,146 @@ def fit_range(plot: pg.PlotItem, axis: int, bounds: tuple[float, float] | None, 
     else:
         vb.setRange(yRange=rng, padding=0)
     vb.ssmviz_set[axis] = (rng, tuple(vb.viewRange()[axis]))
+
+
+class Line(pg.PlotCurveItem):
+    """A PlotCurveItem whose full data bounds are measured once per setData: pyqtgraph
+    drops its bounds cache on every view change and re-scans the data at the next paint."""
+
+    def updateData(self, *args: object, **kwargs: object) -> None:
+        self._full_bounds: list = [None, None]
+        super().updateData(*args, **kwargs)
+
+    def dataBounds(self, ax: int, frac: float = 1.0, orthoRange: object = None) -> tuple:
+        whole = frac >= 1.0 and orthoRange is None
+        cached = getattr(self, "_full_bounds", [None, None])
+        if whole and cached[ax] is not None:
+            return cached[ax]
+        b = super().dataBounds(ax, frac, orthoRange)
+        if whole:
+            cached[ax] = b
+            self._full_bounds = cached
+        return b
+
+
+class MultiLine(pg.GraphicsObject):
+    """Lines sharing x, one pen each (column i of y drawn with ``colour(i)``), the
+    highlighted one wider and on top: one item's update and paint instead of one per
+    line (the hidden-state plot draws d_state of them). Non-finite values break a line.
+
+    ``xData`` / ``yData`` hold what was given (``yData`` (n, lines)), as on a curve item.
+    """
+
+    PAD_PX = 2.0  # half the widest pen, plus one: what a line may paint past its data
+
+    def __init__(self, colour: object) -> None:
+        super().__init__()
+        self._colour = colour
+        self._pens: dict[tuple[int, bool], object] = {}
+        self._highlight = 0
+        self._paths: list = []
+        self._bounds: tuple[float, float, float, float] | None = None
+        self._rect: QRectF | None = None
+        self.xData: np.ndarray | None = None
+        self.yData: np.ndarray | None = None
+
+    def set_highlight(self, i: int) -> None:
+        if i != self._highlight:
+            self._highlight = i
+            self.update()
+
+    def setData(self, x: np.ndarray, y: np.ndarray) -> None:
+        x = np.asarray(x, np.float64)
+        y = np.asarray(y, np.float64).reshape(len(x), -1)
+        self.prepareGeometryChange()
+        self.xData, self.yData = x, y
+        self._paths = []
+        self._bounds = None
+        if x.size:
+            finite = bool(np.isfinite(y).all())
+            connect = "all" if finite else "finite"
+            self._paths = [pg.arrayToQPath(x, y[:, i], connect=connect)
+                           for i in range(y.shape[1])]
+            xb, yb = finite_bounds(x), finite_bounds(y)
+            if xb is not None and yb is not None:
+                self._bounds = (*xb, *yb)
+        self._rect = None
+        self.informViewBoundsChanged()
+        self.update()
+
+    def dataBounds(self, ax: int, frac: float = 1.0, orthoRange: object = None) -> tuple:
+        if self._bounds is None:
+            return (None, None)
+        return self._bounds[2 * ax: 2 * ax + 2]
+
+    def viewTransformChanged(self) -> None:
+        self._rect = None
+        self.prepareGeometryChange()
+
+    def boundingRect(self) -> QRectF:
+        if self._rect is None:
+            if self._bounds is None:
+                return QRectF()
+            x0, x1, y0, y1 = self._bounds
+            px, py = self.pixelVectors()
+            dx = 0.0 if px is None else px.length() * self.PAD_PX
+            dy = 0.0 if py is None else py.length() * self.PAD_PX
+            self._rect = QRectF(x0 - dx, y0 - dy, x1 - x0 + 2 * dx, y1 - y0 + 2 * dy)
+        return self._rect
+
+    def _pen(self, i: int) -> object:
+        key = (i, i == self._highlight)
+        if key not in self._pens:
+            self._pens[key] = pg.mkPen(self._colour(i), width=2 if key[1] else 1)
+        return self._pens[key]
+
+    def paint(self, painter, *args: object) -> None:
+        order = [i for i in range(len(self._paths)) if i != self._highlight]
+        if self._highlight < len(self._paths):
+            order.append(self._highlight)
+        for i in order:
+            painter.setPen(self._pen(i))
+            painter.drawPath(self._paths[i])
+
+
+def line_item(plot: pg.PlotItem, pen: object, name: str | None = None) -> Line:
+    """A plain line on ``plot``: a PlotCurveItem, not a PlotDataItem, whose per-update
+    processing (downsampling, clipping, bounds) cost ten times the setData. The time
+    plots give it at most :data:`~ssmviz.app.viewdata.LOD_POINTS` points (an envelope
+    beyond), so it has nothing to downsample."""
+    curve = Line(pen=pen, name=name)
+    plot.addItem(curve)
+    return curve
+
+
+def cache_static(plots: list[pg.PlotItem]) -> None:
+    """Keep the axes and titles of ``plots`` as pixmaps between their changes: a data
+    update repaints the whole view, and re-drawing their text was the costliest part of
+    it. (Exports turn this off: see :func:`ssmviz.app.export.export_image`.)"""
+    for p in plots:
+        for item in [p.getAxis(n) for n in ("left", "bottom")] + [p.titleLabel]:
+            item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+
+
+def set_curve(curve: pg.PlotCurveItem | pg.PlotDataItem, x: np.ndarray, y: np.ndarray) -> None:
+    """``curve.setData(x, y)`` unless it already shows exactly that (a control that does
+    not touch this series then costs no re-processing and no repaint of it)."""
+    if (curve.yData is not None and np.array_equal(curve.yData, y)
+            and np.array_equal(curve.xData, x)):
+        return
+    curve.setData(x, y)
+
+
+def heatmap_item() -> pg.ImageItem:
+    """An ImageItem for :class:`ImageView` s: their RGBA is coloured (and downsampled
+    along time) in the worker, so the paint only scales a ready image."""
+    return pg.ImageItem(axisOrder="row-major")
+
+
+def show_image(item: pg.ImageItem, iv: ImageView) -> None:
+    """Show a prepared heatmap over its extent (no levels, LUT or downsampling here)."""
+    item.setImage(iv.rgba, levels=None, autoLevels=False)
+    item.setRect(QRectF(0, 0, *iv.extent))
 
 
 def release_menus(plots: list[pg.PlotItem]) -> None:
@@ -219,11 +377,12 @@ class TimePlots(pg.GraphicsLayoutWidget):
         self.plots["error"].setLabel("bottom", "time step t")
         self.plots["y"].addLegend(offset=(-10, 5), brush=(255, 255, 255, 200))
         self.curves = {
-            "input": self.plots["input"].plot(pen=pg.mkPen("#333", width=1)),
-            "delta": self.plots["delta"].plot(pen=pg.mkPen("#9467bd", width=1)),
-            "a_bar": self.plots["a_bar"].plot(pen=pg.mkPen("#8c564b", width=1)),
-            "y_gpu": self.plots["y"].plot(pen=GPU_PEN, name="GPU"),
-            "y_ref": self.plots["y"].plot(pen=REF_PEN, name="reference"),
+            "input": line_item(self.plots["input"], pg.mkPen("#333", width=1)),
+            "delta": line_item(self.plots["delta"], pg.mkPen("#9467bd", width=1)),
+            "a_bar": line_item(self.plots["a_bar"], pg.mkPen("#8c564b", width=1)),
+            "y_gpu": line_item(self.plots["y"], GPU_PEN, name="GPU"),
+            "y_ref": line_item(self.plots["y"], REF_PEN, name="reference"),
+            # The log axis needs PlotDataItem (it takes log10 of the data).
             "err": self.plots["error"].plot(pen=GPU_PEN),
             "tol": self.plots["error"].plot(pen=TOL_PEN),
             # SSD: the GPU's chunk-end states, drawn over the reference trajectory.
@@ -232,10 +391,10 @@ class TimePlots(pg.GraphicsLayoutWidget):
                 symbolBrush="k",
             ),
         }
-        self.h_curves: list[pg.PlotDataItem] = []
-        self.h_image = pg.ImageItem(axisOrder="col-major")
-        self.h_image.setAutoDownsample(True)
-        self.h_image.setColorMap(pg.colormap.get("viridis"))
+        #: Every state's trajectory of the chosen channel, one pen each, in one item.
+        self.h_lines = MultiLine(lambda i: pg.intColor(i, hues=9))
+        self.plots["h"].addItem(self.h_lines)
+        self.h_image = heatmap_item()
         self.plots["h_map"].addItem(self.h_image)
         self.plots["h_map"].setLabel("left", "state n")
         self.cursors: dict[str, pg.InfiniteLine] = {}
@@ -258,10 +417,10 @@ class TimePlots(pg.GraphicsLayoutWidget):
         self._titles: dict[str, str] = {}
         #: What produced the GPU curves: "GPU" (ssmviz's kernel) or "FILE · PROFILE".
         self.gpu_source = "GPU"
-        self._h_style: tuple[int, int] | None = None
         self._chunk_h: np.ndarray | None = None
         self.plots["input"].sigXRangeChanged.connect(self._x_range_changed)
         quiet_axes(list(self.plots.values()))
+        cache_static(list(self.plots.values()))
 
     # -- cursor --------------------------------------------------------------------------------
     @property
@@ -305,21 +464,8 @@ class TimePlots(pg.GraphicsLayoutWidget):
         self._title("input", f"input {tr.names['input']} (channel {tr.sel.channel})")
         self._title("delta", tr.names["delta"])
         self._title("a_bar", f"{tr.names['a_bar']}, state {n}")
-        N = tr.h_ref.shape[1]
-        while len(self.h_curves) < N:
-            i = len(self.h_curves)
-            pen = pg.mkPen(pg.intColor(i, hues=9), width=1)
-            self.h_curves.append(self.plots["h"].plot(pen=pen))
-        if self._h_style != (N, n):  # pens only when the chosen state or d_state changes
-            self._h_style = (N, n)
-            for i, curve in enumerate(self.h_curves):
-                if i < N:
-                    curve.setPen(pg.mkPen(pg.intColor(i, hues=9), width=2 if i == n else 1))
-                    curve.setVisible(True)
-                else:
-                    curve.setData([], [])
-                    curve.setVisible(False)
-        items = dict(self.curves) | {f"h{i}": c for i, c in enumerate(self.h_curves)}
+        self.h_lines.set_highlight(n)
+        items = dict(self.curves) | {"h": self.h_lines}
         series = {k: (items[k], v) for k, v in time_series(tr).items()}
         self._chunk_h = None
         if tr.chunk_t is not None and tr.chunk_h_gpu is not None:
@@ -327,9 +473,8 @@ class TimePlots(pg.GraphicsLayoutWidget):
             self.curves["chunk_h"].setData(tr.chunk_t.astype(np.float64), self._chunk_h)
         elif self.curves["chunk_h"].xData is not None and len(self.curves["chunk_h"].xData):
             self.curves["chunk_h"].setData([], [])
-        # Levels are known (robust percentiles from the worker): no autoLevels pass here.
-        self.h_image.setImage(h_image.data, levels=h_image.levels, autoLevels=False)
-        self.h_image.setRect(QRectF(0, 0, *h_image.extent))
+        self.curves["chunk_h"].setVisible(self._chunk_h is not None)  # empty symbols paint too
+        show_image(self.h_image, h_image)
         fit_range(self.plots["h_map"], 1, (0.0, h_image.extent[1]))
         if "y_gpu" not in series:
             self.curves["y_gpu"].setData([], [])
@@ -385,15 +530,15 @@ class TimePlots(pg.GraphicsLayoutWidget):
         shown: dict[str, list[np.ndarray]] = {}
         for name, (curve, full) in self._series.items():
             x, y = whole[name] if name in whole else envelope(full[a:b], start=a)
-            curve.setData(x, y)
-            shown.setdefault(SERIES_PLOT.get(name) or "h", []).append(y)
+            set_curve(curve, x, y)
+            shown.setdefault(SERIES_PLOT[name], []).append(y)
         if self._chunk_h is not None:
             shown.setdefault("h", []).append(self._chunk_h)
         # Exact zeros of the error sit at LOG_FLOOR: drawn there, but not fitted (they
         # would squash the decades that matter into the top of the plot).
         shown["error"] = [y[y > LOG_FLOOR] for y in shown.get("error", [])]
         for plot, ys in shown.items():
-            fit_range(self.plots[plot], 1, finite_bounds(*ys), log=plot == "error")
+            fit_range(self.plots[plot], 1, finite_bounds(*ys), log=plot == "error", keep=True)
 
     def _chunks(self, chunk_len: int | None, L: int) -> None:
         bounds: np.ndarray = np.zeros(0)
@@ -436,23 +581,25 @@ class _GradRow:
         self.plots: list[pg.PlotItem] = []
         self.fd = pg.ScatterPlotItem(size=10, pen=FD_PEN, brush=FD_BRUSH, symbol="o")
         self.fd.setZValue(30)
+        self.fd.setVisible(False)  # shown with points only: an empty scatter still paints
         self.label = None
         self.title: str | None = None
         if view.kind in ("line", "bars"):
             p = layout.addPlot(row=2 * row, col=0, colspan=3)
             _style(p)
             p.setLabel("bottom", view.x_label)
-            if view.kind == "line":
+            if view.kind == "line":  # over time: PlotDataItems downsample long ones
                 self.gpu = p.plot(pen=GPU_PEN, name="GPU")
                 self.ref = p.plot(pen=REF_PEN, name="reference")
             else:
-                self.bars = pg.BarGraphItem(x=[], height=[], width=0.6, brush=BAR_BRUSH,
+                # The GPU value is the bar; the reference a tick across it (one path:
+                # symbols cost a scatter item's paint each).
+                self.bars = pg.BarGraphItem(x=[], height=[], width=BAR_WIDTH, brush=BAR_BRUSH,
                                             pen=pg.mkPen(None))
                 p.addItem(self.bars)
-                self.gpu = p.plot(pen=None, symbol="s", symbolSize=7, symbolBrush="#1f77b4",
-                                  symbolPen=None, name="GPU")
-                self.ref = p.plot(pen=None, symbol="+", symbolSize=13,
-                                  symbolPen=pg.mkPen("#ff7f0e", width=2), name="reference")
+                self.ref = pg.PlotCurveItem(pen=REF_TICK_PEN, connect="pairs")
+                self.ref.setZValue(10)
+                p.addItem(self.ref)
             p.addItem(self.fd)
             self.plots = [p]
         else:
@@ -463,9 +610,7 @@ class _GradRow:
             for col, title in enumerate(("GPU", "reference", "GPU − reference")):
                 p = layout.addPlot(row=2 * row + 1, col=col, title=title)
                 p.setLabel("bottom", view.x_label)
-                img = pg.ImageItem(axisOrder="col-major")
-                img.setAutoDownsample(True)
-                img.setColorMap(pg.colormap.get("CET-D1" if col == 2 else "viridis"))
+                img = heatmap_item()
                 p.addItem(img)
                 _manage_range(p)
                 self.images.append(img)
@@ -474,6 +619,9 @@ class _GradRow:
         for p in self.plots:
             p.setMinimumHeight(110)
         quiet_axes(self.plots)
+        cache_static(self.plots)
+        if self.label is not None:
+            self.label.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         # pyqtgraph lines linked views up by screen position when they overlap, so only
         # the full-width line plots share a time axis; heatmaps keep their own ranges.
         self.x_linked = view.kind == "line" and view.time_axis and time_plot is not None
@@ -497,23 +645,29 @@ class _GradRow:
         if self.kind in ("line", "bars"):
             n = view.ref.shape[0]
             x = np.arange(n, dtype=np.float64)
-            self.ref.setData(x, view.ref)
-            if view.gpu is not None:
-                self.gpu.setData(x, view.gpu)
-            else:
-                self.gpu.setData([], [])
             ys = [view.ref, view.gpu, fd.fd if has_fd else None]
-            if self.kind == "bars":
-                # Bars are GPU values only: an absent GPU tensor leaves the reference marks.
+            if self.kind == "line":
+                set_curve(self.ref, x, view.ref)
+                if view.gpu is not None:
+                    set_curve(self.gpu, x, view.gpu)
+                else:
+                    self.gpu.setData([], [])
+                if not self.x_linked:  # a linked plot follows the first one's x range
+                    fit_range(self.plots[0], 0, (0.0, max(n - 1, 1)))
+            else:
+                # Bars are GPU values only: an absent GPU tensor leaves the reference ticks.
                 h = view.gpu if view.gpu is not None else np.zeros(n)
-                self.bars.setOpts(x=x, height=h)
+                if not (np.array_equal(self.bars.opts["height"], h)
+                        and np.array_equal(self.bars.opts["x"], x)):
+                    self.bars.setOpts(x=x, height=h)
+                half = 0.5 * BAR_WIDTH
+                set_curve(self.ref, np.column_stack([x - half, x + half]).ravel(),
+                          np.repeat(np.asarray(view.ref, np.float64), 2))
                 ys.append(np.zeros(1))  # the bars start at 0
                 fit_range(self.plots[0], 0, (-0.5, n - 0.5), pad=False)
-            elif not self.x_linked:  # a linked plot follows the first one's x range
-                fit_range(self.plots[0], 0, (0.0, max(n - 1, 1)))
-            fit_range(self.plots[0], 1, finite_bounds(*ys))
+            fit_range(self.plots[0], 1, finite_bounds(*ys), keep=True)
             if has_fd:
-                self.fd.setData(fd.index[:, 0].astype(np.float64), fd.fd)
+                self._set_fd(fd.index[:, 0].astype(np.float64), fd.fd)
             else:
                 self._clear_fd()
             return
@@ -523,27 +677,27 @@ class _GradRow:
             fit_range(p, 0, (0.0, extent[0]))
             fit_range(p, 1, (0.0, extent[1]))
         # Downsampled with levels off the UI thread (viewdata.prepare_view).
-        self._show(ref_img, view.images["ref"])
+        show_image(ref_img, view.images["ref"])
         if view.gpu is not None:
-            self._show(gpu_img, view.images["gpu"])
-            self._show(diff_img, view.images["diff"])
+            show_image(gpu_img, view.images["gpu"])
+            show_image(diff_img, view.images["diff"])
         else:
             gpu_img.clear()
             diff_img.clear()
         if has_fd:
             # Mark the FD elements at their cell centres on the GPU heatmap.
-            self.fd.setData(fd.index[:, 0] + 0.5, fd.index[:, 1] + 0.5)
+            self._set_fd(fd.index[:, 0] + 0.5, fd.index[:, 1] + 0.5)
         else:
             self._clear_fd()
+
+    def _set_fd(self, x: np.ndarray, y: np.ndarray) -> None:
+        self.fd.setData(x, y)
+        self.fd.setVisible(True)
 
     def _clear_fd(self) -> None:
         if len(self.fd.data):  # an empty scatter's setData still costs a full update
             self.fd.setData([], [])
-
-    @staticmethod
-    def _show(item: pg.ImageItem, iv: ImageView) -> None:
-        item.setImage(iv.data, levels=iv.levels, autoLevels=False)
-        item.setRect(QRectF(0, 0, *iv.extent))
+        self.fd.setVisible(False)
 
 
 class GradPlots(pg.GraphicsLayoutWidget):

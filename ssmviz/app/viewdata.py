@@ -11,6 +11,7 @@ The UI thread then only calls setData / setImage.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,22 +32,31 @@ FD_POINTS = 5
 FD_EPS = 1e-6
 #: Time curves longer than this are drawn as a min/max envelope of the visible window
 #: (plus one window each side); zoomed in to at most this many steps, at full resolution.
-LOD_POINTS = 8192
-#: Points of such an envelope (min and max of ENVELOPE_POINTS / 2 bins): still several per
-#: pixel column of a wide plot, and pyqtgraph then has nothing left to downsample.
-ENVELOPE_POINTS = 4096
+LOD_POINTS = 1024
+#: Points of such an envelope (min and max of ENVELOPE_POINTS / 2 bins): about one bin per
+#: pixel column of a plot, so the plots draw lines as given (no downsampling there).
+ENVELOPE_POINTS = 1024
+
+
+#: Colour maps of the heatmaps: values, and differences (symmetric levels, 0 in the middle).
+VALUE_CMAP = "viridis"
+DIFF_CMAP = "CET-D1"
 
 
 @dataclass
 class ImageView:
     """A heatmap ready for ImageItem: ``data`` (rows, cols) with rows along x.
 
-    ``extent`` is (width, height) in the original units (time steps, states).
+    ``extent`` is (width, height) in the original units (time steps, states). ``rgba``
+    is ``data`` already coloured through ``levels`` and the colour map, (cols, rows, 4)
+    uint8, row-major: the UI thread hands it to Qt as is (NaN is transparent, ±Inf
+    saturates).
     """
 
     data: np.ndarray
     levels: tuple[float, float]
     extent: tuple[float, float]
+    rgba: np.ndarray | None = None
 
 
 @dataclass
@@ -91,7 +101,8 @@ class ViewData:
 
 
 def downsample_rows(a: np.ndarray, max_rows: int = MAX_IMAGE_ROWS) -> np.ndarray:
-    """``a`` (rows, …) with at most ``max_rows`` rows: each bin keeps its largest-|v| entry.
+    """``a`` (rows, …) with at most ``max_rows`` rows: each bin keeps its largest-|v| entry
+    (the first of equals).
 
     NaN/Inf win their bin, so non-finite values never vanish from a heatmap.
     """
@@ -105,9 +116,20 @@ def downsample_rows(a: np.ndarray, max_rows: int = MAX_IMAGE_ROWS) -> np.ndarray
     if pad:
         a = np.concatenate([a, np.zeros((pad, *a.shape[1:]))])
     r = a.reshape(bins, k, *a.shape[1:])
-    mag = np.where(np.isfinite(r), np.abs(r), np.inf)
-    idx = np.argmax(mag, axis=1)[:, None]
-    return np.take_along_axis(r, idx, axis=1)[:, 0]
+    mag = np.abs(r)
+    if not np.isfinite(mag).all():
+        mag[~np.isfinite(mag)] = np.inf
+    if k > 8:
+        idx = np.argmax(mag, axis=1)[:, None]
+        return np.take_along_axis(r, idx, axis=1)[:, 0]
+    # Few rows per bin (the common case): a running pick is several times faster than
+    # argmax over the strided middle axis.
+    out, best = r[:, 0].copy(), mag[:, 0].copy()
+    for j in range(1, k):
+        wins = mag[:, j] > best
+        np.copyto(out, r[:, j], where=wins)
+        np.copyto(best, mag[:, j], where=wins)
+    return out
 
 
 def envelope(y: np.ndarray, start: int = 0, max_points: int = LOD_POINTS,
@@ -115,19 +137,23 @@ def envelope(y: np.ndarray, start: int = 0, max_points: int = LOD_POINTS,
     """(x, y) of a curve: the samples themselves when there are at most ``max_points``,
     else per-bin min and max, at most ``points`` (peaks survive; a NaN marks its bin).
 
-    ``y`` is ``(n,)``; x counts from ``start``.
+    ``y`` is ``(n,)``, or ``(n, m)`` for m curves at once (y then ``(points, m)``); x
+    counts from ``start``.
     """
     y = np.asarray(y, np.float64)
-    n = y.size
+    n = y.shape[0]
     if n <= max_points:
         return np.arange(start, start + n, dtype=np.float64), y
     k = -(-n // (min(points, max_points) // 2))
     bins = -(-n // k)
     pad = bins * k - n
-    r = (np.concatenate([y, np.full(pad, y[-1])]) if pad else y).reshape(bins, k)
+    if pad:
+        y = np.concatenate([y, np.repeat(y[-1:], pad, axis=0)])
+    r = y.reshape(bins, k, *y.shape[1:])
     x0 = start + np.arange(bins, dtype=np.float64) * k
     x = np.stack([x0, x0 + (k - 1) / 2.0], axis=1).ravel()
-    return x, np.stack([r.min(axis=1), r.max(axis=1)], axis=1).ravel()
+    env = np.stack([r.min(axis=1), r.max(axis=1)], axis=1)
+    return x, env.reshape(2 * bins, *y.shape[1:])
 
 
 def finite_bounds(*arrays: np.ndarray | None) -> tuple[float, float] | None:
@@ -163,29 +189,43 @@ def nice_range(lo: float, hi: float, pad: float = 0.0) -> tuple[float, float]:
 
 
 def time_series(tr: Trace) -> dict[str, np.ndarray]:
-    """The time plots' curves by name, each ``(seq_len,)``: input, delta, a_bar, h0…,
-    y_gpu and err (with a GPU y), y_ref, tol."""
+    """The time plots' curves by name, each ``(seq_len,)``: input, delta, a_bar,
+    y_gpu and err (with a GPU y), y_ref, tol; and h, every state's, ``(seq_len, d_state)``."""
     n = tr.sel.state
-    out = {"input": tr.u, "delta": tr.delta, "a_bar": tr.a_bar[:, n]}
-    for i in range(tr.h_ref.shape[1]):
-        out[f"h{i}"] = tr.h_ref[:, i]
+    out = {"input": tr.u, "delta": tr.delta, "a_bar": tr.a_bar[:, n], "h": tr.h_ref}
     if tr.y_gpu is not None and tr.err is not None:
         out["y_gpu"], out["err"] = tr.y_gpu, tr.err
     out["y_ref"], out["tol"] = tr.y_ref, tr.tol_curve
     return out
 
 
+def _percentiles(f: np.ndarray, qs: tuple[float, ...]) -> list[float]:
+    """np.percentile's default (linear) ``qs`` of 1-D ``f``, from one partition."""
+    n = f.size
+    pos = [q / 100.0 * (n - 1) for q in qs]
+    kth = sorted({int(np.floor(p)) for p in pos} | {min(int(np.floor(p)) + 1, n - 1) for p in pos})
+    part = np.partition(f, kth)
+    out = []
+    for p in pos:
+        i = int(np.floor(p))
+        j = min(i + 1, n - 1)
+        out.append(float(part[i] + (p - i) * (part[j] - part[i])))
+    return out
+
+
 def robust_levels(a: np.ndarray, *, symmetric: bool = False,
                   q: float = LEVEL_PERCENTILE) -> tuple[float, float]:
     """Colour levels from the ``q``-th percentiles of the finite values (outliers saturate)."""
-    f = np.asarray(a, np.float64)
-    f = f[np.isfinite(f)]
+    f = np.asarray(a, np.float64).ravel()
+    if not np.isfinite(f).all():
+        f = f[np.isfinite(f)]
     if f.size == 0:
         return (-1.0, 1.0) if symmetric else (0.0, 1.0)
     if symmetric:
-        m = float(np.percentile(np.abs(f), q)) or float(np.max(np.abs(f))) or 1.0
+        mag = np.abs(f)
+        m = _percentiles(mag, (q,))[0] or float(np.max(mag)) or 1.0
         return (-m, m)
-    lo, hi = (float(v) for v in np.percentile(f, [100.0 - q, q]))
+    lo, hi = _percentiles(f, (100.0 - q, q))
     if hi <= lo:
         lo, hi = float(f.min()), float(f.max())
     if hi <= lo:
@@ -193,12 +233,51 @@ def robust_levels(a: np.ndarray, *, symmetric: bool = False,
     return (lo, hi)
 
 
-def image_view(a: np.ndarray, *, symmetric: bool = False) -> ImageView:
-    """Downsample a 2-D array (rows along x) and pick robust levels."""
+@functools.cache
+def colour_lut(name: str) -> np.ndarray:
+    """(256, 4) uint8 RGBA lookup table of pyqtgraph's colour map ``name``."""
+    import pyqtgraph as pg  # only the colour tables; no widget is made here
+
+    lut = pg.colormap.get(name).getLookupTable(0.0, 1.0, 256, alpha=True)
+    return np.ascontiguousarray(lut, dtype=np.uint8)
+
+
+def colourise(a: np.ndarray, levels: tuple[float, float], lut: np.ndarray) -> np.ndarray:
+    """``a`` (rows, cols) mapped through ``levels`` onto ``lut``: (cols, rows, 4) uint8.
+
+    As ImageItem maps a LUT: [lo, hi] spans the table's 256 entries, values past it
+    saturate; NaN is transparent.
+    """
+    lo, hi = levels
+    n = lut.shape[0]
+    scale = n / (hi - lo) if hi > lo else 0.0
+    idx = np.array(np.asarray(a, np.float64).T, order="C")  # row-major (cols, rows)
+    idx -= lo
+    idx *= scale
+    nan = np.isnan(idx)
+    np.clip(idx, 0, n - 1, out=idx)  # ±Inf saturate here
+    has_nan = bool(nan.any())
+    if has_nan:
+        idx[nan] = 0
+    # One 32-bit gather per pixel (the table's RGBA bytes as one word each).
+    out = np.ascontiguousarray(lut, np.uint8).view(np.uint32).ravel()[idx.astype(np.intp)]
+    rgba = out.view(np.uint8).reshape(*out.shape, 4)
+    if has_nan:
+        rgba[nan, 3] = 0
+    return rgba
+
+
+def image_view(a: np.ndarray, *, symmetric: bool = False,
+               levels: tuple[float, float] | None = None) -> ImageView:
+    """Downsample a 2-D array (rows along x), pick robust levels (unless ``levels`` are
+    given, e.g. the reference's for the GPU heatmap, so equal colours mean equal values)
+    and colour it (:data:`DIFF_CMAP` when ``symmetric``, else :data:`VALUE_CMAP`)."""
     a = np.asarray(a, np.float64)
     small = np.ascontiguousarray(downsample_rows(a))
-    return ImageView(small, robust_levels(small, symmetric=symmetric),
-                     (float(a.shape[0]), float(a.shape[1])))
+    if levels is None:
+        levels = robust_levels(small, symmetric=symmetric)
+    rgba = colourise(small, levels, colour_lut(DIFF_CMAP if symmetric else VALUE_CMAP))
+    return ImageView(small, levels, (float(a.shape[0]), float(a.shape[1])), rgba)
 
 
 def _forward_y(family: str, convention: str, chunk_len: int | None):
@@ -294,7 +373,7 @@ def prepare_view(
             continue
         v.images["ref"] = image_view(v.ref)
         if v.gpu is not None:
-            v.images["gpu"] = image_view(v.gpu)
+            v.images["gpu"] = image_view(v.gpu, levels=v.images["ref"].levels)
             v.images["diff"] = image_view(v.gpu - v.ref, symmetric=True)
     h = tr.h_gpu if tr.h_gpu is not None else tr.h_ref
     data = ViewData(tr, views, image_view(h))

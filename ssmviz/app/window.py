@@ -24,7 +24,7 @@ from ssmviz.app.session import Session
 from ssmviz.app.shader_panel import FAMILY_SHADER, ShaderPanel
 from ssmviz.app.statusbar import RunStatusBar
 from ssmviz.app.titles import grad_titles
-from ssmviz.app.viewdata import LOD_POINTS, ViewData
+from ssmviz.app.viewdata import ViewData
 from ssmviz.app.worker import RunScheduler, ViewWorker
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.problem import Problem
@@ -34,7 +34,7 @@ PLAY_INTERVAL_MS = 40
 #: Steps per play tick: the whole sequence plays in about this many ticks.
 PLAY_TICKS = 250
 #: A result longer than this is shown in parts, one event-loop turn each.
-SPLIT_ABOVE = LOD_POINTS
+SPLIT_ABOVE = 8192
 
 
 def app_settings() -> QSettings:
