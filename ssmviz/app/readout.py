@@ -2,19 +2,67 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QFontDatabase, QShowEvent
-from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QFontDatabase, QFontMetrics, QPainter, QShowEvent
+from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from ssmviz.app.derived import Trace, readout
+
+
+class _Table(QWidget):
+    """Two columns of plain text (name, monospaced value) painted in one go.
+
+    Its size only changes with the number of rows, so a new step repaints this widget
+    alone: a grid of labels re-laid out the dock on every step.
+    """
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.rows: list[tuple[str, str]] = []
+        self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+        self._key_width = 0
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+
+    def _line(self) -> int:
+        return max(self.fontMetrics().height(), QFontMetrics(self._mono).height()) + 1
+
+    def set_rows(self, rows: list[tuple[str, str]]) -> None:
+        resized = len(rows) != len(self.rows)
+        keys = [k for k, _ in rows] != [k for k, _ in self.rows]
+        self.rows = rows
+        if keys:
+            fm = self.fontMetrics()
+            self._key_width = max((fm.horizontalAdvance(k) for k, _ in rows), default=0)
+        if resized or keys:
+            self.updateGeometry()
+        self.update()
+
+    def sizeHint(self) -> QSize:
+        width = self._key_width + 12 + QFontMetrics(self._mono).horizontalAdvance("x" * 24)
+        return QSize(width, self._line() * len(self.rows))
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(0, self._line() * len(self.rows))
+
+    def paintEvent(self, event: object) -> None:
+        painter = QPainter(self)
+        painter.setPen(self.palette().color(self.foregroundRole()))
+        line, x_value = self._line(), self._key_width + 12
+        align = int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
+        for i, (key, value) in enumerate(self.rows):
+            y = i * line
+            painter.setFont(self.font())
+            painter.drawText(0, y, x_value, line, align, key)
+            painter.setFont(self._mono)
+            painter.drawText(x_value, y, max(self.width() - x_value, 0), line, align, value)
 
 
 class ReadoutPanel(QWidget):
     """Shows u_t, Δ_t, Ā_t, B̄_t·u_t, h_(t−1) → h_t and C_t·h_t → y_t at the cursor.
 
-    One plain-text label per cell, reused: a rich-text table in one word-wrapped label
-    cost a full document layout (and a re-layout of the dock) on every run and cursor
-    step. While the dock is hidden only ``rows`` is kept up to date.
+    The rows are one painted table (:class:`_Table`): labels per cell, or a rich-text
+    table, re-laid out the dock on every run and cursor step. While the dock is hidden
+    only ``rows`` is kept up to date.
     """
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -22,17 +70,11 @@ class ReadoutPanel(QWidget):
         self.header = QLabel("no run yet")
         self.header.setTextFormat(Qt.TextFormat.RichText)
         self.header.setWordWrap(True)
-        self._grid = QGridLayout()
-        self._grid.setHorizontalSpacing(12)
-        self._grid.setVerticalSpacing(1)
-        self._grid.setColumnStretch(1, 1)
+        self.table = _Table()
         layout = QVBoxLayout(self)
         layout.addWidget(self.header)
-        layout.addLayout(self._grid)
+        layout.addWidget(self.table)
         layout.addStretch(1)
-        self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
-        self._cells: list[tuple[QLabel, QLabel]] = []
-        self._shown: list[tuple[str, str]] = []
         self._header_text = "no run yet"
         self.rows: list[tuple[str, str]] = []
         self._step: tuple[Trace | None, int] = (None, -1)
@@ -49,41 +91,14 @@ class ReadoutPanel(QWidget):
             self._set_header(f"<b>{tr.family.upper()} / {tr.convention}</b> · batch "
                              f"{tr.sel.batch}, channel {tr.sel.channel}, state {tr.sel.state}")
         if self.isVisible():
-            self._show_rows()
+            self.table.set_rows(self.rows)
 
     def _set_header(self, text: str) -> None:
         if text != self._header_text:
             self._header_text = text
             self.header.setText(text)
 
-    def _show_rows(self) -> None:
-        rows = self.rows
-        while len(self._cells) < len(rows):
-            key, value = QLabel(), QLabel()
-            key.setTextFormat(Qt.TextFormat.PlainText)
-            value.setTextFormat(Qt.TextFormat.PlainText)
-            value.setFont(self._mono)
-            value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-            r = len(self._cells)
-            self._grid.addWidget(key, r, 0)
-            self._grid.addWidget(value, r, 1)
-            self._cells.append((key, value))
-        for i, (key, value) in enumerate(self._cells):
-            old = self._shown[i] if i < len(self._shown) else None
-            if i >= len(rows):
-                key.setVisible(False)
-                value.setVisible(False)
-                continue
-            k, v = rows[i]
-            if old is None or old[0] != k:
-                key.setText(k)
-            if old is None or old[1] != v:
-                value.setText(v)
-            key.setVisible(True)
-            value.setVisible(True)
-        self._shown = list(rows)
-
     def showEvent(self, event: QShowEvent) -> None:  # Qt override: catch up when shown
         super().showEvent(event)
-        if self._shown != self.rows:
-            self._show_rows()
+        if self.table.rows != self.rows:
+            self.table.set_rows(self.rows)

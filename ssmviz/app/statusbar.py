@@ -54,7 +54,11 @@ class RunStatusBar(QStatusBar):
         # the message is squeezed to nothing.
         self.adapter.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
         self.adapter.setMaximumWidth(self.adapter.fontMetrics().horizontalAdvance("x" * 60))
-        self.times = QLabel("")
+        # Fixed width (elided past it): a new figure then repaints this label, not the
+        # whole status bar after a re-layout.
+        self.times = ElidedLabel("")
+        self.times.setFixedWidth(self.times.fontMetrics().horizontalAdvance(
+            "GPU 9999.99 ms (gpu-timestamps) · reference 9999.9 ms "))
         self.message = ElidedLabel("")
         self.message.setObjectName("runMessage")
         self.busy = QProgressBar()
