@@ -20,6 +20,7 @@ SSD arrays:
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -61,6 +62,27 @@ def _check_int(name: str, value: object, minimum: int, maximum: int | None = Non
         raise SsmvizError(f"{name} must be ≥ {minimum}; got {value}")
     if maximum is not None and value > maximum:
         raise SsmvizError(f"{name} must be ≤ {maximum}; got {value}")
+
+
+#: Random input blocks up to this many elements are kept: a live re-run after a control
+#: change rebuilds the same ones (same seed and sizes) and only the signal differs.
+_CACHED_ELEMENTS = 1 << 20
+
+
+def _draw_normal(seed: int, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    # One stream per array, so changing one size does not reshuffle the others.
+    out = np.random.default_rng([seed, zlib.crc32(name.encode())]).standard_normal(shape)
+    out.flags.writeable = False
+    return out
+
+
+_draw_normal_cached = functools.lru_cache(maxsize=16)(_draw_normal)
+
+
+def _standard_normal(seed: int, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    if int(np.prod(shape)) <= _CACHED_ELEMENTS:
+        return _draw_normal_cached(seed, name, shape)
+    return _draw_normal(seed, name, shape)
 
 
 @dataclass(frozen=True)
@@ -181,6 +203,10 @@ class Problem:
         # One stream per array, so changing one size does not reshuffle the others.
         return np.random.default_rng([self.seed, zlib.crc32(name.encode())])
 
+    def _normal(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        """Standard normals of stream ``name`` (read-only; cached while small)."""
+        return _standard_normal(self.seed, name, tuple(int(n) for n in shape))
+
     def _dt_sample(self, count: int) -> np.ndarray:
         lo, hi = np.log(self.init.dt_min), np.log(self.init.dt_max)
         return np.exp(self._rng("dt").uniform(lo, hi, size=count))
@@ -199,7 +225,7 @@ class Problem:
     def _dy(self, shape: tuple[int, ...]) -> np.ndarray:
         if self.dy == "ones":
             return np.ones(shape)
-        return self._rng("dy").standard_normal(shape)
+        return self._normal("dy", shape).copy()
 
     def build(self) -> dict[str, np.ndarray]:
         """Every input array of the problem, float64, keyed as the export writes them."""
@@ -209,7 +235,7 @@ class Problem:
     def _build_s6(self) -> dict[str, np.ndarray]:
         b, L, d, n = self.batch, self.seq_len, self.inner, self.d_state
         bias = inverse_softplus(self._dt_sample(d))
-        noise = self.init.delta_noise * self._rng("delta").standard_normal((b, L, d))
+        noise = self.init.delta_noise * self._normal("delta", (b, L, d))
         if self.convention == "builderforce":
             # builderforce has no delta_bias: fold the bias into the raw delta.
             delta, delta_bias = noise + bias, np.zeros(d)
@@ -220,8 +246,8 @@ class Problem:
             "u": generate(self.signal, b, L, d),
             "delta": delta,
             "A_log": self._A_log((d, n), per_state_axis=1),
-            "B": scale * self._rng("B").standard_normal((b, L, n)),
-            "C": scale * self._rng("C").standard_normal((b, L, n)),
+            "B": scale * self._normal("B", (b, L, n)),
+            "C": scale * self._normal("C", (b, L, n)),
             "D": np.full(d, self.init.D),
             "delta_bias": delta_bias,
             "dy": self._dy((b, L, d)),
@@ -233,10 +259,10 @@ class Problem:
         scale = self.init.bc_scale
         return {
             "x": generate(self.signal, b, L, h * p).reshape(b, L, h, p),
-            "dt": self.init.delta_noise * self._rng("delta").standard_normal((b, L, h)),
+            "dt": self.init.delta_noise * self._normal("delta", (b, L, h)),
             "A_log": self._A_log((h,), per_state_axis=None),
-            "B": scale * self._rng("B").standard_normal((b, L, g, n)),
-            "C": scale * self._rng("C").standard_normal((b, L, g, n)),
+            "B": scale * self._normal("B", (b, L, g, n)),
+            "C": scale * self._normal("C", (b, L, g, n)),
             "D": np.full(h, self.init.D),
             "dt_bias": inverse_softplus(self._dt_sample(h)),
             "dy": self._dy((b, L, h, p)),
