@@ -192,6 +192,37 @@ def test_backward_reuses_forward(convention: str, monkeypatch: pytest.MonkeyPatc
         np.testing.assert_array_equal(getattr(fresh, key), getattr(given_fwd, key))
 
 
+@pytest.mark.parametrize("convention", CONVENTIONS)
+def test_backward_same_bits_with_kept_or_recomputed_discretisation(
+    convention: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The forward leaves Ā (and the zero-order-hold coefficient) in a per-thread workspace
+    # for its backward. A backward that cannot use them (another forward ran since, the
+    # forward ran on another thread, or the problem is too big to keep) recomputes them:
+    # the gradients must not differ by a bit.
+    import threading
+
+    p = make_problem(np.random.default_rng(15), seq_len=50)
+    args = [p[k] for k in PARAMS]
+    fwd = s6_forward(*args, convention=convention)
+    kept = s6_backward(*args, p["dy"], convention=convention, fwd=fwd)
+    other = make_problem(np.random.default_rng(16), seq_len=20)
+    s6_forward(*(other[k] for k in PARAMS), convention=convention)  # overwrites the workspace
+    results = {"after another forward": s6_backward(*args, p["dy"], convention=convention, fwd=fwd)}
+    box: list[S6Forward] = []
+    worker = threading.Thread(target=lambda: box.append(s6_forward(*args, convention=convention)))
+    worker.start()
+    worker.join()
+    results["forward on another thread"] = s6_backward(
+        *args, p["dy"], convention=convention, fwd=box[0]
+    )
+    monkeypatch.setattr(s6_module, "_KEEP_ELEMENTS", 0)
+    results["never kept"] = s6_backward(*args, p["dy"], convention=convention)
+    for how, grads in results.items():
+        for key in GRAD_KEYS:
+            np.testing.assert_array_equal(getattr(grads, key), getattr(kept, key), err_msg=how)
+
+
 def test_du_includes_skip_term() -> None:
     # With C = 0 nothing flows through the state, so du is exactly D * dy and dD = Σ dy u.
     p = make_problem(np.random.default_rng(9))

@@ -22,16 +22,22 @@ SOFTPLUS_THRESHOLD = 20.0
 def softplus(x: ArrayLike) -> NDArray[np.float64]:
     """Stable softplus: ``x`` for ``x > 20``, ``log1p(exp(x))`` otherwise. Any shape."""
     x = np.asarray(x, dtype=np.float64)
-    # Clamp before exp so large inputs never overflow (their branch is discarded anyway).
-    small = np.log1p(np.exp(np.minimum(x, SOFTPLUS_THRESHOLD)))
-    return np.where(x > SOFTPLUS_THRESHOLD, x, small)
+    # Clamp before exp so large inputs never overflow (their branch is overwritten anyway).
+    # In place in one array: the references call this on every run.
+    out = np.minimum(x, SOFTPLUS_THRESHOLD, out=np.empty_like(x))
+    np.log1p(np.exp(out, out=out), out=out)
+    np.copyto(out, x, where=x > SOFTPLUS_THRESHOLD)
+    return out
 
 
 def sigmoid(x: ArrayLike) -> NDArray[np.float64]:
     """Stable logistic sigmoid ``1 / (1 + exp(-x))``, the derivative of softplus. Any shape."""
     x = np.asarray(x, dtype=np.float64)
-    e = np.exp(-np.abs(x))  # in (0, 1]: never overflows
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    e = np.abs(x, out=np.empty_like(x))
+    np.exp(np.negative(e, out=e), out=e)  # exp(-|x|), in (0, 1]: never overflows
+    s = np.where(x >= 0, 1.0, e)
+    s /= 1.0 + e  # 1 / (1 + e) for x >= 0, e / (1 + e) below
+    return s
 
 
 def softplus_grad(x: ArrayLike) -> NDArray[np.float64]:
@@ -41,7 +47,9 @@ def softplus_grad(x: ArrayLike) -> NDArray[np.float64]:
     by less than 2.1e-9, only for ``x > 20``.
     """
     x = np.asarray(x, dtype=np.float64)
-    return np.where(x > SOFTPLUS_THRESHOLD, 1.0, sigmoid(x))
+    g = sigmoid(x)
+    np.copyto(g, 1.0, where=x > SOFTPLUS_THRESHOLD)
+    return g
 
 
 def inverse_softplus(y: ArrayLike) -> NDArray[np.float64]:

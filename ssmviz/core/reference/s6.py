@@ -37,11 +37,17 @@ Everything is vectorised over batch, channel and state; the only Python loops
 run over time, forward for h and in reverse for g. Time is walked in blocks
 sized so that the block's (batch, block, d_inner, d_state) scratch arrays stay
 in cache: Ā and B̄u are computed for a whole block at once, then a tight
-per-step loop ``h_t = Ā_t * h_{t-1} + B̄u_t`` fills the preallocated h.
+per-step loop ``h_t = Ā_t * h_{t-1} + B̄u_t`` (two ufunc calls on one row of
+batch·d_inner·d_state states) fills the preallocated h. The scratch arrays live
+in a per-thread workspace between calls, and up to ``_KEEP_ELEMENTS`` states the
+forward leaves Ā there for the backward of the same inputs (see ``_Workspace``).
 """
 
 from __future__ import annotations
 
+import math
+import threading
+import weakref
 from dataclasses import dataclass
 from typing import Literal
 
@@ -164,9 +170,50 @@ def _validate(
     return _Inputs(u_, delta_, A_log_, B_, C_, D_, bias_)
 
 
-# Work on blocks of time steps whose (batch, chunk, d_inner, d_state) scratch arrays stay in
-# L2 cache: the elementwise passes run 2-3x faster than over whole-sequence arrays.
-_CHUNK_ELEMENTS = 1 << 15
+# Work on blocks of time steps whose (batch, chunk, d_inner, d_state) scratch arrays (512 KiB)
+# stay in cache: the elementwise passes run 2-3x faster than over whole-sequence arrays, and
+# the ~20 numpy calls per block stay a small share of the time even for wide rows.
+_CHUNK_ELEMENTS = 1 << 16
+# Up to this many states (8 MiB an array) the forward leaves its Ā, and for zero-order hold
+# its coefficient, in the thread's workspace for the backward of the same inputs.
+_KEEP_ELEMENTS = 1 << 20
+
+
+class _Workspace(threading.local):
+    """Float64 arrays kept per thread between calls: the scratch blocks, and Ā (and the
+    zero-order-hold coefficient) of the thread's last forward.
+
+    The app runs forward and backward on every control change. Fresh memory costs a page
+    fault per 4 KiB when first written, on the app's 2-core machine about as much as a pass
+    over the data: the blocks are reused. The backward needs the forward's Ā again, and
+    exp (expm1 for zero-order hold) are its dearest passes: it takes them from here when
+    they are its forward's, which ``kept_for`` tells (a weak reference to that forward's h).
+    """
+
+    def __init__(self) -> None:
+        self.arrays: dict[str, F64] = {}
+        self.kept_for: weakref.ref[np.ndarray] | None = None
+        self.kept_convention = ""
+
+    def get(self, name: str, shape: tuple[int, ...]) -> F64:
+        """The array called ``name``, allocated anew only when its shape changes; its
+        contents are whatever the last user left."""
+        arr = self.arrays.get(name)
+        if arr is None or arr.shape != shape:
+            arr = self.arrays[name] = np.empty(shape)
+        return arr
+
+    def kept(self, h: np.ndarray, convention: str) -> bool:
+        """Whether "a_kept" (and "c_kept") hold Ā (and the coefficient) of the forward that
+        returned ``h``."""
+        return (
+            self.kept_for is not None
+            and self.kept_for() is h
+            and self.kept_convention == convention
+        )
+
+
+_WORKSPACE = _Workspace()
 
 
 def _chunk_len(batch: int, seq_len: int, d_inner: int, d_state: int) -> int:
@@ -197,33 +244,91 @@ def _zoh_fprime_series(x: F64) -> F64:
     return 0.5 + x * (1.0 / 3.0 + x * (1.0 / 8.0 + x * (1.0 / 30.0 + x * (1.0 / 144.0))))
 
 
+def _rows(a: F64) -> F64:
+    """View (batch, k, d_inner, d_state) as k rows of (batch, d_inner·d_state), one per step.
+
+    The time loops iterate over these views: a step then costs two ufunc calls and the
+    views numpy makes while iterating; indexing the 4-D arrays per step costs about as much
+    again.
+    """
+    batch, k = a.shape[:2]
+    return a.reshape(batch, k, -1).transpose(1, 0, 2)
+
+
+def _scan(a_rows: F64, h_rows: F64, prev: F64 | None, tmp: F64) -> F64:
+    """h_t = Ā_t h_{t-1} + B̄_t u_t, forwards in time, in place over ``h_rows`` (they hold
+    B̄_t u_t on entry).
+
+    ``prev`` is h_{t-1} for the first row (None at t = 0: h_0 = B̄_0 u_0, as h_{-1} = 0);
+    returns the last h. ``out`` goes by position: a keyword costs a measurable share of
+    calls this small.
+    """
+    rows = zip(a_rows, h_rows, strict=True)
+    if prev is None:
+        _, prev = next(rows)
+    multiply, add = np.multiply, np.add
+    for a_t, h_t in rows:
+        multiply(a_t, prev, tmp)
+        add(h_t, tmp, h_t)
+        prev = h_t
+    return prev
+
+
+def _adjoint_scan(a_rows: F64, g_rows: F64, nxt: F64 | None, tmp: F64) -> F64:
+    """g_t = C_t dy_t + Ā_{t+1} g_{t+1}, backwards in time, in place over ``g_rows`` (they
+    hold C_t dy_t on entry).
+
+    ``nxt`` is Ā_{t+1} g_{t+1} for the last row (None at t = seq_len - 1: g_t = C_t dy_t);
+    returns Ā_t g_t of the first row (in ``tmp``) for the block before.
+    """
+    rows = zip(a_rows[::-1], g_rows[::-1], strict=True)
+    multiply, add = np.multiply, np.add
+    if nxt is None:
+        a_t, g_t = next(rows)
+        nxt = multiply(a_t, g_t, tmp)
+    for a_t, g_t in rows:
+        add(g_t, nxt, g_t)
+        nxt = multiply(a_t, g_t, tmp)
+    return nxt
+
+
 def _forward(x: _Inputs, convention: str) -> S6Forward:
     batch, seq_len, d_inner = x.u.shape
     d_state = x.A_log.shape[1]
     _, dt, A = _step(x)
-    h = np.empty((batch, seq_len, d_inner, d_state))
+    full = (batch, seq_len, d_inner, d_state)
+    h = np.empty(full)
+    y = np.empty_like(x.u)
     chunk = _chunk_len(batch, seq_len, d_inner, d_state)
-    a_buf = np.empty((batch, chunk, d_inner, d_state))
-    tmp = np.empty((batch, d_inner, d_state))
+    ws = _WORKSPACE
+    keep = math.prod(full) <= _KEEP_ELEMENTS
+    ws.kept_for = None  # what it kept is about to be overwritten
+    # Ā (and coef) of the whole sequence when kept for the backward, else Ā of one block.
+    kind, shape = ("kept", full) if keep else ("block", (batch, chunk, d_inner, d_state))
+    a_all = ws.get(f"a_{kind}", shape)
+    zoh = convention == "builderforce"
+    c_all = ws.get("c_kept", full) if keep and zoh else None
+    tmp = ws.get("row", (batch, d_inner * d_state))
     dtu = dt * x.u
+    h_rows = _rows(h)
     prev: F64 | None = None  # h_{t-1}; None before t = 0
     for s in range(0, seq_len, chunk):
         e = min(s + chunk, seq_len)
-        a_bar, bu = a_buf[:, : e - s], h[:, s:e]  # B̄u is built in the buffer that becomes h
-        if convention == "mamba":
+        part = slice(s, e) if keep else slice(0, e - s)
+        a_bar, bu = a_all[:, part], h[:, s:e]  # B̄u is built in the buffer that becomes h
+        if not zoh:
             _discretise_chunk(dt[:, s:e], A, a_bar, None)
             np.einsum("bld,bln->bldn", dtu[:, s:e], x.B[:, s:e], out=bu)  # Δ·u·B
-        else:
-            _discretise_chunk(dt[:, s:e], A, a_bar, bu)  # (Ā - 1)/A
-            bu *= x.u[:, s:e, :, None]
+        else:  # (Ā - 1)/A·u·B; the coefficient goes straight into B̄u unless it is kept
+            coef = bu if c_all is None else c_all[:, part]
+            _discretise_chunk(dt[:, s:e], A, a_bar, coef)
+            np.multiply(coef, x.u[:, s:e, :, None], out=bu)
             bu *= x.B[:, s:e, None, :]
-        for j in range(e - s):  # h_t = Ā_t h_{t-1} + B̄_t u_t
-            if prev is not None:
-                np.multiply(a_bar[:, j], prev, out=tmp)
-                np.add(bu[:, j], tmp, out=bu[:, j])
-            prev = bu[:, j]
-    y = np.einsum("bldn,bln->bld", h, x.C)
+        prev = _scan(_rows(a_bar), h_rows[s:e], prev, tmp)
+        np.einsum("bldn,bln->bld", bu, x.C[:, s:e], out=y[:, s:e])  # while h is in cache
     y += x.D * x.u
+    if keep:
+        ws.kept_for, ws.kept_convention = weakref.ref(h), convention
     return S6Forward(y=y, h=h, last_state=h[:, -1].copy())
 
 
@@ -323,35 +428,43 @@ def s6_backward(
     dC = np.empty_like(B_)
     dA = np.zeros_like(A)  # dL/dA
 
+    # Whether any Δ·|A| is small enough for the series below (mostly not: skip the search).
+    tiny_anywhere = zoh and bool((dt.min(axis=(0, 1))[:, None] * -A < _ZOH_SERIES_BELOW).any())
+
     chunk = _chunk_len(batch, seq_len, d_inner, d_state)
-    a_buf, g_buf, w_buf = (np.empty((batch, chunk, d_inner, d_state)) for _ in range(3))
-    c_buf = np.empty((batch, chunk, d_inner, d_state)) if zoh else None
-    tmp = np.empty((batch, d_inner, d_state))
+    scratch = (batch, chunk, d_inner, d_state)
+    ws = _WORKSPACE
+    kept = ws.kept(fwd.h, convention)  # else Ā (and coef) are recomputed block by block
+    kind, shape = ("kept", full) if kept else ("block", scratch)
+    a_all = ws.get(f"a_{kind}", shape)
+    c_all = ws.get(f"c_{kind}", shape) if zoh else None
+    g_buf, r_buf, w_buf = ws.get("g", scratch), ws.get("r", scratch), ws.get("w", scratch)
+    carry = ws.get("row", (batch, d_inner * d_state))
     nxt: F64 | None = None  # Ā_{t+1} g_{t+1}; None after the last step
     for s in reversed(range(0, seq_len, chunk)):
         e = min(s + chunk, seq_len)
         k = e - s
-        a_bar, g, w = a_buf[:, :k], g_buf[:, :k], w_buf[:, :k]
-        coef = None if c_buf is None else c_buf[:, :k]
+        g, r, w = g_buf[:, :k], r_buf[:, :k], w_buf[:, :k]
         dt_c, u_c, B_c, dy_c = dt[:, s:e], u_[:, s:e], B_[:, s:e], dy_[:, s:e]
-        _discretise_chunk(dt_c, A, a_bar, coef)
+        part = slice(s, e) if kept else slice(0, k)
+        a_bar = a_all[:, part]
+        coef = None if c_all is None else c_all[:, part]
+        if not kept:
+            _discretise_chunk(dt_c, A, a_bar, coef)
 
         # Adjoint g_t = dL/dh_t = C_t dy_t + Ā_{t+1} g_{t+1}, in place.
         np.einsum("bld,bln->bldn", dy_c, x.C[:, s:e], out=g)
-        for j in range(k - 1, -1, -1):
-            if nxt is not None:
-                np.add(g[:, j], nxt, out=g[:, j])
-            nxt = np.multiply(a_bar[:, j], g[:, j], out=tmp)
+        nxt = _adjoint_scan(_rows(a_bar), _rows(g), nxt, carry)
+        np.multiply(a_bar, g, out=r)  # r_t = Ā_t g_t: the scan's products, which it discarded
 
         np.einsum("bldn,bld->bln", h[:, s:e], dy_c, out=dC[:, s:e])
 
-        # Through Ā_t = exp(Δ_t A): dL/d(Δ_t A) = g_t · Ā_t h_{t-1}, zero at t = 0.
+        # Through Ā_t = exp(Δ_t A): dL/d(Δ_t A) = g_t Ā_t h_{t-1} = r_t h_{t-1}, zero at t = 0.
         if s > 0:
-            np.multiply(a_bar, h[:, s - 1 : e - 1], out=w)
+            np.multiply(r, h[:, s - 1 : e - 1], out=w)
         else:
             w[:, 0] = 0.0
-            np.multiply(a_bar[:, 1:], h[:, : e - 1], out=w[:, 1:])
-        w *= g
+            np.multiply(r[:, 1:], h[:, : e - 1], out=w[:, 1:])
         np.einsum("bldn,dn->bld", w, A, out=d_dt[:, s:e])
         dA += np.einsum("bldn,bld->dn", w, dt_c)
 
@@ -365,27 +478,28 @@ def s6_backward(
             np.multiply(g, coef, out=w)
             np.einsum("bldn,bln->bld", w, B_c, out=du[:, s:e])
             np.einsum("bldn,bld->bln", w, u_c, out=dB[:, s:e])
-            np.multiply(g, a_bar, out=w)  # d/dΔ of expm1(ΔA)/A is Ā
-            d_dt[:, s:e] += u_c * np.einsum("bldn,bln->bld", w, B_c)
+            # d/dΔ of expm1(ΔA)/A is Ā: Σ_n g·Ā·B = Σ_n r·B
+            d_dt[:, s:e] += u_c * np.einsum("bldn,bln->bld", r, B_c)
             # d/dA of expm1(ΔA)/A = (Δ·Ā - (Ā - 1)/A)/A = Δ² f'(ΔA), f(x) = expm1(x)/x;
-            # the difference cancels for tiny |ΔA|, where the series takes over.
+            # the difference cancels for tiny |ΔA|, where the series takes over. w holds
+            # A times it: the 1/A is applied once the sum over time is done.
             np.multiply(dt_c[..., None], a_bar, out=w)
             w -= coef
-            w *= inv_A
             # Only the (d, n) pairs where some Δ·|A| is tiny need the series: find them on
             # the small arrays, then patch just those columns.
-            d_idx, n_idx = np.nonzero(dt_c.min(axis=(0, 1))[:, None] * -A < _ZOH_SERIES_BELOW)
-            if d_idx.size:
+            if tiny_anywhere:
+                tiny = dt_c.min(axis=(0, 1))[:, None] * -A < _ZOH_SERIES_BELOW
+                d_idx, n_idx = np.nonzero(tiny)
                 dt_s = dt_c[:, :, d_idx]  # (batch, k, pairs)
                 x_s = dt_s * A[d_idx, n_idx]
                 w[:, :, d_idx, n_idx] = np.where(
                     x_s > -_ZOH_SERIES_BELOW,
-                    _zoh_fprime_series(x_s) * dt_s**2,
+                    _zoh_fprime_series(x_s) * x_s * dt_s,  # A·Δ²·f'(ΔA)
                     w[:, :, d_idx, n_idx],
                 )
             w *= g
             w *= B_c[:, :, None, :]
-            dA += np.einsum("bldn,bld->dn", w, u_c)
+            dA += inv_A * np.einsum("bldn,bld->dn", w, u_c)
 
     du += x.D * dy_
     ddelta = d_dt * softplus_grad(z)
