@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, QTimer, Signal
-from PySide6.QtWidgets import QGraphicsItem
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene
 
 from ssmviz.app.derived import LOG_FLOOR, GradView, Trace
 from ssmviz.app.viewdata import (
@@ -354,6 +354,12 @@ def release_menus(plots: list[pg.PlotItem]) -> None:
         p.getViewBox().menu = None
 
 
+def unindexed(view: pg.GraphicsLayoutWidget) -> None:
+    """No BSP index for the view's scene: nearly every item moves or changes shape on each
+    update, and re-indexing them cost more than the linear search of a few hundred."""
+    view.scene().setItemIndexMethod(QGraphicsScene.ItemIndexMethod.NoIndex)
+
+
 class TimePlots(pg.GraphicsLayoutWidget):
     """The time plots, x-linked, with one synchronised cursor line each.
 
@@ -365,6 +371,7 @@ class TimePlots(pg.GraphicsLayoutWidget):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.setBackground("w")
+        unindexed(self)
         self.plots: dict[str, pg.PlotItem] = {}
         for row, (name, title) in enumerate(TIME_ROWS):
             p = self.addPlot(row=row, col=0, title=title)
@@ -706,6 +713,7 @@ class GradPlots(pg.GraphicsLayoutWidget):
     def __init__(self, time_plot: pg.PlotItem | None = None, parent=None) -> None:
         super().__init__(parent)
         self.setBackground("w")
+        unindexed(self)
         self._time_plot = time_plot
         self.family: str | None = None
         self.rows: dict[str, _GradRow] = {}

@@ -25,7 +25,7 @@ def grad_titles(result: RunResult) -> dict[str, str]:
             titles[key] = f"{key} absent: {v.note}"
             continue
         mark = "✓" if v.passed else "✗"
-        title = f"{key} {mark} rel err {v.rel_err:.1e}"
+        title = f"{key} {mark} rel err {v.rel_err:.0e}"  # one digit: changes less often
         if ext is not None and key in ext.mapped:
             title += f" · GPU = {ext.mapped[key]}"
         titles[key] = title

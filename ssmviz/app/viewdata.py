@@ -102,9 +102,9 @@ class ViewData:
 
 def downsample_rows(a: np.ndarray, max_rows: int = MAX_IMAGE_ROWS) -> np.ndarray:
     """``a`` (rows, …) with at most ``max_rows`` rows: each bin keeps its largest-|v| entry
-    (the first of equals).
+    (of a value and its negative, the positive one).
 
-    NaN/Inf win their bin, so non-finite values never vanish from a heatmap.
+    NaN, then ±Inf, win their bin, so non-finite values never vanish from a heatmap.
     """
     a = np.asarray(a, np.float64)
     n = a.shape[0]
@@ -116,20 +116,14 @@ def downsample_rows(a: np.ndarray, max_rows: int = MAX_IMAGE_ROWS) -> np.ndarray
     if pad:
         a = np.concatenate([a, np.zeros((pad, *a.shape[1:]))])
     r = a.reshape(bins, k, *a.shape[1:])
-    mag = np.abs(r)
-    if not np.isfinite(mag).all():
-        mag[~np.isfinite(mag)] = np.inf
-    if k > 8:
-        idx = np.argmax(mag, axis=1)[:, None]
-        return np.take_along_axis(r, idx, axis=1)[:, 0]
-    # Few rows per bin (the common case): a running pick is several times faster than
-    # argmax over the strided middle axis.
-    out, best = r[:, 0].copy(), mag[:, 0].copy()
-    for j in range(1, k):
-        wins = mag[:, j] > best
-        np.copyto(out, r[:, j], where=wins)
-        np.copyto(best, mag[:, j], where=wins)
-    return out
+    # The bin's largest |v| is its max or its min; max/min propagate NaN (then the
+    # comparison is False and the min, NaN too, is taken). Twice as fast as an argmax
+    # of |v| over the strided middle axis.
+    if k == 2:
+        hi, lo = np.maximum(r[:, 0], r[:, 1]), np.minimum(r[:, 0], r[:, 1])
+    else:
+        hi, lo = r.max(axis=1), r.min(axis=1)
+    return np.where(hi >= -lo, hi, lo)
 
 
 def envelope(y: np.ndarray, start: int = 0, max_points: int = LOD_POINTS,
