@@ -349,3 +349,24 @@ def test_cli_adapter_reads_the_namespace(runtime, capsys):
     out = capsys.readouterr().out
     assert "s6 / builderforce  batch=1 seq_len=20 d_inner=3 d_state=2" in out
     assert "FAIL" in out
+
+
+def test_size_probe_judges_with_the_profiles_tolerance(tmp_path, runtime):
+    # A profile's tolerance applies to every run of its kernel, the size probe's too: with
+    # one far below fp32 rounding the judged run fails, and so does the probe (with
+    # ssmviz's default tolerances it would pass and hide that the profile asks for more).
+    text = (ROOT / "assets" / "profiles" / "example.toml").read_text()
+    strict = tmp_path / "strict.toml"
+    strict.write_text(text + "\n[tolerance]\nforward = 1e-12\ngrad = 1e-12\n")
+    sizes = {"batch": 1, "seq_len": 24, "d_inner": 3, "d_state": 4}
+    res = check_kernel(str(KERNELS / "builderforce_reference.js"), abi=str(strict),
+                       sizes=sizes, runs=1)
+    assert res.exit_code == 1, res.render()
+    probed = [v for v in res.report.verdicts if "@ seq_len=" in v.name]
+    assert probed and all(not v.passed and v.tolerance == 1e-12 for v in probed)
+    # The same file and profile without the table passes, the probe included.
+    loose = check_kernel(str(KERNELS / "builderforce_reference.js"),
+                         abi=str(ROOT / "assets" / "profiles" / "example.toml"),
+                         sizes=sizes, runs=1)
+    assert loose.exit_code == 0, loose.render()
+    assert any("size probe" in ln and "within tolerance" in ln for ln in loose.probe_lines)

@@ -691,8 +691,7 @@ def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str
         raws.append(raw)
         gpu_s += sec
     gpu = [_canonical(prof, r, sizes) for r in raws]
-    tol = {"forward": prof.tolerance.get("forward", FORWARD_TOL),
-           "backward": prof.tolerance.get("grad", GRAD_TOL)}
+    tol = _tolerances(prof)
     verdicts: list[TensorVerdict] = []
     covered: set[str] = set()
     for p, _ in plan.passes:  # dataflow order: pass order, then binding order
@@ -797,6 +796,12 @@ def _order_probe(plan: _Plan, an: _Analysis, kf: KernelFile, texts: Mapping[str,
                     len(gv.name), "race"))
 
 
+def _tolerances(prof: Any) -> dict[str, float]:
+    """The profile's relative tolerances by stage ("forward", "backward"), else ssmviz's."""
+    return {"forward": prof.tolerance.get("forward", FORWARD_TOL),
+            "backward": prof.tolerance.get("grad", GRAD_TOL)}
+
+
 def _size_probe(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str, int],
                 seed: int, rt: Any, report: CheckReport, gpu: Mapping[str, np.ndarray],
                 res: KernelCheckResult) -> None:
@@ -822,10 +827,11 @@ def _size_probe(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dic
         res.probe_lines.append(f"size probe (seq_len={L2}): could not run: {exc}")
         return
     gpu2 = _canonical(prof, raw2, sizes2)
+    tols = _tolerances(prof)  # the profile's, as for the judged run
     bad = []
     for label, arr in gpu2.items():
         spec, role = role_of_label(prof, label)
-        tol = FORWARD_TOL if spec.stage == "forward" else GRAD_TOL
+        tol = tols["forward" if spec.stage == "forward" else "backward"]
         v = compare(f"{label} @ seq_len={L2}", arr, values2[role], tol)
         if not v.passed:
             bad.append(v)
