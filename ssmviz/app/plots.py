@@ -1,10 +1,12 @@
 """pyqtgraph plots: the time plots (shared x axis and cursor) and the gradient plots.
 
 Every item is created once (per family, for the gradients) and then updated
-with setData / setImage; long sequences stay smooth through peak downsampling
-and clip-to-view. Ranges are fitted from the new data's bounds (:func:`fit_range`), not
-by pyqtgraph's paint-time auto-range, and applied before the paint
-(:func:`settle_geometry`), so one update costs one paint.
+with setData / setImage. Long time curves arrive as min/max envelopes of the visible
+window (prepared off the UI thread; refreshed after a zoom), so plain curve items draw
+them as given; heatmaps arrive coloured. Ranges are fitted from the new data's bounds
+(:func:`fit_range`, kept while the data still fill them), not by pyqtgraph's paint-time
+auto-range, and applied before the paint (:func:`settle_geometry`), so one update costs
+one paint.
 """
 
 from __future__ import annotations
