@@ -25,6 +25,8 @@ from ssmviz.core.reference.gradcheck import finite_difference_grads
 MAX_IMAGE_ROWS = 1024
 #: Percentile used for the colour levels (outliers past it saturate).
 LEVEL_PERCENTILE = 99.0
+#: Elements the colour levels of a larger heatmap are measured on.
+LEVEL_SAMPLE = 4096
 #: Finite-difference points are computed when batch·seq_len·d_inner is at most this.
 FD_MAX_ELEMENTS = 2000
 #: Elements per gradient tensor checked by finite differences.
@@ -207,10 +209,23 @@ def _percentiles(f: np.ndarray, qs: tuple[float, ...]) -> list[float]:
     return out
 
 
+@functools.lru_cache(maxsize=8)
+def _level_sample(size: int) -> np.ndarray:
+    """Fixed random positions (sorted) of :data:`LEVEL_SAMPLE` of ``size`` elements."""
+    rng = np.random.default_rng(size)
+    return np.sort(rng.choice(size, LEVEL_SAMPLE, replace=False))
+
+
 def robust_levels(a: np.ndarray, *, symmetric: bool = False,
                   q: float = LEVEL_PERCENTILE) -> tuple[float, float]:
-    """Colour levels from the ``q``-th percentiles of the finite values (outliers saturate)."""
+    """Colour levels from the ``q``-th percentiles of the finite values (outliers saturate).
+
+    A larger array is measured on a fixed random sample of :data:`LEVEL_SAMPLE` of its
+    elements: colour levels need no more, and a stride could miss whole columns.
+    """
     f = np.asarray(a, np.float64).ravel()
+    if f.size > LEVEL_SAMPLE:
+        f = f[_level_sample(f.size)]
     if not np.isfinite(f).all():
         f = f[np.isfinite(f)]
     if f.size == 0:
@@ -372,7 +387,12 @@ def prepare_view(
     h = tr.h_gpu if tr.h_gpu is not None else tr.h_ref
     data = ViewData(tr, views, image_view(h))
     if tr.seq_len > LOD_POINTS:
-        data.envelopes = {k: envelope(v) for k, v in time_series(tr).items()}
+        series = time_series(tr)
+        curves = [k for k, v in series.items() if v.ndim == 1]
+        # The single curves in one pass, as columns of one array.
+        x, env = envelope(np.column_stack([series[k] for k in curves]))
+        data.envelopes = {k: (x, env[:, i]) for i, k in enumerate(curves)}
+        data.envelopes.update({k: envelope(v) for k, v in series.items() if v.ndim != 1})
     if with_fd is None:
         with_fd = fd_small_enough(family, inputs)
     if with_fd and "dy" in inputs and ref:
