@@ -222,6 +222,15 @@ class GpuRuntime:
         self._patterns: dict[int, Any] = {}  # fill pattern -> buffer holding it repeated
         self._pattern_lock = threading.Lock()
         self._timestamp_period = self._query_timestamp_period()
+        self._warm_write()
+
+    def _warm_write(self) -> None:
+        """One tiny ``queue.write_buffer`` now: wgpu-py builds that call's C types on first
+        use by parsing C declarations in Python (~150 ms holding the GIL on a 2-core
+        machine), which otherwise lands in the app's first re-run after a change."""
+        buffer = self.device.create_buffer(size=4, usage=_STORAGE)
+        self.device.queue.write_buffer(buffer, 0, np.zeros(1, dtype=np.uint32))
+        buffer.destroy()
 
     @classmethod
     def _create(cls, force_cpu: bool) -> GpuRuntime:
