@@ -125,6 +125,72 @@ def test_robust_levels_ignore_a_single_outlier() -> None:
     assert robust_levels(np.ones((4, 4)))[1] > robust_levels(np.ones((4, 4)))[0]
 
 
+def test_downsampled_bins_keep_their_largest_magnitude() -> None:
+    from ssmviz.app.viewdata import downsample_rows
+
+    rng = np.random.default_rng(3)
+    for n, k in ((2048, 2), (3001, 4)):  # the k == 2 path and the general one
+        a = rng.standard_normal((n, 5))
+        small = downsample_rows(a, max_rows=-(-n // k))
+        pad = np.concatenate([a, np.zeros((-n % k, 5))])
+        bins = pad.reshape(-1, k, 5)
+        want = np.take_along_axis(bins, np.abs(bins).argmax(axis=1)[:, None], axis=1)[:, 0]
+        np.testing.assert_array_equal(small, want)
+    ties = downsample_rows(np.array([[-2.0], [2.0], [-np.inf], [np.nan]]), max_rows=2)
+    assert ties[0, 0] == 2.0 and np.isnan(ties[1, 0])  # the positive of a tie; NaN wins
+
+
+def test_heatmap_colours_follow_levels_and_mark_non_finite() -> None:
+    from ssmviz.app.viewdata import VALUE_CMAP, colour_lut, colourise, image_view
+
+    lut = colour_lut(VALUE_CMAP)
+    assert lut.shape == (256, 4) and lut.dtype == np.uint8
+    a = np.array([[0.0, 1.0], [0.5, np.nan], [np.inf, -np.inf], [-3.0, 7.0]])  # rows along x
+    rgba = colourise(a, (0.0, 1.0), lut)
+    assert rgba.shape == (2, 4, 4)  # (cols, rows, RGBA)
+    np.testing.assert_array_equal(rgba[0, 0], lut[0])  # 0 -> first entry
+    np.testing.assert_array_equal(rgba[1, 0], lut[255])  # the top level saturates
+    np.testing.assert_array_equal(rgba[0, 1], lut[128])  # 0.5 -> the middle entry
+    assert rgba[1, 1, 3] == 0  # NaN is transparent
+    np.testing.assert_array_equal(rgba[0, 2], lut[255])  # +Inf saturates high
+    np.testing.assert_array_equal(rgba[1, 2], lut[0])  # -Inf saturates low
+    np.testing.assert_array_equal(rgba[0, 3], lut[0])
+    np.testing.assert_array_equal(rgba[1, 3], lut[255])
+    # The GPU heatmap takes the reference's levels: the same value, the same colour.
+    ref = np.linspace(-1.0, 1.0, 64).reshape(16, 4)
+    r_view = image_view(ref)
+    g_view = image_view(ref * 3.0, levels=r_view.levels)
+    assert g_view.levels == r_view.levels and r_view.extent == (16.0, 4.0)
+    assert not np.array_equal(g_view.rgba, r_view.rgba)
+
+
+def test_colour_levels_of_a_large_heatmap_come_from_a_fixed_sample() -> None:
+    from ssmviz.app.viewdata import LEVEL_PERCENTILE, LEVEL_SAMPLE, robust_levels
+
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((4 * LEVEL_SAMPLE, 16))
+    lo, hi = robust_levels(a)
+    want = np.percentile(a, [100 - LEVEL_PERCENTILE, LEVEL_PERCENTILE])
+    np.testing.assert_allclose([lo, hi], want, rtol=0.1)  # a sample's percentiles
+    assert robust_levels(a) == (lo, hi)  # and always the same sample
+
+
+def test_envelope_of_several_curves_equals_each_curves_own() -> None:
+    from ssmviz.app.viewdata import envelope
+
+    rng = np.random.default_rng(6)
+    y = rng.standard_normal((5000, 3))
+    y[1234, 1] = np.nan
+    x, env = envelope(y, start=7, max_points=1024, points=1024)
+    assert env.shape == (x.size, 3) and x.size <= 1024
+    for i in range(3):
+        xi, ei = envelope(y[:, i], start=7, max_points=1024, points=1024)
+        np.testing.assert_array_equal(x, xi)
+        np.testing.assert_array_equal(env[:, i], ei)
+    assert np.nanmax(env[:, 0]) == y[:, 0].max() and np.nanmin(env[:, 2]) == y[:, 2].min()
+    assert np.isnan(env[:, 1]).any()  # the NaN marks its bin
+
+
 def test_tolerance_line_is_the_checks_element_bound() -> None:
     # The error plot's tolerance line is exactly where ssmviz check flags an element of y.
     from ssmviz.core.check import FORWARD_TOL, compare

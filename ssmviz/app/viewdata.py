@@ -47,18 +47,16 @@ DIFF_CMAP = "CET-D1"
 
 @dataclass
 class ImageView:
-    """A heatmap ready for ImageItem: ``data`` (rows, cols) with rows along x.
+    """A heatmap ready for ImageItem: a (rows, cols) array, rows along x, downsampled and
+    coloured through ``levels`` and the colour map into ``rgba`` ((cols, rows, 4) uint8,
+    row-major): the UI thread hands it to Qt as is (NaN is transparent, ±Inf saturates).
 
-    ``extent`` is (width, height) in the original units (time steps, states). ``rgba``
-    is ``data`` already coloured through ``levels`` and the colour map, (cols, rows, 4)
-    uint8, row-major: the UI thread hands it to Qt as is (NaN is transparent, ±Inf
-    saturates).
+    ``extent`` is (width, height) in the original units (time steps, states).
     """
 
-    data: np.ndarray
+    rgba: np.ndarray
     levels: tuple[float, float]
     extent: tuple[float, float]
-    rgba: np.ndarray | None = None
 
 
 @dataclass
@@ -286,7 +284,7 @@ def image_view(a: np.ndarray, *, symmetric: bool = False,
     if levels is None:
         levels = robust_levels(small, symmetric=symmetric)
     rgba = colourise(small, levels, colour_lut(DIFF_CMAP if symmetric else VALUE_CMAP))
-    return ImageView(small, levels, (float(a.shape[0]), float(a.shape[1])), rgba)
+    return ImageView(rgba, levels, (float(a.shape[0]), float(a.shape[1])))
 
 
 def _forward_y(family: str, convention: str, chunk_len: int | None):

@@ -69,9 +69,13 @@ def _check_int(name: str, value: object, minimum: int, maximum: int | None = Non
 _CACHED_ELEMENTS = 1 << 20
 
 
-def _draw_normal(seed: int, name: str, shape: tuple[int, ...]) -> np.ndarray:
+def _stream(seed: int, name: str) -> np.random.Generator:
     # One stream per array, so changing one size does not reshuffle the others.
-    out = np.random.default_rng([seed, zlib.crc32(name.encode())]).standard_normal(shape)
+    return np.random.default_rng([seed, zlib.crc32(name.encode())])
+
+
+def _draw_normal(seed: int, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    out = _stream(seed, name).standard_normal(shape)
     out.flags.writeable = False
     return out
 
@@ -200,8 +204,7 @@ class Problem:
 
     # -- arrays ---------------------------------------------------------------------------
     def _rng(self, name: str) -> np.random.Generator:
-        # One stream per array, so changing one size does not reshuffle the others.
-        return np.random.default_rng([self.seed, zlib.crc32(name.encode())])
+        return _stream(self.seed, name)
 
     def _normal(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
         """Standard normals of stream ``name`` (read-only; cached while small)."""
