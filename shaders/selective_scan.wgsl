@@ -162,6 +162,11 @@ struct Params {
 @group(0) @binding(18) var<storage, read_write> out0: array<f32>;
 @group(0) @binding(19) var<storage, read_write> out1: array<f32>;
 @group(0) @binding(20) var<storage, read_write> out2: array<f32>;
+// The per-channel dB | dC rows of s6_bwd_output_h (the `red` buffer) as vec4s: written by
+// it (red4w), summed by s6_reduce_bc (red4). A row is dB then dC of (batch, seq_len,
+// d_state) with each d_state row padded to whole vec4s: a quarter of the stores and loads.
+@group(0) @binding(21) var<storage, read> red4: array<vec4<f32>>;
+@group(0) @binding(22) var<storage, read_write> red4w: array<vec4<f32>>;
 
 const WG: u32 = 64u;      // invocations per workgroup, every pass
 const TILE: u32 = 16u;    // states per thread per tile
@@ -966,6 +971,10 @@ fn s6_bwd_summary(
     let zoh = P.convention == 1u;
     let n_tiles = (ds + TILE - 1u) / TILE;
     let rc = N - 1u - ln.c;
+    // With the forward's h stored (flags bit 3) only the adjoint summaries are needed; they
+    // are then scan set b instead of batch + b.
+    let fwd = (P.flags & 8u) == 0u;
+    let rset = select(ln.b, P.batch + ln.b, fwd);
     var ssum = 0.0;
     for (var tile = 0u; tile < n_tiles; tile++) {
         let n0 = tile * TILE;
@@ -988,7 +997,7 @@ fn s6_bwd_summary(
         var h3 = vec4<f32>(0.0);
         var sacc = 0.0;
         var nx = load_step(ln.b, min(t0, t1 - 1u), ln.d, bt, false);
-        for (var t = t0; t < t1; t++) {
+        for (var t = t0; t < select(t0, t1, fwd); t++) {
             let cur = nx;
             if (t + 1u < t1) {
                 nx = load_step(ln.b, t + 1u, ln.d, bt, false);
@@ -1006,10 +1015,12 @@ fn s6_bwd_summary(
         var g1 = vec4<f32>(0.0);
         var g2 = vec4<f32>(0.0);
         var g3 = vec4<f32>(0.0);
+        var racc = 0.0;
         for (var tt = t1; tt > t0; tt--) {
             let t = tt - 1u;
             let i = act_idx(ln.b, t, ln.d);
             let dl = softplus(delta_raw(i, ln.d));
+            racc = racc + dl;
             let dyv = dy[i];
             let bb = bc_row(ln.b, t);
             g0 = exp2(dl * E0) * (ld_C4(bb, bt, 0u) * dyv + g0);
@@ -1017,20 +1028,24 @@ fn s6_bwd_summary(
             g2 = exp2(dl * E2) * (ld_C4(bb, bt, 2u) * dyv + g2);
             g3 = exp2(dl * E3) * (ld_C4(bb, bt, 3u) * dyv + g3);
         }
-        ssum = sacc;
-        let fb = P.off_in_S + s_idx(ln.b, N, ln.c, ln.d) * ds;
-        let rb = P.off_in_S + s_idx(P.batch + ln.b, N, rc, ln.d) * ds;
-        st_S4(fb, n0, h0);
-        st_S4(fb, n0 + 4u, h1);
-        st_S4(fb, n0 + 8u, h2);
-        st_S4(fb, n0 + 12u, h3);
+        ssum = select(racc, sacc, fwd);
+        let rb = P.off_in_S + s_idx(rset, N, rc, ln.d) * ds;
+        if (fwd) {
+            let fb = P.off_in_S + s_idx(ln.b, N, ln.c, ln.d) * ds;
+            st_S4(fb, n0, h0);
+            st_S4(fb, n0 + 4u, h1);
+            st_S4(fb, n0 + 8u, h2);
+            st_S4(fb, n0 + 12u, h3);
+        }
         st_S4(rb, n0, g0);
         st_S4(rb, n0 + 4u, g1);
         st_S4(rb, n0 + 8u, g2);
         st_S4(rb, n0 + 12u, g3);
     }
-    sbuf[P.off_in_s + s_idx(ln.b, N, ln.c, ln.d)] = ssum;
-    sbuf[P.off_in_s + s_idx(P.batch + ln.b, N, rc, ln.d)] = ssum;
+    if (fwd) {
+        sbuf[P.off_in_s + s_idx(ln.b, N, ln.c, ln.d)] = ssum;
+    }
+    sbuf[P.off_in_s + s_idx(rset, N, rc, ln.d)] = ssum;
 }
 
 // Index of vec4 q (0..7: dB then dC) of lane `lane` in slot `slot` of bc_smem.
@@ -1288,7 +1303,189 @@ fn s6_bwd_output(
     }
 }
 
+// h_{t-1} of states n..n+3 of channel d at step t (0 at t = 0), from the stored h.
+fn ld_hprev4(b: u32, t: u32, d: u32, n: u32) -> vec4<f32> {
+    if (t == 0u) {
+        return vec4<f32>(0.0);
+    }
+    let ds = P.d_state;
+    let base = act_idx(b, t - 1u, d) * ds;
+    let last = base + ds - 1u;
+    return vec4<f32>(
+        select(0.0, h_out[min(base + n, last)], n < ds),
+        select(0.0, h_out[min(base + n + 1u, last)], n + 1u < ds),
+        select(0.0, h_out[min(base + n + 2u, last)], n + 2u < ds),
+        select(0.0, h_out[min(base + n + 3u, last)], n + 3u < ds),
+    );
+}
+
+// This channel's share of dB or dC (sel 0 / 1) of states n..n+3 at (b, t) (n a multiple of
+// 4): its own row d of the partials, summed over d by s6_reduce_bc. States past d_state are
+// 0 here (B, C and h are 0 there) and never read out.
+fn st_bc4(d: u32, sel: u32, b: u32, t: u32, n: u32, v: vec4<f32>) {
+    let q4 = bc_q4();
+    if (n / 4u < q4) {
+        red4w[(2u * d + sel) * P.batch * P.seq_len * q4 + bc_row(b, t) + n / 4u] = v;
+    }
+}
+
+// Backward pass 3 when the forward stored every h (the app's runs): per (batch, group of
+// k_chunks chunks, d), one reverse sweep of each chunk with the adjoint carried in from the
+// reverse scan (set b); h_{t-1} is read, not recomputed, and every channel writes its own
+// dB/dC row (no workgroup exchange, no barriers). Used while those rows stay small (the
+// runner's BWD_STORED_MAX_BYTES); writes du, ddelta and the same dA_log/dD/ddelta_bias
+// partials as s6_bwd_output.
+@compute @workgroup_size(64)
+fn s6_bwd_output_h(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let ln = chunk_lane(wid, nwg, lid, P.n_kgroups);
+    if (!ln.ok) {
+        return;  // no barriers in this entry point
+    }
+    let b = ln.b;
+    let d = ln.d;
+    let ds = P.d_state;
+    let N = P.n_chunks;
+    let L = P.chunk_len;
+    let zoh = P.convention == 1u;
+    let n_tiles = (ds + TILE - 1u) / TILE;
+    let Dd = Dv[d];
+    var dD_acc = 0.0;
+    var ddb_acc = 0.0;
+    for (var tile = 0u; tile < n_tiles; tile++) {
+        let n0 = tile * TILE;
+        let bt = bc_tile(n0);
+        let A0 = ld_A4(d, n0);
+        let A1 = ld_A4(d, n0 + 4u);
+        let A2 = ld_A4(d, n0 + 8u);
+        let A3 = ld_A4(d, n0 + 12u);
+        let iA0 = 1.0 / A0;
+        let iA1 = 1.0 / A1;
+        let iA2 = 1.0 / A2;
+        let iA3 = 1.0 / A3;
+        let E0 = A0 * LOG2E;
+        let E1 = A1 * LOG2E;
+        let E2 = A2 * LOG2E;
+        let E3 = A3 * LOG2E;
+        var dA0 = vec4<f32>(0.0);
+        var dA1 = vec4<f32>(0.0);
+        var dA2 = vec4<f32>(0.0);
+        var dA3 = vec4<f32>(0.0);
+        for (var kk = 0u; kk < P.k_chunks; kk++) {
+            let c = ln.c * P.k_chunks + P.k_chunks - 1u - kk;
+            if (c >= N) {
+                continue;
+            }
+            let t0 = c * L;
+            let t1 = min(t0 + L, P.seq_len);
+            var gc0 = vec4<f32>(0.0);
+            var gc1 = vec4<f32>(0.0);
+            var gc2 = vec4<f32>(0.0);
+            var gc3 = vec4<f32>(0.0);
+            let p = N - 1u - c;
+            if (p > 0u) {
+                let cr = carry_ref(b, p - 1u, d);
+                gc0 = ld_carry4(cr, n0, E0);
+                gc1 = ld_carry4(cr, n0 + 4u, E1);
+                gc2 = ld_carry4(cr, n0 + 8u, E2);
+                gc3 = ld_carry4(cr, n0 + 12u, E3);
+            }
+            for (var tt = t1; tt > t0; tt--) {
+                let t = tt - 1u;
+                let i = act_idx(b, t, d);
+                let z = delta_raw(i, d);
+                let dl = softplus(z);
+                let uv = u[i];
+                let dyv = dy[i];
+                let bb = bc_row(b, t);
+                let r0 = bwd_q(ld_hprev4(b, t, d, n0), A0, E0, iA0, gc0, ld_B4(bb, bt, 0u),
+                               ld_C4(bb, bt, 0u), dl, uv, dyv, zoh);
+                let r1 = bwd_q(ld_hprev4(b, t, d, n0 + 4u), A1, E1, iA1, gc1, ld_B4(bb, bt, 1u),
+                               ld_C4(bb, bt, 1u), dl, uv, dyv, zoh);
+                let r2 = bwd_q(ld_hprev4(b, t, d, n0 + 8u), A2, E2, iA2, gc2, ld_B4(bb, bt, 2u),
+                               ld_C4(bb, bt, 2u), dl, uv, dyv, zoh);
+                let r3 = bwd_q(ld_hprev4(b, t, d, n0 + 12u), A3, E3, iA3, gc3, ld_B4(bb, bt, 3u),
+                               ld_C4(bb, bt, 3u), dl, uv, dyv, zoh);
+                gc0 = r0.gc;
+                gc1 = r1.gc;
+                gc2 = r2.gc;
+                gc3 = r3.gc;
+                dA0 = dA0 + r0.dA;
+                dA1 = dA1 + r1.dA;
+                dA2 = dA2 + r2.dA;
+                dA3 = dA3 + r3.dA;
+                st_bc4(d, 0u, b, t, n0, r0.dB);
+                st_bc4(d, 0u, b, t, n0 + 4u, r1.dB);
+                st_bc4(d, 0u, b, t, n0 + 8u, r2.dB);
+                st_bc4(d, 0u, b, t, n0 + 12u, r3.dB);
+                st_bc4(d, 1u, b, t, n0, r0.dC);
+                st_bc4(d, 1u, b, t, n0 + 4u, r1.dC);
+                st_bc4(d, 1u, b, t, n0 + 8u, r2.dC);
+                st_bc4(d, 1u, b, t, n0 + 12u, r3.dC);
+                let du_t = (r0.du + r1.du) + (r2.du + r3.du);
+                let ddz = softplus_grad(z) * ((r0.ddl + r1.ddl) + (r2.ddl + r3.ddl));
+                if (tile == 0u) {
+                    du[i] = Dd * dyv + du_t;
+                    ddelta[i] = ddz;
+                    dD_acc = dD_acc + dyv * uv;
+                } else {
+                    du[i] = du[i] + du_t;
+                    ddelta[i] = ddelta[i] + ddz;
+                }
+                ddb_acc = ddb_acc + ddz;
+            }
+        }
+        let row = b * P.n_kgroups + ln.c;
+        let rbase = row * (P.d_inner * ds + 2u * P.d_inner) + d * ds;
+        st_par4(rbase, n0, A0 * dA0);
+        st_par4(rbase, n0 + 4u, A1 * dA1);
+        st_par4(rbase, n0 + 8u, A2 * dA2);
+        st_par4(rbase, n0 + 12u, A3 * dA3);
+    }
+    let row = b * P.n_kgroups + ln.c;
+    let rbase = row * (P.d_inner * ds + 2u * P.d_inner) + P.d_inner * ds;
+    red_par[rbase + d] = dD_acc;
+    red_par[rbase + P.d_inner + d] = ddb_acc;
+}
+
 // ---------------------------------------------------------------- reductions
+
+// dB | dC = the sum over d of s6_bwd_output_h's per-channel rows, in row order: an
+// invocation sums one vec4 (4 states of one (dB or dC, b, t)) and writes the states below
+// d_state to out0 (dB) or out1 (dC).
+@compute @workgroup_size(64)
+fn s6_reduce_bc(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let q = wg_linear(wid, nwg) * WG + lid;
+    let half = P.batch * P.seq_len * bc_q4();  // vec4s of dB (then as many of dC) in a row
+    if (q >= 2u * half) {
+        return;  // no barriers in this entry point
+    }
+    var acc = vec4<f32>(0.0);
+    for (var r = 0u; r < P.red_rows; r++) {
+        acc = acc + red4[r * 2u * half + q];
+    }
+    let sel = q / half;
+    let bt = (q % half) / bc_q4();
+    let n0 = (q % bc_q4()) * 4u;
+    for (var k = 0u; k < 4u; k++) {
+        let n = n0 + k;
+        if (n < P.d_state) {
+            let o = bt * P.d_state + n;
+            if (sel == 0u) {
+                out0[o] = acc[k];
+            } else {
+                out1[o] = acc[k];
+            }
+        }
+    }
+}
 
 // out[r', col] = Σ_{r in group r'} in[r, col], groups of 32 rows in fixed order.
 @compute @workgroup_size(64)

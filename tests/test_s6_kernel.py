@@ -113,25 +113,67 @@ ACCURACY_SIZES = [
 ]
 
 
+# Both backwards: "stored" reads the forward's h (s6_bwd_output_h), "recompute" rebuilds it.
+BWD_MODES = ["stored", "recompute"]
+
+
 @pytest.mark.gpu
+@pytest.mark.parametrize("bwd_mode", BWD_MODES)
 @pytest.mark.parametrize("convention", ["mamba", "builderforce"])
 @pytest.mark.parametrize(("batch", "seq_len", "d_inner", "d_state"), ACCURACY_SIZES)
-def test_matches_reference(kernel, batch, seq_len, d_inner, d_state, convention):
+def test_matches_reference(kernel, batch, seq_len, d_inner, d_state, convention, bwd_mode):
     inp = make_inputs(batch, seq_len, d_inner, d_state, seed=seq_len + batch)
-    res = kernel.run(inp, convention=convention, store_h=True)
+    res = kernel.run(inp, convention=convention, store_h=True, bwd_mode=bwd_mode)
     no_poison(res.outputs)
     assert_close(res.outputs, reference(inp, convention), f"{batch}x{seq_len}x{d_inner}")
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("bwd_mode", BWD_MODES)
 @pytest.mark.parametrize("d_state", [1, 3, 16, 17, 256])
-def test_d_state_range(kernel, d_state):
-    # d_inner 5 is no multiple of the lane count; 17 and 256 need several state tiles.
+def test_d_state_range(kernel, d_state, bwd_mode):
+    # d_inner 5 is no multiple of the lane count; 17 and 256 need several state tiles (and
+    # padded vec4s in the stored backward's dB/dC rows).
     inp = make_inputs(2, 45, 5, d_state, seed=d_state)
     for convention in ("mamba", "builderforce"):
-        res = kernel.run(inp, convention=convention, store_h=True)
+        res = kernel.run(inp, convention=convention, store_h=True, bwd_mode=bwd_mode)
         no_poison(res.outputs)
         assert_close(res.outputs, reference(inp, convention), f"d_state {d_state} {convention}")
+
+
+def test_backward_mode_choice():
+    """The stored-h backward when h is stored and its per-channel dB/dC rows are small."""
+    def stored(batch, seq_len, d_inner, d_state, **kw):
+        plan = s6_make_plan(s6_sizes(batch, seq_len, d_inner, d_state), None, None, None, **kw)
+        return plan.bwd_stored
+
+    assert stored(1, 2048, 16, 16, store_h=True)
+    assert stored(1, 65536, 4, 16, store_h=True)
+    assert not stored(1, 2048, 16, 16)
+    # (d_inner, 2, batch, seq_len, d_state) floats past 64 MiB: the recomputing backward.
+    assert not stored(1, 65536, 64, 16, store_h=True)
+    assert stored(1, 65536, 64, 16, store_h=True, bwd_mode="stored")
+    assert not stored(1, 10, 4, 4, store_h=True, bwd_mode="recompute")
+    with pytest.raises(SsmvizError, match="store_h"):
+        stored(1, 10, 4, 4, bwd_mode="stored")
+    with pytest.raises(SsmvizError, match="bwd_mode"):
+        stored(1, 10, 4, 4, store_h=True, bwd_mode="fast")
+
+
+@pytest.mark.gpu
+def test_stored_backward_passes(kernel, runtime, monkeypatch):
+    """The stored-h backward replaces the recomputing output pass and needs one storage
+    buffer more; a device without it recomputes, with the same results within tolerance."""
+    inp = make_inputs(2, 300, 6, 16, seed=8)
+    prep = kernel.prepare(inp, store_h=True)
+    labels = [d.label for d in prep.backward_dispatches]
+    assert "s6_bwd_output_h" in labels and "s6_reduce_bc" in labels
+    assert "s6_bwd_output" not in labels
+    monkeypatch.setitem(runtime.limits, "max-storage-buffers-per-shader-stage", 14)
+    small = kernel.prepare(inp, store_h=True)
+    assert "s6_bwd_output" in [d.label for d in small.backward_dispatches]
+    with pytest.raises(LimitError, match="max-storage-buffers-per-shader-stage"):
+        kernel.prepare(inp, store_h=True, bwd_mode="stored")
 
 
 @pytest.mark.gpu
@@ -156,12 +198,13 @@ TILINGS = [
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("bwd_mode", BWD_MODES)
 @pytest.mark.parametrize("tiling", TILINGS, ids=["c1", "c3", "c100", "c7"])
-def test_tilings_match_reference(kernel, tiling):
+def test_tilings_match_reference(kernel, tiling, bwd_mode):
     inp = make_inputs(2, 4097, 3, 5, seed=11)
     want = {c: reference(inp, c) for c in ("mamba", "builderforce")}
     for convention in ("mamba", "builderforce"):
-        res = kernel.run(inp, convention=convention, store_h=True, **tiling)
+        res = kernel.run(inp, convention=convention, store_h=True, bwd_mode=bwd_mode, **tiling)
         no_poison(res.outputs)
         assert_close(res.outputs, want[convention], f"{tiling} {convention}")
 
@@ -239,9 +282,11 @@ RACE_CASES = [
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("bwd_mode", BWD_MODES)
 @pytest.mark.parametrize(("batch", "seq_len", "d_inner", "d_state", "tiling"), RACE_CASES)
-def test_deterministic_and_race_free(kernel, batch, seq_len, d_inner, d_state, tiling):
+def test_deterministic_and_race_free(kernel, batch, seq_len, d_inner, d_state, tiling, bwd_mode):
     inp = make_inputs(batch, seq_len, d_inner, d_state, seed=3)
+    tiling = dict(tiling, bwd_mode=bwd_mode)
     runs = [kernel.run(inp, convention="builderforce", store_h=True, **tiling) for _ in range(3)]
     for r in runs:
         no_poison(r.outputs)
@@ -328,6 +373,7 @@ def test_abi_matches_shader():
     # Each pass's workgroup arrays: bc_smem (backward output), o_* (one-pass forward).
     per_pass = {p["entry_point"]: p.get("workgroup_storage_bytes", 0) for p in S6_ABI["passes"]}
     assert per_pass["s6_bwd_output"] == smem_bytes("bc_") <= 16384
+    assert per_pass["s6_bwd_output_h"] == 0  # no workgroup memory, no barriers
     assert per_pass["s6_fwd_onepass"] == smem_bytes("o_")
     assert sum(per_pass.values()) == smem_bytes("")
     assert S6_ABI["workgroup_storage_bytes"] == max(per_pass.values())

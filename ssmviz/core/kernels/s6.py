@@ -40,6 +40,12 @@ ONEPASS_STORAGE = 2 * 512 * 4 + 2 * 128 * 16 + 2048 * 4 + 512 * 16
 ONEPASS_MIN_CHANNELS = 4096
 WORKGROUP_STORAGE = max(BWD_STORAGE, ONEPASS_STORAGE)
 FWD_MODES = ("auto", "onepass", "chunked")
+# Backward with the forward's h stored: s6_bwd_output_h reads h_{t-1} instead of recomputing
+# it and writes one dB/dC partial row per channel, (d_inner, 2, batch, seq_len, d_state),
+# while those rows take at most this many bytes (else the recomputing s6_bwd_output).
+BWD_MODES = ("auto", "stored", "recompute")
+BWD_STORED_MAX_BYTES = 64 * 2**20
+BWD_STORED_BUFFERS = 15  # storage buffers s6_bwd_output_h binds; every other pass binds <= 14
 CONVENTION_IDS = {"mamba": 0, "builderforce": 1}
 
 PARAM_FIELDS: list[str] = [
@@ -80,6 +86,7 @@ PARAM_FIELDS: list[str] = [
 FLAG_HAS_BIAS = 1
 FLAG_STORE_H = 2
 FLAG_REVERSE_WG = 4
+FLAG_ADJOINT_ONLY = 8
 
 
 def _b(index: int, name: str, role: str, shape: str, access: str, mode: str = "overwrite") -> dict:
@@ -125,7 +132,8 @@ _RED = _b(
     "red",
     "scratch",
     "partial sums (rows, cols) per reduction level; for s6_bwd_output the dB | dC partials "
-    "(n_dblocks, 2, batch, seq_len, d_state), which are the outputs when n_dblocks == 1",
+    "(n_dblocks, 2, batch, seq_len, d_state), for s6_bwd_output_h (d_inner, 2, batch, "
+    "seq_len, d_state); they are the outputs when there is one row",
     "read_write",
 )
 _RED_PAR = _b(
@@ -138,6 +146,12 @@ _RED_PAR = _b(
 _OUT0 = _b(18, "out0", "output", "dB or dA_log", "read_write")
 _OUT1 = _b(19, "out1", "output", "dC or dD", "read_write")
 _OUT2 = _b(20, "out2", "output", "ddelta_bias (4-byte dummy for the dB/dC reduction)", "read_write")
+_BC_ROWS = (
+    "the red buffer as vec4s: s6_bwd_output_h's per-channel dB | dC rows, (d_inner, 2, batch, "
+    "seq_len, ceil(d_state / 4)) vec4s"
+)
+_RED4 = _b(21, "red4", "scratch", _BC_ROWS, "read")
+_RED4W = _b(22, "red4w", "scratch", _BC_ROWS, "read_write")
 _PARAMS = {
     "index": 0,
     "name": "params",
@@ -156,14 +170,15 @@ _CHUNK_DISPATCH = (
 S6_ABI: dict = {
     "shader": SHADER,
     "workgroup_storage_bytes": WORKGROUP_STORAGE,
-    "storage_buffers_per_stage": 14,
+    "storage_buffers_per_stage": 15,
     "params": {
         "struct": "Params",
         "binding": 0,
         "fields": [{"name": f, "type": "u32"} for f in PARAM_FIELDS],
         "notes": [
             "convention: 0 mamba, 1 builderforce",
-            "flags: bit 0 has delta_bias, bit 1 store h, bit 2 reverse workgroup order",
+            "flags: bit 0 has delta_bias, bit 1 store h, bit 2 reverse workgroup order, bit 3"
+            " (s6_bwd_summary) adjoint summaries only, as scan set b (h stored)",
             "wg_d = min(64, next power of two >= d_inner); 64 / wg_d chunks per workgroup",
             "the linear workgroup id is wid.x + wid.y * num_workgroups.x (split_workgroups)",
         ],
@@ -275,6 +290,45 @@ S6_ABI: dict = {
             ],
         },
         {
+            "entry_point": "s6_bwd_output_h",
+            "stage": "backward",
+            "workgroup_size": WORKGROUP,
+            "dispatch": "as s6_bwd_output; replaces it when h is stored and the per-channel "
+            f"dB/dC rows take <= {BWD_STORED_MAX_BYTES // 2**20} MiB (bwd_mode 'auto'); "
+            "s6_bwd_summary then runs with flags bit 3 and the scan has batch sets",
+            "does": "one reverse sweep per chunk reading h_{t-1} from the stored h; write du, "
+            "ddelta, each channel's own dB | dC row (red4w, summed over d by s6_reduce_bc) and "
+            "the dA_log, dD, ddelta_bias partials; no workgroup memory, no barriers",
+            "bindings": [
+                _PARAMS,
+                _U,
+                _DELTA,
+                _ALOG,
+                _B,
+                _C,
+                _D,
+                _BIAS,
+                _DY,
+                _H,
+                _SBUF,
+                _SSTATE,
+                _DU,
+                _DDELTA,
+                _RED4W,
+                _RED_PAR,
+            ],
+        },
+        {
+            "entry_point": "s6_reduce_bc",
+            "stage": "backward",
+            "workgroup_size": WORKGROUP,
+            "dispatch": "split_workgroups(ceil(2 * batch * seq_len * ceil(d_state / 4) / 64)); "
+            "after s6_bwd_output_h",
+            "does": "sums the d_inner per-channel dB | dC rows in order, a vec4 (4 states) per "
+            "invocation; dB -> out0, dC -> out1",
+            "bindings": [_PARAMS, _RED4, _OUT0, _OUT1],
+        },
+        {
             "entry_point": "s6_reduce_rows",
             "stage": "backward",
             "workgroup_size": WORKGROUP,
@@ -379,6 +433,7 @@ class _Plan:
     k_chunks: int
     wg_d: int
     fwd_onepass: bool = False
+    bwd_stored: bool = False
 
     @property
     def n_dblocks(self) -> int:
@@ -403,11 +458,20 @@ class _Plan:
     def fwd_scan(self) -> _ScanLayout:
         return _scan_layout(self.sz.batch, self.n_fwd_chunks, self.sz.d_inner, self.sz.d_state)
 
+    @property
+    def bc_rows(self) -> int:
+        """Partial rows of dB | dC: one per d block, or per channel (stored h)."""
+        return self.sz.d_inner if self.bwd_stored else self.n_dblocks
+
     def bwd_scan(self) -> _ScanLayout:
-        return _scan_layout(2 * self.sz.batch, self.n_bwd_chunks, self.sz.d_inner, self.sz.d_state)
+        # Forward and adjoint summaries, or the adjoint's alone when h is stored.
+        sets = self.sz.batch * (1 if self.bwd_stored else 2)
+        return _scan_layout(sets, self.n_bwd_chunks, self.sz.d_inner, self.sz.d_state)
 
     def bc_cols(self) -> int:
-        return 2 * self.sz.batch * self.sz.seq_len * self.sz.d_state
+        # s6_bwd_output_h's rows hold whole vec4s of states.
+        ds = _cdiv(self.sz.d_state, 4) * 4 if self.bwd_stored else self.sz.d_state
+        return 2 * self.sz.batch * self.sz.seq_len * ds
 
     def par_rows(self) -> int:
         return self.sz.batch * self.n_kgroups
@@ -426,10 +490,19 @@ def _make_plan(
     k_chunks: int | None,
     fwd_mode: str = "auto",
     store_h: bool = False,
+    bwd_mode: str = "auto",
 ) -> _Plan:
     channels = sz.batch * sz.d_inner
     if fwd_mode not in FWD_MODES:
         raise SsmvizError(f"fwd_mode is {fwd_mode!r}, expected one of {', '.join(FWD_MODES)}")
+    if bwd_mode not in BWD_MODES:
+        raise SsmvizError(f"bwd_mode is {bwd_mode!r}, expected one of {', '.join(BWD_MODES)}")
+    if bwd_mode == "stored" and not store_h:
+        raise SsmvizError("bwd_mode 'stored' needs the forward's h (store_h)")
+    bc_row_bytes = 2 * sz.batch * sz.seq_len * sz.d_state * 4
+    stored = bwd_mode == "stored" or (
+        bwd_mode == "auto" and store_h and sz.d_inner * bc_row_bytes <= BWD_STORED_MAX_BYTES
+    )
     if fwd_mode == "onepass" and (sz.d_state > ONEPASS_MAX_STATE or store_h):
         raise SsmvizError(
             f"fwd_mode 'onepass' needs d_state <= {ONEPASS_MAX_STATE} and no stored h "
@@ -458,7 +531,7 @@ def _make_plan(
     if k_chunks < 1:
         raise SsmvizError(f"bwd_k_chunks is {k_chunks}, expected >= 1")
     wg_d = min(WORKGROUP, _pow2_at_least(sz.d_inner))
-    return _Plan(sz, int(fwd_chunk), int(bwd_chunk), int(k_chunks), wg_d, onepass)
+    return _Plan(sz, int(fwd_chunk), int(bwd_chunk), int(k_chunks), wg_d, onepass, stored)
 
 
 def _onepass_fits(limits: Mapping[str, Any]) -> bool:
@@ -504,7 +577,7 @@ class S6Kernel(ShaderKernel):
         if backward:
             bs = plan.bwd_scan()
             # Every reduction level's rows stay in the buffer (level l+1 follows level l).
-            bc_rows = sum(_reduce_levels(plan.n_dblocks))
+            bc_rows = plan.bc_rows if plan.bwd_stored else sum(_reduce_levels(plan.bc_rows))
             par_rows = sum(_reduce_levels(plan.par_rows()))
             sizes.update(
                 bwd_sbuf=bs.s_size * 4,
@@ -525,7 +598,9 @@ class S6Kernel(ShaderKernel):
         backward: bool = True,
     ) -> dict[str, int]:
         """Keyword arguments for ``rt.require`` for this problem (forward, and backward)."""
-        plan = _make_plan(_Sizes(batch, seq_len, d_inner, d_state), None, None, None)
+        plan = _make_plan(
+            _Sizes(batch, seq_len, d_inner, d_state), None, None, None, store_h=store_h
+        )
         return self._requirements(plan, store_h, backward)
 
     def _requirements(self, plan: _Plan, store_h: bool, backward: bool) -> dict[str, int]:
@@ -537,7 +612,7 @@ class S6Kernel(ShaderKernel):
             plan.chunk_workgroups(plan.n_fwd_chunks),
             plan.chunk_workgroups(plan.n_kgroups),
             _cdiv(2 * sz.batch * plan.n_bwd_chunks * sz.d_inner * sz.d_state, WORKGROUP),
-            _cdiv(plan.bc_cols() * _cdiv(plan.n_dblocks, SCAN_BLOCK), WORKGROUP),
+            _cdiv(plan.bc_cols() * _cdiv(plan.bc_rows, SCAN_BLOCK), WORKGROUP),
             _cdiv(plan.par_cols() * _cdiv(plan.par_rows(), SCAN_BLOCK), WORKGROUP),
         )
         return {
@@ -545,7 +620,7 @@ class S6Kernel(ShaderKernel):
             "buffer_bytes": biggest,
             "workgroup_storage_bytes": WORKGROUP_STORAGE if plan.fwd_onepass else BWD_STORAGE,
             "invocations_per_workgroup": ONEPASS_WORKGROUP if plan.fwd_onepass else WORKGROUP,
-            "storage_buffers_per_stage": int(S6_ABI["storage_buffers_per_stage"]),
+            "storage_buffers_per_stage": BWD_STORED_BUFFERS if plan.bwd_stored else 14,
             "workgroups_per_dimension": max(split_workgroups(most_wg)),
         }
 
@@ -640,19 +715,30 @@ class S6Kernel(ShaderKernel):
         bwd_chunk_len: int | None = None,
         bwd_k_chunks: int | None = None,
         fwd_mode: str = "auto",
+        bwd_mode: str = "auto",
     ) -> S6Prepared:
         """Check limits, upload once and build the forward and backward dispatch lists.
 
         ``reverse_wg`` runs every pass with its workgroups in reverse order (race probe);
         the ``*_chunk_len`` / ``bwd_k_chunks`` overrides are for tests. ``fwd_mode``:
         "onepass" forces the one-pass forward (d_state <= 16, no h), "chunked" the chunked one,
-        "auto" picks by size.
+        "auto" picks by size. ``bwd_mode``: "stored" reads the stored h in the backward
+        (needs ``store_h``), "recompute" recomputes it, "auto" reads it when ``store_h`` and
+        the per-channel dB/dC rows fit BWD_STORED_MAX_BYTES.
         """
         sz = self._checked_sizes(inputs, convention, backward)
-        plan = _make_plan(sz, fwd_chunk_len, bwd_chunk_len, bwd_k_chunks, fwd_mode, store_h)
+        plan = _make_plan(
+            sz, fwd_chunk_len, bwd_chunk_len, bwd_k_chunks, fwd_mode, store_h, bwd_mode
+        )
         rt = self.rt
         if plan.fwd_onepass and fwd_mode == "auto" and not _onepass_fits(rt.limits):
             plan.fwd_onepass = False  # a device below the one-pass kernel's needs: chunked
+        if (
+            plan.bwd_stored
+            and bwd_mode == "auto"
+            and int(rt.limits.get("max-storage-buffers-per-shader-stage", 0)) < BWD_STORED_BUFFERS
+        ):
+            plan.bwd_stored = False  # recompute h: one storage buffer fewer
         rt.require(
             **self._requirements(plan, store_h, backward),
             what=f"S6 (batch {sz.batch}, seq_len {sz.seq_len}, d_inner {sz.d_inner}, "
@@ -811,8 +897,8 @@ class S6Kernel(ShaderKernel):
             buf["du"] = out(B_ * L_ * Di * 4, "du")
             buf["ddelta"] = out(B_ * L_ * Di * 4, "ddelta")
             buf["dA_log"] = out(Di * Ds * 4, "dA_log")
-            # With a single d-block the dB/dC partials are the result: no reduction pass.
-            direct_bc = plan.n_dblocks == 1
+            # With a single partial row the dB/dC partials are the result: no reduction pass.
+            direct_bc = plan.bc_rows == 1 and not plan.bwd_stored
             if not direct_bc:
                 buf["dB"] = out(B_ * L_ * Ds * 4, "dB")
                 buf["dC"] = out(B_ * L_ * Ds * 4, "dC")
@@ -829,7 +915,8 @@ class S6Kernel(ShaderKernel):
             )
             buf["red_par"] = rt.empty(sizes["red_par"], label="dA_log/dD/ddelta_bias partials")
             buf["dummy"] = rt.empty(4, label="dummy")
-            bb = dict(buf, sbuf=buf["bwd_sbuf"], Sbuf=buf["bwd_Sbuf"], red=buf["red_bc"])
+            bb = dict(buf, sbuf=buf["bwd_sbuf"], Sbuf=buf["bwd_Sbuf"], red=buf["red_bc"],
+                      red4w=buf["red_bc"])
             nbc = plan.n_bwd_chunks
             bchunk = dict(chunk_len=plan.bwd_chunk, n_chunks=nbc)
             backward_list.append(
@@ -841,13 +928,14 @@ class S6Kernel(ShaderKernel):
                     n_cgroups=_cdiv(nbc, plan.lanes_c),
                     off_in_s=bs.s_in[0],
                     off_in_S=bs.S[0],
+                    flags=FLAG_ADJOINT_ONLY if plan.bwd_stored else 0,
                 )
             )
-            backward_list += scan_dispatches(bs, 2 * B_, bb)
+            backward_list += scan_dispatches(bs, B_ * (1 if plan.bwd_stored else 2), bb)
             nkg = plan.n_kgroups
             backward_list.append(
                 dispatch(
-                    "s6_bwd_output",
+                    "s6_bwd_output_h" if plan.bwd_stored else "s6_bwd_output",
                     plan.chunk_workgroups(nkg),
                     bb,
                     **bchunk,
@@ -857,11 +945,20 @@ class S6Kernel(ShaderKernel):
                     **carry_fields(bs),
                 )
             )
-            if not direct_bc:
+            if not direct_bc and plan.bwd_stored:
+                backward_list.append(
+                    dispatch(
+                        "s6_reduce_bc",
+                        _cdiv(plan.bc_cols() // 4, WORKGROUP),
+                        {"red4": buf["red_bc"], "out0": buf["dB"], "out1": buf["dC"]},
+                        red_rows=plan.bc_rows,
+                    )
+                )
+            elif not direct_bc:
                 backward_list += self._reduce_dispatches(
                     dispatch,
                     buf["red_bc"],
-                    plan.n_dblocks,
+                    plan.bc_rows,
                     plan.bc_cols(),
                     (buf["dB"], buf["dC"], buf["dummy"]),
                     B_ * L_ * Ds,
@@ -876,9 +973,9 @@ class S6Kernel(ShaderKernel):
                 Di * Ds,
                 Di,
             )
-        # With one d-block the backward pass wrote dB | dC straight into its partials.
+        # With one partial row the backward pass wrote dB | dC straight into it.
         at = {}
-        if plan.n_dblocks == 1:
+        if backward and direct_bc:
             at = {"dB": ("red_bc", 0), "dC": ("red_bc", B_ * L_ * Ds * 4)}
         readbacks = {}
         for n in outputs:
@@ -949,6 +1046,7 @@ class S6Kernel(ShaderKernel):
         bwd_chunk_len: int | None = None,
         bwd_k_chunks: int | None = None,
         fwd_mode: str = "auto",
+        bwd_mode: str = "auto",
     ) -> S6GpuResult:
         """Run forward (and backward) on ``inputs``; see the module docstring for shapes.
 
@@ -966,6 +1064,7 @@ class S6Kernel(ShaderKernel):
             bwd_chunk_len=bwd_chunk_len,
             bwd_k_chunks=bwd_k_chunks,
             fwd_mode=fwd_mode,
+            bwd_mode=bwd_mode,
         )
         sz = self._checked_sizes(inputs, convention, backward)
         has_bias = inputs.get("delta_bias") is not None
