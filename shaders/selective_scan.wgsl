@@ -282,6 +282,39 @@ fn ld_A4(d: u32, n: u32) -> vec4<f32> {
     );
 }
 
+// A = -exp(A_log), 1/A and A·log2(e) of the 16 states n0..n0+15 of channel d (a tile).
+struct TileA {
+    A0: vec4<f32>,
+    A1: vec4<f32>,
+    A2: vec4<f32>,
+    A3: vec4<f32>,
+    iA0: vec4<f32>,
+    iA1: vec4<f32>,
+    iA2: vec4<f32>,
+    iA3: vec4<f32>,
+    E0: vec4<f32>,
+    E1: vec4<f32>,
+    E2: vec4<f32>,
+    E3: vec4<f32>,
+}
+
+fn tile_a(d: u32, n0: u32) -> TileA {
+    var t: TileA;
+    t.A0 = ld_A4(d, n0);
+    t.A1 = ld_A4(d, n0 + 4u);
+    t.A2 = ld_A4(d, n0 + 8u);
+    t.A3 = ld_A4(d, n0 + 12u);
+    t.iA0 = 1.0 / t.A0;
+    t.iA1 = 1.0 / t.A1;
+    t.iA2 = 1.0 / t.A2;
+    t.iA3 = 1.0 / t.A3;
+    t.E0 = t.A0 * LOG2E;
+    t.E1 = t.A1 * LOG2E;
+    t.E2 = t.A2 * LOG2E;
+    t.E3 = t.A3 * LOG2E;
+    return t;
+}
+
 // B and C are bound as rows of ceil(d_state / 4) vec4s, zero-padded, followed by one
 // zero vec4 (index bc_zero()) that stands in for the vec4s of a tile past the row: one
 // 16-byte load and one index select per 4 states instead of 4 clamped scalar loads.
@@ -407,6 +440,39 @@ fn bwd_q(hp: vec4<f32>, A: vec4<f32>, E: vec4<f32>, iA: vec4<f32>, gc: vec4<f32>
     r.du = dot(g, coef * bv);
     r.ddl = dot(g, A * a * hp + dx_ddl);
     return r;
+}
+
+// du (with D·dy) and ddelta of element i from the 4 quads of one state tile: written by
+// the first tile, added to by later ones; returns this tile's share of ddelta.
+fn put_du_ddelta(i: u32, first: bool, Dd_dy: f32, z: f32, r0: BwdQ, r1: BwdQ, r2: BwdQ,
+                 r3: BwdQ) -> f32 {
+    let du_t = (r0.du + r1.du) + (r2.du + r3.du);
+    let ddz = softplus_grad(z) * ((r0.ddl + r1.ddl) + (r2.ddl + r3.ddl));
+    if (first) {
+        du[i] = Dd_dy + du_t;
+        ddelta[i] = ddz;
+    } else {
+        du[i] = du[i] + du_t;
+        ddelta[i] = ddelta[i] + ddz;
+    }
+    return ddz;
+}
+
+// Partial row `row` of red_par: dA_log of channel d's states n0..n0+15 (dL/dA·A), then
+// after all d_inner·d_state of them dD and ddelta_bias of channel d.
+fn st_dA_par(row: u32, d: u32, n0: u32, ta: TileA, dA0: vec4<f32>, dA1: vec4<f32>,
+             dA2: vec4<f32>, dA3: vec4<f32>) {
+    let rbase = row * (P.d_inner * P.d_state + 2u * P.d_inner) + d * P.d_state;
+    st_par4(rbase, n0, ta.A0 * dA0);
+    st_par4(rbase, n0 + 4u, ta.A1 * dA1);
+    st_par4(rbase, n0 + 8u, ta.A2 * dA2);
+    st_par4(rbase, n0 + 12u, ta.A3 * dA3);
+}
+
+fn st_dd_par(row: u32, d: u32, dD: f32, ddb: f32) {
+    let rbase = row * (P.d_inner * P.d_state + 2u * P.d_inner) + P.d_inner * P.d_state;
+    red_par[rbase + d] = dD;
+    red_par[rbase + P.d_inner + d] = ddb;
 }
 
 fn has_bias() -> bool {
@@ -553,18 +619,7 @@ fn s6_fwd_summary(
     for (var tile = 0u; tile < n_tiles; tile++) {
         let n0 = tile * TILE;
         let bt = bc_tile(n0);
-        let A0 = ld_A4(ln.d, n0);
-        let A1 = ld_A4(ln.d, n0 + 4u);
-        let A2 = ld_A4(ln.d, n0 + 8u);
-        let A3 = ld_A4(ln.d, n0 + 12u);
-        let iA0 = 1.0 / A0;
-        let iA1 = 1.0 / A1;
-        let iA2 = 1.0 / A2;
-        let iA3 = 1.0 / A3;
-        let E0 = A0 * LOG2E;
-        let E1 = A1 * LOG2E;
-        let E2 = A2 * LOG2E;
-        let E3 = A3 * LOG2E;
+        let ta = tile_a(ln.d, n0);
         var h0 = vec4<f32>(0.0);
         var h1 = vec4<f32>(0.0);
         var h2 = vec4<f32>(0.0);
@@ -579,10 +634,10 @@ fn s6_fwd_summary(
             let dl = softplus(cur.z);
             let uv = cur.u;
             sacc = sacc + dl;
-            h0 = fwd_q(h0, E0, iA0, dl, cur.b0 * uv, zoh);
-            h1 = fwd_q(h1, E1, iA1, dl, cur.b1 * uv, zoh);
-            h2 = fwd_q(h2, E2, iA2, dl, cur.b2 * uv, zoh);
-            h3 = fwd_q(h3, E3, iA3, dl, cur.b3 * uv, zoh);
+            h0 = fwd_q(h0, ta.E0, ta.iA0, dl, cur.b0 * uv, zoh);
+            h1 = fwd_q(h1, ta.E1, ta.iA1, dl, cur.b1 * uv, zoh);
+            h2 = fwd_q(h2, ta.E2, ta.iA2, dl, cur.b2 * uv, zoh);
+            h3 = fwd_q(h3, ta.E3, ta.iA3, dl, cur.b3 * uv, zoh);
         }
         ssum = sacc;
         let base = P.off_in_S + s_idx(ln.b, P.n_chunks, ln.c, ln.d) * ds;
@@ -615,28 +670,17 @@ fn s6_fwd_output(
     for (var tile = 0u; tile < n_tiles; tile++) {
         let n0 = tile * TILE;
         let bt = bc_tile(n0);
-        let A0 = ld_A4(ln.d, n0);
-        let A1 = ld_A4(ln.d, n0 + 4u);
-        let A2 = ld_A4(ln.d, n0 + 8u);
-        let A3 = ld_A4(ln.d, n0 + 12u);
-        let iA0 = 1.0 / A0;
-        let iA1 = 1.0 / A1;
-        let iA2 = 1.0 / A2;
-        let iA3 = 1.0 / A3;
-        let E0 = A0 * LOG2E;
-        let E1 = A1 * LOG2E;
-        let E2 = A2 * LOG2E;
-        let E3 = A3 * LOG2E;
+        let ta = tile_a(ln.d, n0);
         var h0 = vec4<f32>(0.0);
         var h1 = vec4<f32>(0.0);
         var h2 = vec4<f32>(0.0);
         var h3 = vec4<f32>(0.0);
         if (ln.c > 0u) {
             let cr = carry_ref(ln.b, ln.c - 1u, ln.d);
-            h0 = ld_carry4(cr, n0, E0);
-            h1 = ld_carry4(cr, n0 + 4u, E1);
-            h2 = ld_carry4(cr, n0 + 8u, E2);
-            h3 = ld_carry4(cr, n0 + 12u, E3);
+            h0 = ld_carry4(cr, n0, ta.E0);
+            h1 = ld_carry4(cr, n0 + 4u, ta.E1);
+            h2 = ld_carry4(cr, n0 + 8u, ta.E2);
+            h3 = ld_carry4(cr, n0 + 12u, ta.E3);
         }
         var nx = load_step(ln.b, t0, ln.d, bt, true);
         for (var t = t0; t < t1; t++) {
@@ -647,10 +691,10 @@ fn s6_fwd_output(
             let i = act_idx(ln.b, t, ln.d);
             let dl = softplus(cur.z);
             let uv = cur.u;
-            h0 = fwd_q(h0, E0, iA0, dl, cur.b0 * uv, zoh);
-            h1 = fwd_q(h1, E1, iA1, dl, cur.b1 * uv, zoh);
-            h2 = fwd_q(h2, E2, iA2, dl, cur.b2 * uv, zoh);
-            h3 = fwd_q(h3, E3, iA3, dl, cur.b3 * uv, zoh);
+            h0 = fwd_q(h0, ta.E0, ta.iA0, dl, cur.b0 * uv, zoh);
+            h1 = fwd_q(h1, ta.E1, ta.iA1, dl, cur.b1 * uv, zoh);
+            h2 = fwd_q(h2, ta.E2, ta.iA2, dl, cur.b2 * uv, zoh);
+            h3 = fwd_q(h3, ta.E3, ta.iA3, dl, cur.b3 * uv, zoh);
             let acc = dot(cur.c0, h0) + dot(cur.c1, h1) + dot(cur.c2, h2) + dot(cur.c3, h3);
             if (tile == 0u) {
                 y[i] = Dd * uv + acc;
@@ -986,18 +1030,7 @@ fn s6_bwd_summary(
     for (var tile = 0u; tile < n_tiles; tile++) {
         let n0 = tile * TILE;
         let bt = bc_tile(n0);
-        let A0 = ld_A4(ln.d, n0);
-        let A1 = ld_A4(ln.d, n0 + 4u);
-        let A2 = ld_A4(ln.d, n0 + 8u);
-        let A3 = ld_A4(ln.d, n0 + 12u);
-        let iA0 = 1.0 / A0;
-        let iA1 = 1.0 / A1;
-        let iA2 = 1.0 / A2;
-        let iA3 = 1.0 / A3;
-        let E0 = A0 * LOG2E;
-        let E1 = A1 * LOG2E;
-        let E2 = A2 * LOG2E;
-        let E3 = A3 * LOG2E;
+        let ta = tile_a(ln.d, n0);
         var h0 = vec4<f32>(0.0);
         var h1 = vec4<f32>(0.0);
         var h2 = vec4<f32>(0.0);
@@ -1012,10 +1045,10 @@ fn s6_bwd_summary(
             let dl = softplus(cur.z);
             let uv = cur.u;
             sacc = sacc + dl;
-            h0 = fwd_q(h0, E0, iA0, dl, cur.b0 * uv, zoh);
-            h1 = fwd_q(h1, E1, iA1, dl, cur.b1 * uv, zoh);
-            h2 = fwd_q(h2, E2, iA2, dl, cur.b2 * uv, zoh);
-            h3 = fwd_q(h3, E3, iA3, dl, cur.b3 * uv, zoh);
+            h0 = fwd_q(h0, ta.E0, ta.iA0, dl, cur.b0 * uv, zoh);
+            h1 = fwd_q(h1, ta.E1, ta.iA1, dl, cur.b1 * uv, zoh);
+            h2 = fwd_q(h2, ta.E2, ta.iA2, dl, cur.b2 * uv, zoh);
+            h3 = fwd_q(h3, ta.E3, ta.iA3, dl, cur.b3 * uv, zoh);
         }
         // g here is Ā_t·g_t, the amount handed to step t-1.
         var g0 = vec4<f32>(0.0);
@@ -1030,10 +1063,10 @@ fn s6_bwd_summary(
             racc = racc + dl;
             let dyv = dy[i];
             let bb = bc_row(ln.b, t);
-            g0 = exp2(dl * E0) * (ld_C4(bb, bt, 0u) * dyv + g0);
-            g1 = exp2(dl * E1) * (ld_C4(bb, bt, 1u) * dyv + g1);
-            g2 = exp2(dl * E2) * (ld_C4(bb, bt, 2u) * dyv + g2);
-            g3 = exp2(dl * E3) * (ld_C4(bb, bt, 3u) * dyv + g3);
+            g0 = exp2(dl * ta.E0) * (ld_C4(bb, bt, 0u) * dyv + g0);
+            g1 = exp2(dl * ta.E1) * (ld_C4(bb, bt, 1u) * dyv + g1);
+            g2 = exp2(dl * ta.E2) * (ld_C4(bb, bt, 2u) * dyv + g2);
+            g3 = exp2(dl * ta.E3) * (ld_C4(bb, bt, 3u) * dyv + g3);
         }
         ssum = select(racc, sacc, fwd);
         let rb = P.off_in_S + s_idx(rset, N, rc, ln.d) * ds;
@@ -1087,18 +1120,7 @@ fn s6_bwd_output(
     for (var tile = 0u; tile < n_tiles; tile++) {
         let n0 = tile * TILE;
         let bt = bc_tile(n0);
-        let A0 = ld_A4(d, n0);
-        let A1 = ld_A4(d, n0 + 4u);
-        let A2 = ld_A4(d, n0 + 8u);
-        let A3 = ld_A4(d, n0 + 12u);
-        let iA0 = 1.0 / A0;
-        let iA1 = 1.0 / A1;
-        let iA2 = 1.0 / A2;
-        let iA3 = 1.0 / A3;
-        let E0 = A0 * LOG2E;
-        let E1 = A1 * LOG2E;
-        let E2 = A2 * LOG2E;
-        let E3 = A3 * LOG2E;
+        let ta = tile_a(d, n0);
         var dA0 = vec4<f32>(0.0);
         var dA1 = vec4<f32>(0.0);
         var dA2 = vec4<f32>(0.0);
@@ -1122,17 +1144,17 @@ fn s6_bwd_output(
             let p = N - 1u - c;
             if (cok && c > 0u) {
                 let cr = carry_ref(b, c - 1u, d);
-                h0 = ld_carry4(cr, n0, E0);
-                h1 = ld_carry4(cr, n0 + 4u, E1);
-                h2 = ld_carry4(cr, n0 + 8u, E2);
-                h3 = ld_carry4(cr, n0 + 12u, E3);
+                h0 = ld_carry4(cr, n0, ta.E0);
+                h1 = ld_carry4(cr, n0 + 4u, ta.E1);
+                h2 = ld_carry4(cr, n0 + 8u, ta.E2);
+                h3 = ld_carry4(cr, n0 + 12u, ta.E3);
             }
             if (cok && p > 0u) {
                 let cr = carry_ref(P.batch + b, p - 1u, d);
-                gc0 = ld_carry4(cr, n0, E0);
-                gc1 = ld_carry4(cr, n0 + 4u, E1);
-                gc2 = ld_carry4(cr, n0 + 8u, E2);
-                gc3 = ld_carry4(cr, n0 + 12u, E3);
+                gc0 = ld_carry4(cr, n0, ta.E0);
+                gc1 = ld_carry4(cr, n0 + 4u, ta.E1);
+                gc2 = ld_carry4(cr, n0 + 8u, ta.E2);
+                gc3 = ld_carry4(cr, n0 + 12u, ta.E3);
             }
             // Sweep the chunk up to its last sub-chunk, keeping the state every SUB steps
             // (no barriers here: the bound may differ per thread).
@@ -1151,10 +1173,10 @@ fn s6_bwd_output(
                     let dl = softplus(delta_raw(i, d));
                     let uv = u[i];
                     let bb = bc_row(b, t0 + jc);
-                    h0 = fwd_q(h0, E0, iA0, dl, ld_B4(bb, bt, 0u) * uv, zoh);
-                    h1 = fwd_q(h1, E1, iA1, dl, ld_B4(bb, bt, 1u) * uv, zoh);
-                    h2 = fwd_q(h2, E2, iA2, dl, ld_B4(bb, bt, 2u) * uv, zoh);
-                    h3 = fwd_q(h3, E3, iA3, dl, ld_B4(bb, bt, 3u) * uv, zoh);
+                    h0 = fwd_q(h0, ta.E0, ta.iA0, dl, ld_B4(bb, bt, 0u) * uv, zoh);
+                    h1 = fwd_q(h1, ta.E1, ta.iA1, dl, ld_B4(bb, bt, 1u) * uv, zoh);
+                    h2 = fwd_q(h2, ta.E2, ta.iA2, dl, ld_B4(bb, bt, 2u) * uv, zoh);
+                    h3 = fwd_q(h3, ta.E3, ta.iA3, dl, ld_B4(bb, bt, 3u) * uv, zoh);
                 }
             }
             for (var sub1 = nsub; sub1 > 0u; sub1--) {
@@ -1176,10 +1198,10 @@ fn s6_bwd_output(
                         let dl = softplus(delta_raw(i, d));
                         let uv = u[i];
                         let bb = bc_row(b, t0 + jt);
-                        h0 = fwd_q(h0, E0, iA0, dl, ld_B4(bb, bt, 0u) * uv, zoh);
-                        h1 = fwd_q(h1, E1, iA1, dl, ld_B4(bb, bt, 1u) * uv, zoh);
-                        h2 = fwd_q(h2, E2, iA2, dl, ld_B4(bb, bt, 2u) * uv, zoh);
-                        h3 = fwd_q(h3, E3, iA3, dl, ld_B4(bb, bt, 3u) * uv, zoh);
+                        h0 = fwd_q(h0, ta.E0, ta.iA0, dl, ld_B4(bb, bt, 0u) * uv, zoh);
+                        h1 = fwd_q(h1, ta.E1, ta.iA1, dl, ld_B4(bb, bt, 1u) * uv, zoh);
+                        h2 = fwd_q(h2, ta.E2, ta.iA2, dl, ld_B4(bb, bt, 2u) * uv, zoh);
+                        h3 = fwd_q(h3, ta.E3, ta.iA3, dl, ld_B4(bb, bt, 3u) * uv, zoh);
                     }
                 }
                 // Reverse sweep of the sub-chunk with the adjoint.
@@ -1194,13 +1216,13 @@ fn s6_bwd_output(
                     let uv = u[i];
                     let dyv = dy[i];
                     let bb = bc_row(b, t);
-                    let r0 = bwd_q(hist[j * 4u], A0, E0, iA0, gc0, ld_B4(bb, bt, 0u),
+                    let r0 = bwd_q(hist[j * 4u], ta.A0, ta.E0, ta.iA0, gc0, ld_B4(bb, bt, 0u),
                                    ld_C4(bb, bt, 0u), dl, uv, dyv, zoh);
-                    let r1 = bwd_q(hist[j * 4u + 1u], A1, E1, iA1, gc1, ld_B4(bb, bt, 1u),
+                    let r1 = bwd_q(hist[j * 4u + 1u], ta.A1, ta.E1, ta.iA1, gc1, ld_B4(bb, bt, 1u),
                                    ld_C4(bb, bt, 1u), dl, uv, dyv, zoh);
-                    let r2 = bwd_q(hist[j * 4u + 2u], A2, E2, iA2, gc2, ld_B4(bb, bt, 2u),
+                    let r2 = bwd_q(hist[j * 4u + 2u], ta.A2, ta.E2, ta.iA2, gc2, ld_B4(bb, bt, 2u),
                                    ld_C4(bb, bt, 2u), dl, uv, dyv, zoh);
-                    let r3 = bwd_q(hist[j * 4u + 3u], A3, E3, iA3, gc3, ld_B4(bb, bt, 3u),
+                    let r3 = bwd_q(hist[j * 4u + 3u], ta.A3, ta.E3, ta.iA3, gc3, ld_B4(bb, bt, 3u),
                                    ld_C4(bb, bt, 3u), dl, uv, dyv, zoh);
                     // Step j goes to slot j % XSLOTS; the block of steps j .. j + XSLOTS - 1
                     // is summed once slot 0 is written (XSLOTS divides SUB, so a block never
@@ -1224,15 +1246,9 @@ fn s6_bwd_output(
                         dA1 = dA1 + r1.dA;
                         dA2 = dA2 + r2.dA;
                         dA3 = dA3 + r3.dA;
-                        let du_t = (r0.du + r1.du) + (r2.du + r3.du);
-                        let ddz = softplus_grad(z) * ((r0.ddl + r1.ddl) + (r2.ddl + r3.ddl));
+                        let ddz = put_du_ddelta(i, tile == 0u, Dd * dyv, z, r0, r1, r2, r3);
                         if (tile == 0u) {
-                            du[i] = Dd * dyv + du_t;
-                            ddelta[i] = ddz;
                             dD_acc = dD_acc + dyv * uv;
-                        } else {
-                            du[i] = du[i] + du_t;
-                            ddelta[i] = ddelta[i] + ddz;
                         }
                         ddb_acc = ddb_acc + ddz;
                     }
@@ -1294,19 +1310,11 @@ fn s6_bwd_output(
             }
         }
         if (ok) {
-            let row = ln.b * P.n_kgroups + ln.c;
-            let rbase = row * (P.d_inner * ds + 2u * P.d_inner) + d * ds;
-            st_par4(rbase, n0, A0 * dA0);
-            st_par4(rbase, n0 + 4u, A1 * dA1);
-            st_par4(rbase, n0 + 8u, A2 * dA2);
-            st_par4(rbase, n0 + 12u, A3 * dA3);
+            st_dA_par(ln.b * P.n_kgroups + ln.c, d, n0, ta, dA0, dA1, dA2, dA3);
         }
     }
     if (ok) {
-        let row = ln.b * P.n_kgroups + ln.c;
-        let rbase = row * (P.d_inner * ds + 2u * P.d_inner) + P.d_inner * ds;
-        red_par[rbase + d] = dD_acc;
-        red_par[rbase + P.d_inner + d] = ddb_acc;
+        st_dd_par(ln.b * P.n_kgroups + ln.c, d, dD_acc, ddb_acc);
     }
 }
 
@@ -1365,18 +1373,7 @@ fn s6_bwd_output_h(
     for (var tile = 0u; tile < n_tiles; tile++) {
         let n0 = tile * TILE;
         let bt = bc_tile(n0);
-        let A0 = ld_A4(d, n0);
-        let A1 = ld_A4(d, n0 + 4u);
-        let A2 = ld_A4(d, n0 + 8u);
-        let A3 = ld_A4(d, n0 + 12u);
-        let iA0 = 1.0 / A0;
-        let iA1 = 1.0 / A1;
-        let iA2 = 1.0 / A2;
-        let iA3 = 1.0 / A3;
-        let E0 = A0 * LOG2E;
-        let E1 = A1 * LOG2E;
-        let E2 = A2 * LOG2E;
-        let E3 = A3 * LOG2E;
+        let ta = tile_a(d, n0);
         var dA0 = vec4<f32>(0.0);
         var dA1 = vec4<f32>(0.0);
         var dA2 = vec4<f32>(0.0);
@@ -1395,10 +1392,10 @@ fn s6_bwd_output_h(
             let p = N - 1u - c;
             if (p > 0u) {
                 let cr = carry_ref(b, p - 1u, d);
-                gc0 = ld_carry4(cr, n0, E0);
-                gc1 = ld_carry4(cr, n0 + 4u, E1);
-                gc2 = ld_carry4(cr, n0 + 8u, E2);
-                gc3 = ld_carry4(cr, n0 + 12u, E3);
+                gc0 = ld_carry4(cr, n0, ta.E0);
+                gc1 = ld_carry4(cr, n0 + 4u, ta.E1);
+                gc2 = ld_carry4(cr, n0 + 8u, ta.E2);
+                gc3 = ld_carry4(cr, n0 + 12u, ta.E3);
             }
             for (var tt = t1; tt > t0; tt--) {
                 let t = tt - 1u;
@@ -1408,13 +1405,13 @@ fn s6_bwd_output_h(
                 let uv = u[i];
                 let dyv = dy[i];
                 let bb = bc_row(b, t);
-                let r0 = bwd_q(ld_hprev4(b, t, d, n0), A0, E0, iA0, gc0, ld_B4(bb, bt, 0u),
+                let r0 = bwd_q(ld_hprev4(b, t, d, n0), ta.A0, ta.E0, ta.iA0, gc0, ld_B4(bb, bt, 0u),
                                ld_C4(bb, bt, 0u), dl, uv, dyv, zoh);
-                let r1 = bwd_q(ld_hprev4(b, t, d, n0 + 4u), A1, E1, iA1, gc1, ld_B4(bb, bt, 1u),
+                let r1 = bwd_q(ld_hprev4(b, t, d, n0 + 4u), ta.A1, ta.E1, ta.iA1, gc1, ld_B4(bb, bt, 1u),
                                ld_C4(bb, bt, 1u), dl, uv, dyv, zoh);
-                let r2 = bwd_q(ld_hprev4(b, t, d, n0 + 8u), A2, E2, iA2, gc2, ld_B4(bb, bt, 2u),
+                let r2 = bwd_q(ld_hprev4(b, t, d, n0 + 8u), ta.A2, ta.E2, ta.iA2, gc2, ld_B4(bb, bt, 2u),
                                ld_C4(bb, bt, 2u), dl, uv, dyv, zoh);
-                let r3 = bwd_q(ld_hprev4(b, t, d, n0 + 12u), A3, E3, iA3, gc3, ld_B4(bb, bt, 3u),
+                let r3 = bwd_q(ld_hprev4(b, t, d, n0 + 12u), ta.A3, ta.E3, ta.iA3, gc3, ld_B4(bb, bt, 3u),
                                ld_C4(bb, bt, 3u), dl, uv, dyv, zoh);
                 gc0 = r0.gc;
                 gc1 = r1.gc;
@@ -1432,30 +1429,16 @@ fn s6_bwd_output_h(
                 st_bc4(d, 1u, b, t, n0 + 4u, r1.dC);
                 st_bc4(d, 1u, b, t, n0 + 8u, r2.dC);
                 st_bc4(d, 1u, b, t, n0 + 12u, r3.dC);
-                let du_t = (r0.du + r1.du) + (r2.du + r3.du);
-                let ddz = softplus_grad(z) * ((r0.ddl + r1.ddl) + (r2.ddl + r3.ddl));
+                let ddz = put_du_ddelta(i, tile == 0u, Dd * dyv, z, r0, r1, r2, r3);
                 if (tile == 0u) {
-                    du[i] = Dd * dyv + du_t;
-                    ddelta[i] = ddz;
                     dD_acc = dD_acc + dyv * uv;
-                } else {
-                    du[i] = du[i] + du_t;
-                    ddelta[i] = ddelta[i] + ddz;
                 }
                 ddb_acc = ddb_acc + ddz;
             }
         }
-        let row = b * P.n_kgroups + ln.c;
-        let rbase = row * (P.d_inner * ds + 2u * P.d_inner) + d * ds;
-        st_par4(rbase, n0, A0 * dA0);
-        st_par4(rbase, n0 + 4u, A1 * dA1);
-        st_par4(rbase, n0 + 8u, A2 * dA2);
-        st_par4(rbase, n0 + 12u, A3 * dA3);
+        st_dA_par(b * P.n_kgroups + ln.c, d, n0, ta, dA0, dA1, dA2, dA3);
     }
-    let row = b * P.n_kgroups + ln.c;
-    let rbase = row * (P.d_inner * ds + 2u * P.d_inner) + P.d_inner * ds;
-    red_par[rbase + d] = dD_acc;
-    red_par[rbase + P.d_inner + d] = ddb_acc;
+    st_dd_par(b * P.n_kgroups + ln.c, d, dD_acc, ddb_acc);
 }
 
 // ---------------------------------------------------------------- reductions
