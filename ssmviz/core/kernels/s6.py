@@ -45,7 +45,6 @@ FWD_MODES = ("auto", "onepass", "chunked")
 # while those rows take at most this many bytes (else the recomputing s6_bwd_output).
 BWD_MODES = ("auto", "stored", "recompute")
 BWD_STORED_MAX_BYTES = 64 * 2**20
-BWD_STORED_BUFFERS = 15  # storage buffers s6_bwd_output_h binds; every other pass binds <= 14
 CONVENTION_IDS = {"mamba": 0, "builderforce": 1}
 
 PARAM_FIELDS: list[str] = [
@@ -170,7 +169,7 @@ _CHUNK_DISPATCH = (
 S6_ABI: dict = {
     "shader": SHADER,
     "workgroup_storage_bytes": WORKGROUP_STORAGE,
-    "storage_buffers_per_stage": 15,
+    "storage_buffers_per_stage": 15,  # s6_bwd_output_h; every other pass binds <= 14
     "params": {
         "struct": "Params",
         "binding": 0,
@@ -349,6 +348,12 @@ S6_ABI: dict = {
     ],
 }
 
+# Storage buffers each pass binds (the device limit a plan needs is the largest of its passes').
+_STORAGE_BUFFERS: dict[str, int] = {
+    p["entry_point"]: sum(b["role"] != "uniform" for b in p["bindings"]) for p in S6_ABI["passes"]
+}
+BWD_STORED_BUFFERS = _STORAGE_BUFFERS["s6_bwd_output_h"]
+_OTHER_BUFFERS = max(n for e, n in _STORAGE_BUFFERS.items() if e != "s6_bwd_output_h")
 _PASS_BINDINGS: dict[str, list[str]] = {
     p["entry_point"]: [b["name"] for b in p["bindings"]] for p in S6_ABI["passes"]
 }
@@ -620,7 +625,9 @@ class S6Kernel(ShaderKernel):
             "buffer_bytes": biggest,
             "workgroup_storage_bytes": WORKGROUP_STORAGE if plan.fwd_onepass else BWD_STORAGE,
             "invocations_per_workgroup": ONEPASS_WORKGROUP if plan.fwd_onepass else WORKGROUP,
-            "storage_buffers_per_stage": BWD_STORED_BUFFERS if plan.bwd_stored else 14,
+            "storage_buffers_per_stage": max(
+                _OTHER_BUFFERS, BWD_STORED_BUFFERS if plan.bwd_stored else 0
+            ),
             "workgroups_per_dimension": max(split_workgroups(most_wg)),
         }
 
@@ -892,13 +899,13 @@ class S6Kernel(ShaderKernel):
             )
 
         backward_list: list[Dispatch] = []
+        # One recomputing d-block: its dB/dC partials are the result, no reduction pass.
+        direct_bc = backward and plan.bc_rows == 1 and not plan.bwd_stored
         if backward:
             buf["dy"] = self.upload(uploads["dy"], "dy")
             buf["du"] = out(B_ * L_ * Di * 4, "du")
             buf["ddelta"] = out(B_ * L_ * Di * 4, "ddelta")
             buf["dA_log"] = out(Di * Ds * 4, "dA_log")
-            # With a single partial row the dB/dC partials are the result: no reduction pass.
-            direct_bc = plan.bc_rows == 1 and not plan.bwd_stored
             if not direct_bc:
                 buf["dB"] = out(B_ * L_ * Ds * 4, "dB")
                 buf["dC"] = out(B_ * L_ * Ds * 4, "dC")
@@ -975,7 +982,7 @@ class S6Kernel(ShaderKernel):
             )
         # With one partial row the backward pass wrote dB | dC straight into it.
         at = {}
-        if backward and direct_bc:
+        if direct_bc:
             at = {"dB": ("red_bc", 0), "dC": ("red_bc", B_ * L_ * Ds * 4)}
         readbacks = {}
         for n in outputs:
