@@ -110,6 +110,18 @@
 //   there is no per-step exchange and no barrier. Used while those rows take <= 64 MiB.
 //   Lavapipe at the app's size: backward 7.1 -> 3.8 ms (summary 1.14 -> 0.52, output
 //   5.5 -> 2.3 plus 0.75 for s6_reduce_bc; scalar rows and a scalar reduction took 1.7).
+// * Subgroups (H200, same run, wide size): on a device with usable subgroups the recomputing
+//   s6_bwd_output sums each step's dB/dC over sg_group = min(subgroup size, wg_d, 32)
+//   channels by a reduce-scatter of subgroup shuffles (sg_bc_store: 31 shuffles a step at
+//   32 lanes, each lane ends with one of the 32 sums and stores it), one partial row per
+//   sg_group channels, with no workgroup memory and no barrier. s6_bwd_output 8.71 -> 6.44
+//   ms, backward 10.56 -> 8.35 ms; (4, 4096, 1024, 16) 2.75 -> 2.08 ms; the long size
+//   unchanged (0.91 ms). Lavapipe (subgroups of 8): (2, 512, 128, 16) s6_bwd_output 21.1 ->
+//   14.8 ms. The workgroup-memory exchange stays for devices without subgroups (the other
+//   branch of the `#if subgroups` blocks; the runner blanks the unused branch). Then: the
+//   reverse sweep's dy, z, Δ, u kept from the recompute sweep (6.47 -> 6.21 ms) and 4
+//   chunks per invocation (1-3%). Measured and not kept: s6_bwd_summary's reverse sweep
+//   loading one step ahead (no change), 16-step chunks with 4-step sub-chunks (6.74 ms).
 // * flags bit 2 reverses the workgroup order in every pass (race probe: the
 //   results must not change bitwise).
 
@@ -144,7 +156,7 @@ struct Params {
     m0: u32,          // reduce_final: columns going to out0, out1 (rest to out2)
     m1: u32,
     n_threads: u32,   // flat kernels: number of useful invocations
-    _pad0: u32,
+    sg_group: u32,    // s6_bwd_output with subgroups: lanes summed per dB/dC partial row
     _pad1: u32,
 }
 
@@ -1093,6 +1105,98 @@ fn sm_at(slot: u32, lane: u32, q: u32) -> u32 {
     return slot * SM_SLOT + lane * SM_ROW + ((q + lane) & 7u);
 }
 
+// #if subgroups
+// dB | dC of one step summed over G = P.sg_group lanes of a subgroup (consecutive channels
+// of one chunk) with no workgroup memory and no barrier: a reduce-scatter. Each halving
+// keeps half of what a lane holds, sends the other half to the lane `o` away and adds what
+// comes back (keep + received, the same order on every run), so after log2(G) halvings a
+// lane holds 32 / G of the 32 sums, which it stores to partial row `row` (= d / G). `ok`
+// is false for a step past the chunk or the sequence, and when the pipeline's subgroups
+// are smaller than the host assumed (then the rows keep their poison: a visible failure).
+fn sg_half4(lo: vec4<f32>, hi: vec4<f32>, upper: bool, o: u32) -> vec4<f32> {
+    return select(lo, hi, upper) + subgroupShuffleXor(select(hi, lo, upper), o);
+}
+
+// Component c of vec4 slot q (0..3 dB, 4..7 dC; states n0 + 4·(q % 4) + c).
+fn st_sum1(ok: bool, rb: u32, q: u32, c: u32, n0: u32, v: f32) {
+    let n = n0 + (q % 4u) * 4u + c;
+    if (ok && n < P.d_state) {
+        red[rb + (q / 4u) * P.batch * P.seq_len * P.d_state + n] = v;
+    }
+}
+
+fn st_sum4(ok: bool, rb: u32, q: u32, n0: u32, v: vec4<f32>) {
+    st_sum1(ok, rb, q, 0u, n0, v.x);
+    st_sum1(ok, rb, q, 1u, n0, v.y);
+    st_sum1(ok, rb, q, 2u, n0, v.z);
+    st_sum1(ok, rb, q, 3u, n0, v.w);
+}
+
+fn sg_bc_store(ok: bool, row: u32, b: u32, t: u32, n0: u32, lane: u32, q0: vec4<f32>,
+               q1: vec4<f32>, q2: vec4<f32>, q3: vec4<f32>, q4: vec4<f32>, q5: vec4<f32>,
+               q6: vec4<f32>, q7: vec4<f32>) {
+    let G = P.sg_group;  // uniform, so every branch below is too
+    let rb = row * 2u * P.batch * P.seq_len * P.d_state + bc_idx(b, t, 0u);
+    if (G == 1u) {
+        st_sum4(ok, rb, 0u, n0, q0);
+        st_sum4(ok, rb, 1u, n0, q1);
+        st_sum4(ok, rb, 2u, n0, q2);
+        st_sum4(ok, rb, 3u, n0, q3);
+        st_sum4(ok, rb, 4u, n0, q4);
+        st_sum4(ok, rb, 5u, n0, q5);
+        st_sum4(ok, rb, 6u, n0, q6);
+        st_sum4(ok, rb, 7u, n0, q7);
+        return;
+    }
+    // 8 vec4s -> 4: the lower lane keeps slots 0..3, the upper 4..7.
+    var o = G / 2u;
+    var up = (lane & o) != 0u;
+    let s0 = sg_half4(q0, q4, up, o);
+    let s1 = sg_half4(q1, q5, up, o);
+    let s2 = sg_half4(q2, q6, up, o);
+    let s3 = sg_half4(q3, q7, up, o);
+    var qb = select(0u, 4u, up);  // first slot this lane now holds
+    if (G == 2u) {
+        st_sum4(ok, rb, qb, n0, s0);
+        st_sum4(ok, rb, qb + 1u, n0, s1);
+        st_sum4(ok, rb, qb + 2u, n0, s2);
+        st_sum4(ok, rb, qb + 3u, n0, s3);
+        return;
+    }
+    o = G / 4u;  // 4 -> 2
+    up = (lane & o) != 0u;
+    let t0 = sg_half4(s0, s2, up, o);
+    let t1 = sg_half4(s1, s3, up, o);
+    qb += select(0u, 2u, up);
+    if (G == 4u) {
+        st_sum4(ok, rb, qb, n0, t0);
+        st_sum4(ok, rb, qb + 1u, n0, t1);
+        return;
+    }
+    o = G / 8u;  // 2 -> 1
+    up = (lane & o) != 0u;
+    let w = sg_half4(t0, t1, up, o);
+    qb += select(0u, 1u, up);
+    if (G == 8u) {
+        st_sum4(ok, rb, qb, n0, w);
+        return;
+    }
+    o = G / 16u;  // vec4 -> vec2: components 0, 1 or 2, 3
+    up = (lane & o) != 0u;
+    let p = select(w.xy, w.zw, up) + subgroupShuffleXor(select(w.zw, w.xy, up), o);
+    let cb = select(0u, 2u, up);
+    if (G == 16u) {
+        st_sum1(ok, rb, qb, cb, n0, p.x);
+        st_sum1(ok, rb, qb, cb + 1u, n0, p.y);
+        return;
+    }
+    o = G / 32u;  // vec2 -> one float (G = 32, the largest the host asks for)
+    up = (lane & o) != 0u;
+    let x = select(p.x, p.y, up) + subgroupShuffleXor(select(p.y, p.x, up), o);
+    st_sum1(ok, rb, qb, cb + select(0u, 1u, up), n0, x);
+}
+// #endif
+
 // Backward pass 3: per (batch, group of k_chunks chunks, d). Writes du, ddelta,
 // dB/dC partials per d-block, and dA_log/dD/ddelta_bias partials per (batch, group).
 @compute @workgroup_size(64)
@@ -1100,6 +1204,9 @@ fn s6_bwd_output(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
+// #if subgroups
+    @builtin(subgroup_size) sg_size: u32,
+// #endif
 ) {
     let ln = chunk_lane(wid, nwg, lid, P.n_kgroups);
     let ok = ln.ok;
@@ -1187,6 +1294,12 @@ fn s6_bwd_output(
                 h1 = ckpt[sub * 4u + 1u];
                 h2 = ckpt[sub * 4u + 2u];
                 h3 = ckpt[sub * 4u + 3u];
+                // The reverse sweep's per-step scalars, loaded here: dy's load is then not
+                // on the reverse sweep's critical path, and softplus runs once per step.
+                var dyh: array<f32, SUB>;
+                var zh: array<f32, SUB>;
+                var dlh: array<f32, SUB>;
+                var uh: array<f32, SUB>;
                 for (var j = 0u; j < SUB; j++) {
                     hist[j * 4u] = h0;
                     hist[j * 4u + 1u] = h1;
@@ -1195,8 +1308,13 @@ fn s6_bwd_output(
                     let jt = sub * SUB + j;
                     if (jt < nsteps) {
                         let i = act_idx(b, t0 + jt, d);
-                        let dl = softplus(delta_raw(i, d));
+                        let zz = delta_raw(i, d);
+                        let dl = softplus(zz);
                         let uv = u[i];
+                        dyh[j] = dy[i];
+                        zh[j] = zz;
+                        dlh[j] = dl;
+                        uh[j] = uv;
                         let bb = bc_row(b, t0 + jt);
                         h0 = fwd_q(h0, ta.E0, ta.iA0, dl, ld_B4(bb, bt, 0u) * uv, zoh);
                         h1 = fwd_q(h1, ta.E1, ta.iA1, dl, ld_B4(bb, bt, 1u) * uv, zoh);
@@ -1211,10 +1329,10 @@ fn s6_bwd_output(
                     let v = jt < nsteps;
                     let t = t0 + select(0u, jt, v);
                     let i = act_idx(b, t, d);
-                    let z = delta_raw(i, d);
-                    let dl = softplus(z);
-                    let uv = u[i];
-                    let dyv = dy[i];
+                    let z = zh[j];
+                    let dl = dlh[j];
+                    let uv = uh[j];
+                    let dyv = dyh[j];
                     let bb = bc_row(b, t);
                     let r0 = bwd_q(hist[j * 4u], ta.A0, ta.E0, ta.iA0, gc0, ld_B4(bb, bt, 0u),
                                    ld_C4(bb, bt, 0u), dl, uv, dyv, zoh);
@@ -1224,19 +1342,7 @@ fn s6_bwd_output(
                                    ld_C4(bb, bt, 2u), dl, uv, dyv, zoh);
                     let r3 = bwd_q(hist[j * 4u + 3u], ta.A3, ta.E3, ta.iA3, gc3, ld_B4(bb, bt, 3u),
                                    ld_C4(bb, bt, 3u), dl, uv, dyv, zoh);
-                    // Step j goes to slot j % XSLOTS; the block of steps j .. j + XSLOTS - 1
-                    // is summed once slot 0 is written (XSLOTS divides SUB, so a block never
-                    // straddles sub-chunks).
-                    let slot = j % XSLOTS;
                     let zero = vec4<f32>(0.0);
-                    bc_smem[sm_at(slot, lid, 0u)] = select(zero, r0.dB, v);
-                    bc_smem[sm_at(slot, lid, 1u)] = select(zero, r1.dB, v);
-                    bc_smem[sm_at(slot, lid, 2u)] = select(zero, r2.dB, v);
-                    bc_smem[sm_at(slot, lid, 3u)] = select(zero, r3.dB, v);
-                    bc_smem[sm_at(slot, lid, 4u)] = select(zero, r0.dC, v);
-                    bc_smem[sm_at(slot, lid, 5u)] = select(zero, r1.dC, v);
-                    bc_smem[sm_at(slot, lid, 6u)] = select(zero, r2.dC, v);
-                    bc_smem[sm_at(slot, lid, 7u)] = select(zero, r3.dC, v);
                     if (v) {
                         gc0 = r0.gc;
                         gc1 = r1.gc;
@@ -1252,6 +1358,29 @@ fn s6_bwd_output(
                         }
                         ddb_acc = ddb_acc + ddz;
                     }
+// #if subgroups
+                    // This step's dB | dC summed over the subgroup's lanes of this chunk.
+                    let tt = c_raw * L + jt;
+                    let gv = ln.wok && ln.b < P.batch && c_raw < N && jt < L && tt < P.seq_len;
+                    sg_bc_store(gv && sg_size >= P.sg_group, ln.d / P.sg_group, ln.b, tt, n0,
+                                lid % P.sg_group, select(zero, r0.dB, v),
+                                select(zero, r1.dB, v), select(zero, r2.dB, v),
+                                select(zero, r3.dB, v), select(zero, r0.dC, v),
+                                select(zero, r1.dC, v), select(zero, r2.dC, v),
+                                select(zero, r3.dC, v));
+// #else
+                    // Step j goes to slot j % XSLOTS; the block of steps j .. j + XSLOTS - 1
+                    // is summed once slot 0 is written (XSLOTS divides SUB, so a block never
+                    // straddles sub-chunks).
+                    let slot = j % XSLOTS;
+                    bc_smem[sm_at(slot, lid, 0u)] = select(zero, r0.dB, v);
+                    bc_smem[sm_at(slot, lid, 1u)] = select(zero, r1.dB, v);
+                    bc_smem[sm_at(slot, lid, 2u)] = select(zero, r2.dB, v);
+                    bc_smem[sm_at(slot, lid, 3u)] = select(zero, r3.dB, v);
+                    bc_smem[sm_at(slot, lid, 4u)] = select(zero, r0.dC, v);
+                    bc_smem[sm_at(slot, lid, 5u)] = select(zero, r1.dC, v);
+                    bc_smem[sm_at(slot, lid, 6u)] = select(zero, r2.dC, v);
+                    bc_smem[sm_at(slot, lid, 7u)] = select(zero, r3.dC, v);
                     if (slot == 0u) {  // uniform: j counts down from a constant
                         workgroupBarrier();
                         if (P.wg_d >= 8u) {
@@ -1306,6 +1435,7 @@ fn s6_bwd_output(
                             workgroupBarrier();
                         }
                     }
+// #endif
                 }
             }
         }

@@ -7,7 +7,14 @@ import pytest
 import wgpu
 
 from ssmviz.core.errors import KernelBuildError, LimitError
-from ssmviz.core.gpu import POISON_U32, Dispatch, Readback, get_runtime, split_workgroups
+from ssmviz.core.gpu import (
+    POISON_U32,
+    Dispatch,
+    GpuRuntime,
+    Readback,
+    get_runtime,
+    split_workgroups,
+)
 
 DOUBLE = """
 @group(0) @binding(0) var<storage, read> a: array<f32>;
@@ -25,6 +32,19 @@ def test_one_shared_device(runtime) -> None:
     assert wgpu.utils.get_default_device() is runtime.device
     adapter_max = runtime.adapter.limits["max-storage-buffers-per-shader-stage"]
     assert runtime.limits["max-storage-buffers-per-shader-stage"] == adapter_max
+
+
+def test_subgroup_probe(runtime, monkeypatch) -> None:
+    """The probed subgroup size is a power of two (lavapipe: 8, the H200: 32) and the
+    device has the feature; SSMVIZ_SUBGROUPS=0 turns subgroup code paths off."""
+    size = runtime.subgroup_size
+    if "subgroup" not in runtime.device.features:
+        assert size is None
+        pytest.skip("this device has no subgroup feature")
+    assert size is not None and size >= 1 and size & (size - 1) == 0
+    monkeypatch.setenv("SSMVIZ_SUBGROUPS", "0")
+    fresh = GpuRuntime(runtime.adapter, runtime.device, runtime.forced_cpu)
+    assert fresh.subgroup_size is None
 
 
 def test_pipeline_cache_and_poison(runtime) -> None:

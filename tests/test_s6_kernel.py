@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -11,10 +12,13 @@ from ssmviz.core.errors import LimitError, SsmvizError
 from ssmviz.core.gpu import POISON_U32
 from ssmviz.core.kernels.s6 import PARAM_FIELDS, S6_ABI, S6Kernel
 from ssmviz.core.kernels.s6 import _make_plan as s6_make_plan
+from ssmviz.core.kernels.s6 import _reduce_levels as s6_reduce_levels
 from ssmviz.core.kernels.s6 import _Sizes as s6_sizes
 from ssmviz.core.reference._common import inverse_softplus
 from ssmviz.core.reference.s6 import s6_backward, s6_forward
 from ssmviz.core.resources import shader_source
+
+ON_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 FWD = ("y", "h", "last_state")
 GRADS = ("du", "ddelta", "dA_log", "dB", "dC", "dD", "ddelta_bias")
@@ -95,6 +99,17 @@ def kernel(runtime) -> S6Kernel:
     return S6Kernel(runtime)
 
 
+@pytest.fixture(scope="module")
+def kernel_wg(runtime) -> S6Kernel:
+    """The same kernels built without subgroup operations (workgroup-memory dB/dC sums)."""
+    return S6Kernel(runtime, subgroups=False)
+
+
+def pick(kernel: S6Kernel, kernel_wg: S6Kernel, path: str) -> tuple[S6Kernel, str]:
+    """The kernel and ``bwd_mode`` of a BWD_PATHS entry."""
+    return (kernel_wg, "recompute") if path == "recompute-wg" else (kernel, path)
+
+
 # (batch, seq_len, d_inner, d_state)
 ACCURACY_SIZES = [
     (1, 1, 3, 5),
@@ -113,15 +128,20 @@ ACCURACY_SIZES = [
 ]
 
 
-# Both backwards: "stored" reads the forward's h (s6_bwd_output_h), "recompute" rebuilds it.
-BWD_MODES = ["stored", "recompute"]
+# Every backward: "stored" reads the forward's h (s6_bwd_output_h), "recompute" rebuilds it
+# and sums dB/dC with subgroup operations where the device has them (lavapipe does),
+# "recompute-wg" rebuilds it and sums dB/dC in workgroup memory (devices without them).
+BWD_PATHS = ["stored", "recompute", "recompute-wg"]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("bwd_mode", BWD_MODES)
+@pytest.mark.parametrize("bwd_path", BWD_PATHS)
 @pytest.mark.parametrize("convention", ["mamba", "builderforce"])
 @pytest.mark.parametrize(("batch", "seq_len", "d_inner", "d_state"), ACCURACY_SIZES)
-def test_matches_reference(kernel, batch, seq_len, d_inner, d_state, convention, bwd_mode):
+def test_matches_reference(
+    kernel, kernel_wg, batch, seq_len, d_inner, d_state, convention, bwd_path
+):
+    kernel, bwd_mode = pick(kernel, kernel_wg, bwd_path)
     inp = make_inputs(batch, seq_len, d_inner, d_state, seed=seq_len + batch)
     res = kernel.run(inp, convention=convention, store_h=True, bwd_mode=bwd_mode)
     no_poison(res.outputs)
@@ -129,9 +149,10 @@ def test_matches_reference(kernel, batch, seq_len, d_inner, d_state, convention,
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("bwd_mode", BWD_MODES)
+@pytest.mark.parametrize("bwd_path", BWD_PATHS)
 @pytest.mark.parametrize("d_state", [1, 3, 16, 17, 256])
-def test_d_state_range(kernel, d_state, bwd_mode):
+def test_d_state_range(kernel, kernel_wg, d_state, bwd_path):
+    kernel, bwd_mode = pick(kernel, kernel_wg, bwd_path)
     # d_inner 5 is no multiple of the lane count; 17 and 256 need several state tiles (and
     # padded vec4s in the stored backward's dB/dC rows).
     inp = make_inputs(2, 45, 5, d_state, seed=d_state)
@@ -177,6 +198,33 @@ def test_stored_backward_passes(kernel, runtime, monkeypatch):
 
 
 @pytest.mark.gpu
+def test_subgroup_dB_dC_rows(kernel, kernel_wg):
+    """With subgroups the recomputing backward sums dB/dC over G = min(subgroup, lanes, 32)
+    channels per partial row with no barrier; without them, over a workgroup's lanes."""
+    if ON_CI:  # lavapipe has subgroups: CI must exercise that path, not skip it
+        assert kernel.subgroup_size is not None
+    if kernel.subgroup_size is None:
+        pytest.skip("this device has no usable subgroups")
+    assert kernel_wg.subgroup_size is None
+    assert "subgroupShuffleXor" in kernel.built_source
+    assert "subgroupShuffleXor" not in kernel_wg.built_source
+    assert kernel.built_source.count("\n") == kernel_wg.built_source.count("\n")
+    inp = make_inputs(1, 50, 70, 16, seed=12)
+    g = min(kernel.subgroup_size, 32)
+    prep = kernel.prepare(inp, bwd_mode="recompute")
+    red = prep.buffers["red_bc"].size
+    prep_wg = kernel_wg.prepare(inp, bwd_mode="recompute")
+    # d_inner 70: two blocks of 64 lanes; rows of 2 * batch * seq_len * d_state floats.
+    assert prep_wg.buffers["red_bc"].size == 2 * (2 * 50 * 16) * 4
+    assert red == sum(s6_reduce_levels(2 * (64 // g))) * (2 * 50 * 16) * 4
+    a = kernel.run(inp, bwd_mode="recompute").outputs
+    b = kernel_wg.run(inp, bwd_mode="recompute").outputs
+    want = reference(inp, "mamba")
+    assert_close(a, want, "subgroups")
+    assert_close(b, want, "workgroup memory")
+
+
+@pytest.mark.gpu
 def test_without_delta_bias(kernel):
     inp = make_inputs(2, 100, 3, 4, seed=5, bias=False)
     inp["delta"] = (inp["delta"] - 3.0).astype(np.float32)  # small Δ without a bias
@@ -198,9 +246,10 @@ TILINGS = [
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("bwd_mode", BWD_MODES)
+@pytest.mark.parametrize("bwd_path", BWD_PATHS)
 @pytest.mark.parametrize("tiling", TILINGS, ids=["c1", "c3", "c100", "c7"])
-def test_tilings_match_reference(kernel, tiling, bwd_mode):
+def test_tilings_match_reference(kernel, kernel_wg, tiling, bwd_path):
+    kernel, bwd_mode = pick(kernel, kernel_wg, bwd_path)
     inp = make_inputs(2, 4097, 3, 5, seed=11)
     want = {c: reference(inp, c) for c in ("mamba", "builderforce")}
     for convention in ("mamba", "builderforce"):
@@ -282,9 +331,12 @@ RACE_CASES = [
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("bwd_mode", BWD_MODES)
+@pytest.mark.parametrize("bwd_path", BWD_PATHS)
 @pytest.mark.parametrize(("batch", "seq_len", "d_inner", "d_state", "tiling"), RACE_CASES)
-def test_deterministic_and_race_free(kernel, batch, seq_len, d_inner, d_state, tiling, bwd_mode):
+def test_deterministic_and_race_free(
+    kernel, kernel_wg, batch, seq_len, d_inner, d_state, tiling, bwd_path
+):
+    kernel, bwd_mode = pick(kernel, kernel_wg, bwd_path)
     inp = make_inputs(batch, seq_len, d_inner, d_state, seed=3)
     tiling = dict(tiling, bwd_mode=bwd_mode)
     runs = [kernel.run(inp, convention="builderforce", store_h=True, **tiling) for _ in range(3)]

@@ -179,6 +179,19 @@ def configure(*, force_cpu: bool | None = None) -> None:
     _config["force_cpu"] = force_cpu
 
 
+#: Writes each invocation's subgroup size and lane, for GpuRuntime.subgroup_size.
+_SUBGROUP_PROBE = """
+@group(0) @binding(0) var<storage, read_write> o: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+        @builtin(subgroup_size) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {
+    let i = w.x * 64u + lid;
+    o[2u * i] = sg;
+    o[2u * i + 1u] = subgroupShuffleXor(lane, 0u);
+}
+"""
+
+
 def _want_cpu() -> bool:
     if _config["force_cpu"] is not None:
         return bool(_config["force_cpu"])
@@ -222,6 +235,8 @@ class GpuRuntime:
         self._patterns: dict[int, Any] = {}  # fill pattern -> buffer holding it repeated
         self._pattern_lock = threading.Lock()
         self._timestamp_period = self._query_timestamp_period()
+        self._subgroup_size: int | None = None
+        self._subgroup_probed = False
         self._warm_write()
 
     def _warm_write(self) -> None:
@@ -242,7 +257,7 @@ class GpuRuntime:
                 "ssmviz",
                 adapter=adapter,
                 required_limits=wanted,
-                preferred_features={"timestamp-query"},
+                preferred_features={"timestamp-query", "subgroup"},
             )
         device = wgpu.utils.get_default_device()
         return cls(device.adapter, device, force_cpu)
@@ -264,6 +279,46 @@ class GpuRuntime:
         info = self.adapter.info
         text = f"{info.get('vendor', '')} {info.get('device', '')}".lower()
         return "llvmpipe" in text and info.get("backend_type") == "Vulkan"
+
+    @property
+    def subgroup_size(self) -> int | None:
+        """Subgroup size of a 64-invocation compute pipeline, or None when kernels must not
+        use subgroup operations: the device lacks the feature, ``SSMVIZ_SUBGROUPS=0``, or
+        the probe found subgroups that are not runs of consecutive invocations of one size
+        (the kernels' lane arithmetic assumes that). Probed once, on first use."""
+        with self._pipeline_lock:
+            if not self._subgroup_probed:
+                self._subgroup_probed = True
+                off = os.environ.get("SSMVIZ_SUBGROUPS", "").strip().lower() in ("0", "off", "no")
+                if "subgroup" in self.device.features and not off:
+                    self._subgroup_size = self._probe_subgroups()
+        return self._subgroup_size
+
+    def _probe_subgroups(self) -> int | None:
+        groups = 4
+        out = self.device.create_buffer(size=groups * 64 * 8, usage=_STORAGE)
+        module = self.device.create_shader_module(code=_SUBGROUP_PROBE, label="subgroup probe")
+        pipe = self.device.create_compute_pipeline(
+            layout="auto", compute={"module": module, "entry_point": "main"}
+        )
+        bind = self.device.create_bind_group(
+            layout=pipe.get_bind_group_layout(0),
+            entries=[{"binding": 0, "resource": {"buffer": out}}],
+        )
+        encoder = self.device.create_command_encoder()
+        cpass = encoder.begin_compute_pass()
+        cpass.set_pipeline(pipe)
+        cpass.set_bind_group(0, bind)
+        cpass.dispatch_workgroups(groups)
+        cpass.end()
+        self.device.queue.submit([encoder.finish()])
+        got = np.frombuffer(self.device.queue.read_buffer(out), np.uint32).reshape(-1, 2)
+        out.destroy()
+        size = int(got[0, 0])
+        lane = np.arange(len(got)) % 64
+        if size < 1 or size & (size - 1) or size > 64 or np.any(got[:, 0] != size):
+            return None
+        return size if np.array_equal(got[:, 1], lane % size) else None
 
     # -- limits -------------------------------------------------------------------------
     def require(

@@ -22,6 +22,7 @@ from ssmviz.core.gpu import (
     split_workgroups,
 )
 from ssmviz.core.resources import shader_source
+from ssmviz.core.shader_variants import specialize
 
 STAGES = ("forward", "backward")
 
@@ -195,16 +196,28 @@ class ShaderKernel:
 
     SHADER: str = ""
 
-    def __init__(self, runtime: GpuRuntime | None = None, source: str | None = None) -> None:
+    def __init__(
+        self,
+        runtime: GpuRuntime | None = None,
+        source: str | None = None,
+        *,
+        subgroups: bool = True,
+    ) -> None:
         self.rt = runtime if runtime is not None else get_runtime()
         # A user-given source (the app's shader editor, `check --kernel`) runs under the
         # same host code and ABI as the built-in one.
         self.source = source if source is not None else shader_source(self.SHADER)
+        # Subgroup code paths (`// #if subgroups` blocks) when asked for and the device has
+        # usable subgroups; a source without such blocks never probes the device.
+        self.subgroup_size: int | None = None
+        if subgroups and "// #if" in self.source:
+            self.subgroup_size = self.rt.subgroup_size
+        self.built_source = specialize(self.source, subgroups=self.subgroup_size is not None)
 
     def dispatch(self, entry: str, bindings: dict[int, Any], workgroups: int) -> Dispatch:
         """One pass of ``entry`` over ``workgroups`` workgroups, folded by
         :func:`split_workgroups` (the pipeline comes from the runtime's cache)."""
-        pipeline = self.rt.pipeline(self.source, entry, label=entry)
+        pipeline = self.rt.pipeline(self.built_source, entry, label=entry)
         return Dispatch(pipeline, bindings, split_workgroups(workgroups), label=entry)
 
     def upload(self, array: Any, name: str) -> Any:
@@ -226,7 +239,7 @@ class ShaderKernel:
         exactly as ``prepare`` would upload them.
         """
         cache = prepared_cache(self.rt)
-        full_key = (type(self), self.source, tuple(sorted(self.rt.limits.items())), key)
+        full_key = (type(self), self.built_source, tuple(sorted(self.rt.limits.items())), key)
         prepared = cache.take(full_key)
         try:
             if prepared is None:

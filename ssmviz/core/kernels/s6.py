@@ -27,6 +27,8 @@ WORKGROUP = 64  # invocations per workgroup, every pass
 SCAN_BLOCK = 32  # summaries per thread per scan level; rows per reduction group
 BWD_MAX_CHUNK = 32  # the backward output pass keeps 4 checkpoints of 8 steps
 TARGET_THREADS = 131072  # enough invocations to fill a large GPU
+BWD_TARGET_THREADS = 32768  # backward output pass: invocations before chunks are grouped
+BWD_MAX_K = 4  # backward output pass: most chunks per invocation
 BWD_STORAGE = 512 * 16 + 64 * 16  # s6_bwd_output: bc_smem (1 step x 64 lanes x 8 vec4s) + bc_part
 # s6_fwd_onepass: a workgroup of 16 channels x 4 sub-chunks x 4 state quads, tiles of 32
 # steps: Δ, u (2 x 2 KiB), B, C (2 x 2 KiB), the quads' shares of y (8 KiB) and the
@@ -78,7 +80,7 @@ PARAM_FIELDS: list[str] = [
     "m0",
     "m1",
     "n_threads",
-    "_pad0",
+    "sg_group",
     "_pad1",
 ]
 
@@ -131,8 +133,9 @@ _RED = _b(
     "red",
     "scratch",
     "partial sums (rows, cols) per reduction level; for s6_bwd_output the dB | dC partials "
-    "(n_dblocks, 2, batch, seq_len, d_state), for s6_bwd_output_h (d_inner, 2, batch, "
-    "seq_len, d_state); they are the outputs when there is one row",
+    "(n_dblocks, 2, batch, seq_len, d_state), or (n_dblocks * wg_d / sg_group, ...) with "
+    "subgroups, for s6_bwd_output_h (d_inner, 2, batch, seq_len, d_state); they are the "
+    "outputs when there is one row",
     "read_write",
 )
 _RED_PAR = _b(
@@ -180,6 +183,10 @@ S6_ABI: dict = {
             " (s6_bwd_summary) adjoint summaries only, as scan set b (h stored)",
             "wg_d = min(64, next power of two >= d_inner); 64 / wg_d chunks per workgroup",
             "the linear workgroup id is wid.x + wid.y * num_workgroups.x (split_workgroups)",
+            "sg_group (s6_bwd_output, subgroup variant): lanes per dB/dC partial row, a power "
+            "of two; the pipeline's subgroups must hold runs of consecutive invocations of "
+            "at least that many (GpuRuntime.subgroup_size probes it), else the rows keep "
+            "their poison",
         ],
     },
     "passes": [
@@ -267,9 +274,12 @@ S6_ABI: dict = {
             "dispatch": "split_workgroups(batch * n_cgroups * n_dblocks), n_cgroups = "
             "ceil(n_kgroups / (64 / wg_d)), n_kgroups = ceil(n_chunks / k_chunks)",
             "does": "recompute states per 8-step sub-chunk, sweep the adjoint in reverse; write "
-            "du, ddelta and the partials of dB, dC (per d block; summed over the workgroup's "
-            "lanes in workgroup memory, in two levels, every step) and of dA_log, dD, "
-            "ddelta_bias (per batch and chunk group)",
+            "du, ddelta and the partials of dB, dC and of dA_log, dD, ddelta_bias (per batch "
+            "and chunk group). dB, dC: on a device with subgroups (`// #if subgroups` "
+            "variant), summed every step over sg_group = min(subgroup size, wg_d, 32) lanes "
+            "by a reduce-scatter of subgroup shuffles, one partial row per sg_group channels, "
+            "no workgroup memory and no barrier; otherwise summed over the workgroup's lanes "
+            "in workgroup memory (two levels, 2 barriers a step), one row per d block",
             "bindings": [
                 _PARAMS,
                 _U,
@@ -439,6 +449,9 @@ class _Plan:
     wg_d: int
     fwd_onepass: bool = False
     bwd_stored: bool = False
+    # Lanes whose dB/dC the recomputing backward sums with subgroup operations into one
+    # partial row (0: summed in workgroup memory, one row per d block).
+    sg_group: int = 0
 
     @property
     def n_dblocks(self) -> int:
@@ -465,8 +478,13 @@ class _Plan:
 
     @property
     def bc_rows(self) -> int:
-        """Partial rows of dB | dC: one per d block, or per channel (stored h)."""
-        return self.sz.d_inner if self.bwd_stored else self.n_dblocks
+        """Partial rows of dB | dC: one per d block, per subgroup group of lanes, or per
+        channel (stored h)."""
+        if self.bwd_stored:
+            return self.sz.d_inner
+        if self.sg_group:
+            return self.n_dblocks * (self.wg_d // self.sg_group)
+        return self.n_dblocks
 
     def bwd_scan(self) -> _ScanLayout:
         # Forward and adjoint summaries, or the adjoint's alone when h is stored.
@@ -532,7 +550,9 @@ def _make_plan(
         raise SsmvizError(f"fwd_chunk_len is {fwd_chunk}, expected >= 1")
     if k_chunks is None:
         n_bwd = _cdiv(sz.seq_len, bwd_chunk)
-        k_chunks = int(min(16, max(1, channels * n_bwd // TARGET_THREADS)))
+        # A few chunks per thread once there are plenty of threads: H200, same run, k = 4
+        # against 16 and 1 at the wide size and 1 at the long one: 1-3% faster.
+        k_chunks = int(min(BWD_MAX_K, max(1, channels * n_bwd // BWD_TARGET_THREADS)))
     if k_chunks < 1:
         raise SsmvizError(f"bwd_k_chunks is {k_chunks}, expected >= 1")
     wg_d = min(WORKGROUP, _pow2_at_least(sz.d_inner))
@@ -606,7 +626,13 @@ class S6Kernel(ShaderKernel):
         plan = _make_plan(
             _Sizes(batch, seq_len, d_inner, d_state), None, None, None, store_h=store_h
         )
+        self._set_sg_group(plan)
         return self._requirements(plan, store_h, backward)
+
+    def _set_sg_group(self, plan: _Plan) -> None:
+        # Up to 32 lanes per row (sg_bc_store's deepest reduce-scatter), within a d block.
+        if self.subgroup_size:
+            plan.sg_group = min(self.subgroup_size, plan.wg_d, 32)
 
     def _requirements(self, plan: _Plan, store_h: bool, backward: bool) -> dict[str, int]:
         sizes = self._buffer_bytes(plan, store_h, backward)
@@ -738,6 +764,7 @@ class S6Kernel(ShaderKernel):
             sz, fwd_chunk_len, bwd_chunk_len, bwd_k_chunks, fwd_mode, store_h, bwd_mode
         )
         rt = self.rt
+        self._set_sg_group(plan)
         if plan.fwd_onepass and fwd_mode == "auto" and not _onepass_fits(rt.limits):
             plan.fwd_onepass = False  # a device below the one-pass kernel's needs: chunked
         if (
@@ -949,6 +976,7 @@ class S6Kernel(ShaderKernel):
                     n_cgroups=_cdiv(nkg, plan.lanes_c),
                     k_chunks=plan.k_chunks,
                     n_kgroups=nkg,
+                    sg_group=plan.sg_group,
                     **carry_fields(bs),
                 )
             )
