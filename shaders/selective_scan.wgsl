@@ -24,8 +24,9 @@
 // * Chunked forward = summary pass, scan passes, output pass (recompute with the
 //   carry). u and delta are read twice; the chunk length is picked by the runner so the
 //   summaries stay small next to u/delta (e.g. 512 steps at the wide size).
-// * Backward uses 32-step chunks. One summary pass produces both the forward
-//   chunk summaries and the reverse (adjoint) chunk summaries; the reverse
+// * Backward uses 32-step chunks (below: the recomputing backward; with the forward's
+//   checkpoints or its stored h, see the notes at the end). One summary pass produces both
+//   the forward chunk summaries and the reverse (adjoint) chunk summaries; the reverse
 //   direction is stored with its chunk order flipped so the same scan kernels
 //   serve both. The output pass recomputes states inside each chunk from the
 //   scanned chunk-start state: one sweep keeps a checkpoint every 8 steps (it stops
@@ -122,6 +123,15 @@
 //   reverse sweep's dy, z, Δ, u kept from the recompute sweep (6.47 -> 6.21 ms) and 4
 //   chunks per invocation (1-3%). Measured and not kept: s6_bwd_summary's reverse sweep
 //   loading one step ahead (no change), 16-step chunks with 4-step sub-chunks (6.74 ms).
+// * Forward checkpoints (flags bit 4; the runner's "checkpoint" backward, used without a
+//   stored h while they take <= 1 GiB): a forward that runs before a backward also writes
+//   the state entering every 8th step (the one-pass forward: each sub-chunk's carry-in;
+//   the chunked one: its running state), as Mamba's CUDA forward saves its chunk states.
+//   The backward then needs no forward chunk summaries (s6_bwd_summary makes the adjoint's
+//   alone, flags bit 3), half the carry scan, and no checkpoint sweep. H200, same run: wide
+//   backward 7.87-8.01 -> 5.85-5.90 ms (s6_bwd_summary 1.54 -> 0.79, s6_bwd_output 6.08 ->
+//   4.84), its forward 1.66 -> 1.79 ms (537 MB of checkpoints at the copy bandwidth); long
+//   backward 0.88 -> 0.73 ms, forward 0.27 -> 0.30 ms.
 // * flags bit 2 reverses the workgroup order in every pass (race probe: the
 //   results must not change bitwise).
 
@@ -157,7 +167,7 @@ struct Params {
     m1: u32,
     n_threads: u32,   // flat kernels: number of useful invocations
     sg_group: u32,    // s6_bwd_output with subgroups: lanes summed per dB/dC partial row
-    _pad1: u32,
+    off_ckpt: u32,    // forward checkpoints: offset in h_out (forward) = in Sbuf (backward)
 }
 
 @group(0) @binding(0) var<uniform> P: Params;
@@ -390,6 +400,63 @@ fn st_h4(base: u32, n: u32, v: vec4<f32>) {
     if (n + 1u < ds) { h_out[base + n + 1u] = v.y; }
     if (n + 2u < ds) { h_out[base + n + 2u] = v.z; }
     if (n + 3u < ds) { h_out[base + n + 3u] = v.w; }
+}
+
+// h_{t-1} of states n..n+3 of channel d at step t (0 at t = 0), from the stored h.
+fn ld_hprev4(b: u32, t: u32, d: u32, n: u32) -> vec4<f32> {
+    if (t == 0u) {
+        return vec4<f32>(0.0);
+    }
+    let ds = P.d_state;
+    let base = act_idx(b, t - 1u, d) * ds;
+    let last = base + ds - 1u;
+    return vec4<f32>(
+        select(0.0, h_out[min(base + n, last)], n < ds),
+        select(0.0, h_out[min(base + n + 1u, last)], n + 1u < ds),
+        select(0.0, h_out[min(base + n + 2u, last)], n + 2u < ds),
+        select(0.0, h_out[min(base + n + 3u, last)], n + 3u < ds),
+    );
+}
+
+// Forward checkpoints (flags bit 4, h not stored): for every SUB-step block k (k <
+// ceil(seq_len / SUB)), the state entering step k·SUB as (batch, k, d_state, d_inner) from
+// offset off_ckpt. d is fastest because the lanes of every pass that touches them run along
+// d. H200, forward before a backward / backward: wide 1.79 / 5.90 ms, long 0.30 / 0.73 ms;
+// (…, d_inner, d_state) gave 2.02 / 5.70 (the one-pass forward's quad stores are strided)
+// and 0.33-0.44 / 0.74, blocks of 32 channels (…, d_inner / 32, d_state, 32) 1.82 / 5.85
+// and 0.40 / 0.75 (8x padding at d_inner 4). The checkpoint writes cost 0.13 ms at the
+// wide size, their bytes at the copy bandwidth. The forward passes write them through h_out, which the runner binds to
+// the backward's Sbuf buffer (past its scan levels); the recomputing backward reads them
+// through Sbuf and starts each sub-chunk from one instead of from a forward carry scan and
+// a checkpoint sweep (one binding fewer than reading h_out there).
+fn has_ckpt() -> bool {
+    return (P.flags & 16u) != 0u;
+}
+
+fn ck_idx(b: u32, k: u32, n: u32, d: u32) -> u32 {
+    let n_ck = (P.seq_len + SUB - 1u) / SUB;
+    return P.off_ckpt + ((b * n_ck + k) * P.d_state + n) * P.d_inner + d;
+}
+
+// States n..n+3 (those below d_state) of the checkpoint entering step k·SUB.
+fn st_ck4(b: u32, k: u32, d: u32, n: u32, v: vec4<f32>) {
+    let ds = P.d_state;
+    if (n < ds) { h_out[ck_idx(b, k, n, d)] = v.x; }
+    if (n + 1u < ds) { h_out[ck_idx(b, k, n + 1u, d)] = v.y; }
+    if (n + 2u < ds) { h_out[ck_idx(b, k, n + 2u, d)] = v.z; }
+    if (n + 3u < ds) { h_out[ck_idx(b, k, n + 3u, d)] = v.w; }
+}
+
+// The checkpointed state entering step t (a multiple of SUB), states n..n+3.
+fn ld_start4(b: u32, t: u32, d: u32, n: u32) -> vec4<f32> {
+    let k = t / SUB;
+    let last = P.d_state - 1u;
+    return vec4<f32>(
+        select(0.0, Sbuf[ck_idx(b, k, min(n, last), d)], n < P.d_state),
+        select(0.0, Sbuf[ck_idx(b, k, min(n + 1u, last), d)], n + 1u < P.d_state),
+        select(0.0, Sbuf[ck_idx(b, k, min(n + 2u, last), d)], n + 2u < P.d_state),
+        select(0.0, Sbuf[ck_idx(b, k, min(n + 3u, last), d)], n + 3u < P.d_state),
+    );
 }
 
 fn st_last4(base: u32, n: u32, v: vec4<f32>) {
@@ -677,6 +744,7 @@ fn s6_fwd_output(
     let t1 = min(t0 + P.chunk_len, P.seq_len);
     let zoh = P.convention == 1u;
     let store_h = (P.flags & 2u) != 0u;
+    let ckpt = has_ckpt();
     let n_tiles = (ds + TILE - 1u) / TILE;
     let Dd = Dv[ln.d];
     for (var tile = 0u; tile < n_tiles; tile++) {
@@ -701,6 +769,13 @@ fn s6_fwd_output(
                 nx = load_step(ln.b, t + 1u, ln.d, bt, true);
             }
             let i = act_idx(ln.b, t, ln.d);
+            if (ckpt && t % SUB == 0u) {
+                let k = t / SUB;
+                st_ck4(ln.b, k, ln.d, n0, h0);
+                st_ck4(ln.b, k, ln.d, n0 + 4u, h1);
+                st_ck4(ln.b, k, ln.d, n0 + 8u, h2);
+                st_ck4(ln.b, k, ln.d, n0 + 12u, h3);
+            }
             let dl = softplus(cur.z);
             let uv = cur.u;
             h0 = fwd_q(h0, ta.E0, ta.iA0, dl, cur.b0 * uv, zoh);
@@ -900,6 +975,9 @@ fn s6_fwd_onepass(
             }
         }
         carry = cout;
+        if (dok && has_ckpt() && t0 + s0 < P.seq_len) {  // the state entering this sub-chunk
+            st_ck4(b, (t0 + s0) / SUB, d, 4u * q, cin);
+        }
         // 3. y shares with the carry-in.
         let yo = (s0 * OQ + q) * OL + lane;
         o_y[yo] = r0.yl + dot(r0.w, cin);
@@ -1218,6 +1296,7 @@ fn s6_bwd_output(
     let L = P.chunk_len;
     let nsub = (L + SUB - 1u) / SUB;  // sub-chunks per chunk (uniform: barriers in the loop)
     let zoh = P.convention == 1u;
+    let ckpt = has_ckpt();  // sub-chunk starts from the forward (flags bit 4)
     let n_tiles = (ds + TILE - 1u) / TILE;
     let cpw = WG / P.wg_d;  // chunk lanes per workgroup
     let Dd = Dv[d];
@@ -1249,7 +1328,7 @@ fn s6_bwd_output(
             var gc2 = vec4<f32>(0.0);
             var gc3 = vec4<f32>(0.0);
             let p = N - 1u - c;
-            if (cok && c > 0u) {
+            if (cok && c > 0u && !ckpt) {
                 let cr = carry_ref(b, c - 1u, d);
                 h0 = ld_carry4(cr, n0, ta.E0);
                 h1 = ld_carry4(cr, n0 + 4u, ta.E1);
@@ -1257,7 +1336,8 @@ fn s6_bwd_output(
                 h3 = ld_carry4(cr, n0 + 12u, ta.E3);
             }
             if (cok && p > 0u) {
-                let cr = carry_ref(P.batch + b, p - 1u, d);
+                // With checkpoints the scan holds the adjoint summaries alone (set b).
+                let cr = carry_ref(select(P.batch + b, b, ckpt), p - 1u, d);
                 gc0 = ld_carry4(cr, n0, ta.E0);
                 gc1 = ld_carry4(cr, n0 + 4u, ta.E1);
                 gc2 = ld_carry4(cr, n0 + 8u, ta.E2);
@@ -1265,15 +1345,15 @@ fn s6_bwd_output(
             }
             // Sweep the chunk up to its last sub-chunk, keeping the state every SUB steps
             // (no barriers here: the bound may differ per thread).
-            var ckpt: array<vec4<f32>, 16>;  // <= 4 sub-chunks (chunk_len <= 32) x 4 vec4
-            let nck = min(nsteps, SUB * (nsub - 1u));
+            var ckpts: array<vec4<f32>, 16>;  // <= 4 sub-chunks (chunk_len <= 32) x 4 vec4
+            let nck = select(min(nsteps, SUB * (nsub - 1u)), 0u, ckpt);
             for (var jc = 0u; jc <= nck; jc++) {
                 if (jc % SUB == 0u) {
                     let q = (jc / SUB) * 4u;
-                    ckpt[q] = h0;
-                    ckpt[q + 1u] = h1;
-                    ckpt[q + 2u] = h2;
-                    ckpt[q + 3u] = h3;
+                    ckpts[q] = h0;
+                    ckpts[q + 1u] = h1;
+                    ckpts[q + 2u] = h2;
+                    ckpts[q + 3u] = h3;
                 }
                 if (jc < nck) {
                     let i = act_idx(b, t0 + jc, d);
@@ -1290,10 +1370,20 @@ fn s6_bwd_output(
                 let sub = sub1 - 1u;
                 // Recompute this sub-chunk, keeping h_{t-1} of each step.
                 var hist: array<vec4<f32>, 32>;
-                h0 = ckpt[sub * 4u];
-                h1 = ckpt[sub * 4u + 1u];
-                h2 = ckpt[sub * 4u + 2u];
-                h3 = ckpt[sub * 4u + 3u];
+                let ts = t0 + sub * SUB;
+                if (ckpt) {
+                    // chunk_len is a multiple of SUB here (the runner's condition).
+                    let has = sub * SUB < nsteps;
+                    h0 = select(vec4<f32>(0.0), ld_start4(b, ts, d, n0), has);
+                    h1 = select(vec4<f32>(0.0), ld_start4(b, ts, d, n0 + 4u), has);
+                    h2 = select(vec4<f32>(0.0), ld_start4(b, ts, d, n0 + 8u), has);
+                    h3 = select(vec4<f32>(0.0), ld_start4(b, ts, d, n0 + 12u), has);
+                } else {
+                    h0 = ckpts[sub * 4u];
+                    h1 = ckpts[sub * 4u + 1u];
+                    h2 = ckpts[sub * 4u + 2u];
+                    h3 = ckpts[sub * 4u + 3u];
+                }
                 // The reverse sweep's per-step scalars, loaded here: dy's load is then not
                 // on the reverse sweep's critical path, and softplus runs once per step.
                 var dyh: array<f32, SUB>;
@@ -1448,21 +1538,6 @@ fn s6_bwd_output(
     }
 }
 
-// h_{t-1} of states n..n+3 of channel d at step t (0 at t = 0), from the stored h.
-fn ld_hprev4(b: u32, t: u32, d: u32, n: u32) -> vec4<f32> {
-    if (t == 0u) {
-        return vec4<f32>(0.0);
-    }
-    let ds = P.d_state;
-    let base = act_idx(b, t - 1u, d) * ds;
-    let last = base + ds - 1u;
-    return vec4<f32>(
-        select(0.0, h_out[min(base + n, last)], n < ds),
-        select(0.0, h_out[min(base + n + 1u, last)], n + 1u < ds),
-        select(0.0, h_out[min(base + n + 2u, last)], n + 2u < ds),
-        select(0.0, h_out[min(base + n + 3u, last)], n + 3u < ds),
-    );
-}
 
 // This channel's share of dB or dC (sel 0 / 1) of states n..n+3 at (b, t) (n a multiple of
 // 4): its own row d of the partials, summed over d by s6_reduce_bc. States past d_state are

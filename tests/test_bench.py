@@ -14,8 +14,8 @@ def test_bench_tiny_reports_every_figure(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(out.read_text())
     names = [r["name"] for r in data["results"]]
-    for name in ("copy vec4", "s6 forward wide", "s6 backward long", "ssd forward",
-                 "ssd backward", "s6 forward on the SSD problem"):
+    for name in ("copy vec4", "s6 forward wide", "s6 training forward wide", "s6 backward long",
+                 "ssd forward", "ssd backward", "s6 forward on the SSD problem"):
         assert name in names, names
     for r in data["results"]:
         assert "error" not in r, r
@@ -26,6 +26,12 @@ def test_bench_tiny_reports_every_figure(tmp_path: Path) -> None:
     floor = 4 * (3 * 2 * 256 * 64 + 2 * 2 * 256 * 16)
     assert floor <= s6["min_bytes"] <= floor + 4 * 4 * 64 * 16
     assert s6["ratio_to_copy"] > 0 and "% of copy" in proc.stdout
+    # The backward is also set against the forward that runs before it (which writes the
+    # backward's checkpoints).
+    bwd = next(r for r in data["results"] if r["name"] == "s6 backward wide")
+    train = next(r for r in data["results"] if r["name"] == "s6 training forward wide")
+    ratio = bwd["seconds"] / train["seconds"]
+    assert abs(bwd["backward_over_training_forward"] - ratio) < 1e-9 * ratio
     # Per entry point: the kernel's own passes, whose medians add up to about the total.
     for name in ("s6 backward wide", "ssd forward"):
         r = next(r for r in data["results"] if r["name"] == name)

@@ -105,9 +105,19 @@ def kernel_wg(runtime) -> S6Kernel:
     return S6Kernel(runtime, subgroups=False)
 
 
-def pick(kernel: S6Kernel, kernel_wg: S6Kernel, path: str) -> tuple[S6Kernel, str]:
-    """The kernel and ``bwd_mode`` of a BWD_PATHS entry."""
-    return (kernel_wg, "recompute") if path == "recompute-wg" else (kernel, path)
+def pick(
+    kernel: S6Kernel, kernel_wg: S6Kernel, path: str, tiling: dict | None = None
+) -> tuple[S6Kernel, dict]:
+    """The kernel and run options of a BWD_PATHS entry (with ``tiling``'s overrides; the
+    checkpoint path needs backward chunks of a multiple of 8 steps, so theirs round up)."""
+    kw = dict(tiling or {})
+    if path == "checkpoint":
+        if "bwd_chunk_len" in kw:
+            kw["bwd_chunk_len"] = -(-kw["bwd_chunk_len"] // 8) * 8
+        return kernel, kw | dict(bwd_mode="checkpoint", store_h=False)
+    if path == "recompute-wg":
+        return kernel_wg, kw | dict(bwd_mode="recompute", store_h=True)
+    return kernel, kw | dict(bwd_mode=path, store_h=True)
 
 
 # (batch, seq_len, d_inner, d_state)
@@ -128,10 +138,12 @@ ACCURACY_SIZES = [
 ]
 
 
-# Every backward: "stored" reads the forward's h (s6_bwd_output_h), "recompute" rebuilds it
-# and sums dB/dC with subgroup operations where the device has them (lavapipe does),
-# "recompute-wg" rebuilds it and sums dB/dC in workgroup memory (devices without them).
-BWD_PATHS = ["stored", "recompute", "recompute-wg"]
+# Every backward: "stored" reads the forward's h (s6_bwd_output_h), "checkpoint" starts each
+# 8-step sub-chunk from the forward's checkpoints (no h stored), "recompute" rebuilds the
+# states from carry scans and sums dB/dC with subgroup operations where the device has them
+# (lavapipe does), "recompute-wg" the same with dB/dC summed in workgroup memory (devices
+# without subgroups).
+BWD_PATHS = ["stored", "checkpoint", "recompute", "recompute-wg"]
 
 
 @pytest.mark.gpu
@@ -141,9 +153,9 @@ BWD_PATHS = ["stored", "recompute", "recompute-wg"]
 def test_matches_reference(
     kernel, kernel_wg, batch, seq_len, d_inner, d_state, convention, bwd_path
 ):
-    kernel, bwd_mode = pick(kernel, kernel_wg, bwd_path)
+    kernel, kw = pick(kernel, kernel_wg, bwd_path)
     inp = make_inputs(batch, seq_len, d_inner, d_state, seed=seq_len + batch)
-    res = kernel.run(inp, convention=convention, store_h=True, bwd_mode=bwd_mode)
+    res = kernel.run(inp, convention=convention, **kw)
     no_poison(res.outputs)
     assert_close(res.outputs, reference(inp, convention), f"{batch}x{seq_len}x{d_inner}")
 
@@ -152,12 +164,12 @@ def test_matches_reference(
 @pytest.mark.parametrize("bwd_path", BWD_PATHS)
 @pytest.mark.parametrize("d_state", [1, 3, 16, 17, 256])
 def test_d_state_range(kernel, kernel_wg, d_state, bwd_path):
-    kernel, bwd_mode = pick(kernel, kernel_wg, bwd_path)
+    kernel, kw = pick(kernel, kernel_wg, bwd_path)
     # d_inner 5 is no multiple of the lane count; 17 and 256 need several state tiles (and
     # padded vec4s in the stored backward's dB/dC rows).
     inp = make_inputs(2, 45, 5, d_state, seed=d_state)
     for convention in ("mamba", "builderforce"):
-        res = kernel.run(inp, convention=convention, store_h=True, bwd_mode=bwd_mode)
+        res = kernel.run(inp, convention=convention, **kw)
         no_poison(res.outputs)
         assert_close(res.outputs, reference(inp, convention), f"d_state {d_state} {convention}")
 
@@ -175,6 +187,21 @@ def test_backward_mode_choice():
     assert not stored(1, 65536, 64, 16, store_h=True)
     assert stored(1, 65536, 64, 16, store_h=True, bwd_mode="stored")
     assert not stored(1, 10, 4, 4, store_h=True, bwd_mode="recompute")
+
+    def ckpt(batch, seq_len, d_inner, d_state, **kw):
+        plan = s6_make_plan(s6_sizes(batch, seq_len, d_inner, d_state), None, None, None, **kw)
+        return plan.bwd_ckpt
+
+    # Without h: checkpoints every 8 steps while they take <= 1 GiB (the wide size: 512 MiB).
+    assert ckpt(8, 8192, 1024, 16) and ckpt(1, 1 << 20, 4, 16)
+    assert not ckpt(8, 8192, 2048, 32)  # 4 GiB of checkpoints: summaries and a carry scan
+    assert not ckpt(1, 2048, 16, 16, store_h=True)
+    assert not ckpt(1, 65536, 64, 16, store_h=True)  # h stored, rows too big: recompute
+    assert not ckpt(1, 64, 4, 4, bwd_mode="recompute")
+    with pytest.raises(SsmvizError, match="multiple of 8"):
+        s6_make_plan(s6_sizes(1, 64, 4, 4), None, 13, None, bwd_mode="checkpoint")
+    with pytest.raises(SsmvizError, match="no stored h"):
+        ckpt(1, 64, 4, 4, store_h=True, bwd_mode="checkpoint")
     with pytest.raises(SsmvizError, match="store_h"):
         stored(1, 10, 4, 4, bwd_mode="stored")
     with pytest.raises(SsmvizError, match="bwd_mode"):
@@ -249,11 +276,11 @@ TILINGS = [
 @pytest.mark.parametrize("bwd_path", BWD_PATHS)
 @pytest.mark.parametrize("tiling", TILINGS, ids=["c1", "c3", "c100", "c7"])
 def test_tilings_match_reference(kernel, kernel_wg, tiling, bwd_path):
-    kernel, bwd_mode = pick(kernel, kernel_wg, bwd_path)
+    kernel, kw = pick(kernel, kernel_wg, bwd_path, tiling)
     inp = make_inputs(2, 4097, 3, 5, seed=11)
     want = {c: reference(inp, c) for c in ("mamba", "builderforce")}
     for convention in ("mamba", "builderforce"):
-        res = kernel.run(inp, convention=convention, store_h=True, bwd_mode=bwd_mode, **tiling)
+        res = kernel.run(inp, convention=convention, **kw)
         no_poison(res.outputs)
         assert_close(res.outputs, want[convention], f"{tiling} {convention}")
 
@@ -282,6 +309,10 @@ def test_onepass_forward_matches_reference(kernel, batch, seq_len, d_inner, d_st
         rev = kernel.run(inp, convention=convention, fwd_mode="onepass", backward=False,
                          reverse_wg=True)  # fmt: skip
         same_bits(res.outputs, rev.outputs, "one-pass forward, workgroups reversed")
+        # With a backward it also leaves the 8-step checkpoints the backward starts from.
+        both = kernel.run(inp, convention=convention, fwd_mode="onepass", bwd_mode="checkpoint")
+        no_poison(both.outputs)
+        assert_close(both.outputs, want, f"{convention}, checkpoint backward")
 
 
 def test_forward_mode_choice():
@@ -336,16 +367,15 @@ RACE_CASES = [
 def test_deterministic_and_race_free(
     kernel, kernel_wg, batch, seq_len, d_inner, d_state, tiling, bwd_path
 ):
-    kernel, bwd_mode = pick(kernel, kernel_wg, bwd_path)
+    kernel, kw = pick(kernel, kernel_wg, bwd_path, tiling)
     inp = make_inputs(batch, seq_len, d_inner, d_state, seed=3)
-    tiling = dict(tiling, bwd_mode=bwd_mode)
-    runs = [kernel.run(inp, convention="builderforce", store_h=True, **tiling) for _ in range(3)]
+    runs = [kernel.run(inp, convention="builderforce", **kw) for _ in range(3)]
     for r in runs:
         no_poison(r.outputs)
     same_bits(runs[0].outputs, runs[1].outputs, "run 1 vs 2")
     same_bits(runs[0].outputs, runs[2].outputs, "run 1 vs 3")
     # Race probe: workgroups in reverse order in every pass must give the same bits.
-    rev = kernel.run(inp, convention="builderforce", store_h=True, reverse_wg=True, **tiling)
+    rev = kernel.run(inp, convention="builderforce", reverse_wg=True, **kw)
     same_bits(runs[0].outputs, rev.outputs, "workgroup order reversed")
     assert_close(runs[0].outputs, reference(inp, "builderforce"), "race case")
 

@@ -143,6 +143,9 @@ def bench_s6(rt: GpuRuntime, size: str, repeats: int, copy_bw: float) -> list[di
     for label, s in S6_SIZES[size].items():
         try:
             inputs = Problem(family="s6", signal=_NOISE, **s).build()
+            # The forward alone (inference), and forward + backward: that forward also
+            # leaves the checkpoints its backward starts from (a training step).
+            alone = kernel.prepare(inputs, convention="mamba", store_h=False, backward=False)
             prepared = kernel.prepare(inputs, convention="mamba", store_h=False)
         except SsmvizError as exc:
             out.append({"name": f"s6 {label}", "sizes": s, "error": str(exc)})
@@ -150,18 +153,22 @@ def bench_s6(rt: GpuRuntime, size: str, repeats: int, copy_bw: float) -> list[di
         del inputs
         min_bytes = S6Kernel.min_bytes(**s, store_h=False)
         times = {}
-        for phase in ("forward", "backward"):
-            dispatches = getattr(prepared, f"{phase}_dispatches")
+        phases = (
+            ("forward", "forward", alone.forward_dispatches),
+            ("training forward", "forward", prepared.forward_dispatches),
+            ("backward", "backward", prepared.backward_dispatches),
+        )
+        for phase, kind, dispatches in phases:
             t, source, per_pass = _median_time_per_pass(rt, dispatches, repeats)
             times[phase] = t
-            bw = min_bytes[phase] / t if t > 0 else float("nan")
+            bw = min_bytes[kind] / t if t > 0 else float("nan")
             out.append(
                 {
                     "name": f"s6 {phase} {label}",
                     "sizes": s,
                     "seconds": t,
                     "timing": source,
-                    "min_bytes": min_bytes[phase],
+                    "min_bytes": min_bytes[kind],
                     "bandwidth": bw,
                     "ratio_to_copy": bw / copy_bw if copy_bw > 0 else float("nan"),
                     # Which entry points ran (the forward is one pass or chunked by size)
@@ -170,6 +177,8 @@ def bench_s6(rt: GpuRuntime, size: str, repeats: int, copy_bw: float) -> list[di
                 }
             )
         out[-1]["backward_over_forward"] = times["backward"] / times["forward"]
+        out[-1]["backward_over_training_forward"] = times["backward"] / times["training forward"]
+        _release(alone)
         _release(prepared)
     return out
 
@@ -329,12 +338,15 @@ def format_results(results: dict[str, Any], *, passes: bool = False) -> str:
         if "ratio_to_copy" in r:
             line += f"  = {100 * r['ratio_to_copy']:5.1f}% of copy"
         if "backward_over_forward" in r:
-            line += f"  (bwd/fwd {r['backward_over_forward']:.2f}×)"
+            line += f"  (bwd/fwd {r['backward_over_forward']:.2f}×"
+            if "backward_over_training_forward" in r:
+                line += f", bwd/training fwd {r['backward_over_training_forward']:.2f}×"
+            line += ")"
         if "flops_per_s" in r:
             line += f"  {r['flops_per_s'] / 1e12:8.3f} TFLOP/s"
         if "ratio_to_matmul" in r:
             line += f"  = {100 * r['ratio_to_matmul']:5.1f}% of matmul"
-        if r.get("passes") and r["name"].startswith("s6 forward"):
+        if r.get("passes") and r["name"].startswith(("s6 forward", "s6 training forward")):
             line += f"  [{', '.join(p['entry_point'] for p in r['passes'])}]"
         if "ssd_speedup" in r:
             x = r["ssd_speedup"]

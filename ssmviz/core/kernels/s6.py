@@ -45,8 +45,14 @@ FWD_MODES = ("auto", "onepass", "chunked")
 # Backward with the forward's h stored: s6_bwd_output_h reads h_{t-1} instead of recomputing
 # it and writes one dB/dC partial row per channel, (d_inner, 2, batch, seq_len, d_state),
 # while those rows take at most this many bytes (else the recomputing s6_bwd_output).
-BWD_MODES = ("auto", "stored", "recompute")
+# Without a stored h, the forward leaves checkpoints for the backward ("checkpoint"): the
+# state entering every BWD_SUB-th step, (batch, ceil(seq_len / 8), d_state, d_inner), while
+# they take at most BWD_CKPT_MAX_BYTES; the backward then needs neither forward chunk
+# summaries nor a checkpoint sweep. Else "recompute": summaries, carry scan and sweep.
+BWD_MODES = ("auto", "stored", "checkpoint", "recompute")
 BWD_STORED_MAX_BYTES = 64 * 2**20
+BWD_SUB = 8  # SUB in the shader: steps per recomputed sub-chunk
+BWD_CKPT_MAX_BYTES = 2**30
 CONVENTION_IDS = {"mamba": 0, "builderforce": 1}
 
 PARAM_FIELDS: list[str] = [
@@ -81,13 +87,14 @@ PARAM_FIELDS: list[str] = [
     "m1",
     "n_threads",
     "sg_group",
-    "_pad1",
+    "off_ckpt",
 ]
 
 FLAG_HAS_BIAS = 1
 FLAG_STORE_H = 2
 FLAG_REVERSE_WG = 4
 FLAG_ADJOINT_ONLY = 8
+FLAG_CKPT = 16
 
 
 def _b(index: int, name: str, role: str, shape: str, access: str, mode: str = "overwrite") -> dict:
@@ -118,14 +125,23 @@ _H = _b(
     10,
     "h",
     "output",
-    "(batch, seq_len, d_inner, d_state); 4-byte dummy unless store_h",
+    "(batch, seq_len, d_inner, d_state) when store_h; with flags bit 4 (forward passes "
+    "before a checkpoint backward) the backward's Sbuf buffer, written from off_ckpt with "
+    "(batch, ceil(seq_len / 8), d_state, d_inner) checkpoints; else a 4-byte dummy",
     "read_write",
 )
 _LAST = _b(11, "last_state", "output", "(batch, d_inner, d_state)", "read_write")
 _SBUF = _b(
     12, "sbuf", "scratch", "chunk ΣΔ sums and their scans, all levels (see offsets)", "read_write"
 )
-_SSTATE = _b(13, "Sbuf", "scratch", "chunk summaries / scanned carries, all levels", "read_write")
+_SSTATE = _b(
+    13,
+    "Sbuf",
+    "scratch",
+    "chunk summaries / scanned carries, all levels; in the backward, the forward's "
+    "checkpoints from off_ckpt (flags bit 4)",
+    "read_write",
+)
 _DU = _b(14, "du", "output", "(batch, seq_len, d_inner), includes D·dy", "read_write")
 _DDELTA = _b(15, "ddelta", "output", "(batch, seq_len, d_inner), w.r.t. raw delta", "read_write")
 _RED = _b(
@@ -180,7 +196,10 @@ S6_ABI: dict = {
         "notes": [
             "convention: 0 mamba, 1 builderforce",
             "flags: bit 0 has delta_bias, bit 1 store h, bit 2 reverse workgroup order, bit 3"
-            " (s6_bwd_summary) adjoint summaries only, as scan set b (h stored)",
+            " (s6_bwd_summary) adjoint summaries only, as scan set b (h stored or "
+            "checkpoints), bit 4 checkpoints: the forward passes write the state entering "
+            "every 8th step through h, s6_bwd_output starts each 8-step sub-chunk from them "
+            "(through Sbuf) instead of from the forward carry scan and a checkpoint sweep",
             "wg_d = min(64, next power of two >= d_inner); 64 / wg_d chunks per workgroup",
             "the linear workgroup id is wid.x + wid.y * num_workgroups.x (split_workgroups)",
             "sg_group (s6_bwd_output, subgroup variant): lanes per dB/dC partial row, a power "
@@ -201,8 +220,8 @@ S6_ABI: dict = {
             "does": "one pass: a workgroup walks the whole sequence for 16 channels in tiles of"
             " 32 steps; per tile, 4 sub-chunks x 4 state quads sweep from 0, exchange their "
             "summaries in workgroup memory and correct y with their carry-in; write y, "
-            "last_state",
-            "bindings": [_PARAMS, _U, _DELTA, _ALOG, _B, _C, _D, _BIAS, _Y, _LAST],
+            "last_state, and with flags bit 4 each sub-chunk's carry-in as a checkpoint",
+            "bindings": [_PARAMS, _U, _DELTA, _ALOG, _B, _C, _D, _BIAS, _Y, _H, _LAST],
         },
         {
             "entry_point": "s6_fwd_summary",
@@ -240,7 +259,7 @@ S6_ABI: dict = {
             "dispatch": _CHUNK_DISPATCH,
             "does": "recompute each chunk from its scanned start state (level 0 of the carry scan"
             " at off_carry, ΣΔ prefixes at off_out_s, level 1 at off_agg_S); write y, h, "
-            "last_state",
+            "last_state, and with flags bit 4 the checkpoints",
             "bindings": [
                 _PARAMS,
                 _U,
@@ -263,7 +282,8 @@ S6_ABI: dict = {
             "workgroup_size": WORKGROUP,
             "dispatch": _CHUNK_DISPATCH + " (chunk_len <= 32)",
             "does": "forward chunk summaries (set 0) and reverse adjoint summaries (set 1, chunk"
-            " order flipped); scan_sets = 2 * batch",
+            " order flipped); scan_sets = 2 * batch. With flags bit 3 (h stored, or the "
+            "forward's checkpoints) the adjoint summaries alone, as set b; scan_sets = batch",
             "bindings": [_PARAMS, _U, _DELTA, _ALOG, _B, _C, _BIAS, _DY, _SBUF, _SSTATE],
         },
         {
@@ -273,7 +293,9 @@ S6_ABI: dict = {
             "workgroup_storage_bytes": BWD_STORAGE,
             "dispatch": "split_workgroups(batch * n_cgroups * n_dblocks), n_cgroups = "
             "ceil(n_kgroups / (64 / wg_d)), n_kgroups = ceil(n_chunks / k_chunks)",
-            "does": "recompute states per 8-step sub-chunk, sweep the adjoint in reverse; write "
+            "does": "recompute states per 8-step sub-chunk (from the forward's checkpoints with "
+            "flags bit 4, else from the forward carry scan and a checkpoint sweep), sweep the "
+            "adjoint in reverse; write "
             "du, ddelta and the partials of dB, dC and of dA_log, dD, ddelta_bias (per batch "
             "and chunk group). dB, dC: on a device with subgroups (`// #if subgroups` "
             "variant), summed every step over sg_group = min(subgroup size, wg_d, 32) lanes "
@@ -449,6 +471,7 @@ class _Plan:
     wg_d: int
     fwd_onepass: bool = False
     bwd_stored: bool = False
+    bwd_ckpt: bool = False  # the forward leaves checkpoints (or h) for the backward
     # Lanes whose dB/dC the recomputing backward sums with subgroup operations into one
     # partial row (0: summed in workgroup memory, one row per d block).
     sg_group: int = 0
@@ -487,14 +510,20 @@ class _Plan:
         return self.n_dblocks
 
     def bwd_scan(self) -> _ScanLayout:
-        # Forward and adjoint summaries, or the adjoint's alone when h is stored.
-        sets = self.sz.batch * (1 if self.bwd_stored else 2)
+        # Forward and adjoint summaries, or the adjoint's alone when the forward's states
+        # come from h or checkpoints.
+        sets = self.sz.batch * (1 if self.bwd_stored or self.bwd_ckpt else 2)
         return _scan_layout(sets, self.n_bwd_chunks, self.sz.d_inner, self.sz.d_state)
 
     def bc_cols(self) -> int:
         # s6_bwd_output_h's rows hold whole vec4s of states.
         ds = _cdiv(self.sz.d_state, 4) * 4 if self.bwd_stored else self.sz.d_state
         return 2 * self.sz.batch * self.sz.seq_len * ds
+
+    def ckpt_bytes(self) -> int:
+        sz = self.sz
+        # (batch, ceil(seq_len / 8), d_state, d_inner) floats
+        return sz.batch * _cdiv(sz.seq_len, BWD_SUB) * sz.d_state * sz.d_inner * 4
 
     def par_rows(self) -> int:
         return self.sz.batch * self.n_kgroups
@@ -555,8 +584,24 @@ def _make_plan(
         k_chunks = int(min(BWD_MAX_K, max(1, channels * n_bwd // BWD_TARGET_THREADS)))
     if k_chunks < 1:
         raise SsmvizError(f"bwd_k_chunks is {k_chunks}, expected >= 1")
+    if bwd_mode == "checkpoint" and (bwd_chunk % BWD_SUB or store_h):
+        raise SsmvizError(
+            f"bwd_mode 'checkpoint' needs bwd_chunk_len a multiple of {BWD_SUB} (got "
+            f"{bwd_chunk}) and no stored h (store_h {store_h})"
+        )
     wg_d = min(WORKGROUP, _pow2_at_least(sz.d_inner))
-    return _Plan(sz, int(fwd_chunk), int(bwd_chunk), int(k_chunks), wg_d, onepass, stored)
+    plan = _Plan(sz, int(fwd_chunk), int(bwd_chunk), int(k_chunks), wg_d, onepass, stored)
+    plan.bwd_ckpt = bwd_mode == "checkpoint" or (
+        bwd_mode == "auto"
+        and not store_h
+        and bwd_chunk % BWD_SUB == 0
+        and plan.ckpt_bytes() <= BWD_CKPT_MAX_BYTES
+    )
+    return plan
+
+
+#: The device limits one buffer (the backward's Sbuf with the checkpoints) must fit.
+_BUFFER_LIMITS = ("max-buffer-size", "max-storage-buffer-binding-size")
 
 
 def _onepass_fits(limits: Mapping[str, Any]) -> bool:
@@ -606,7 +651,7 @@ class S6Kernel(ShaderKernel):
             par_rows = sum(_reduce_levels(plan.par_rows()))
             sizes.update(
                 bwd_sbuf=bs.s_size * 4,
-                bwd_Sbuf=bs.S_size * 4,
+                bwd_Sbuf=bs.S_size * 4 + (plan.ckpt_bytes() if plan.bwd_ckpt else 0),
                 red_bc=bc_rows * plan.bc_cols() * 4,
                 red_par=par_rows * plan.par_cols() * 4,
             )
@@ -773,6 +818,11 @@ class S6Kernel(ShaderKernel):
             and int(rt.limits.get("max-storage-buffers-per-shader-stage", 0)) < BWD_STORED_BUFFERS
         ):
             plan.bwd_stored = False  # recompute h: one storage buffer fewer
+        if plan.bwd_ckpt and bwd_mode == "auto" and backward:
+            # The checkpoints share the backward's Sbuf buffer with its scan levels.
+            need = (plan.bwd_scan().S_size * 4 + plan.ckpt_bytes())
+            room = min(int(rt.limits.get(k, 0)) for k in _BUFFER_LIMITS)
+            plan.bwd_ckpt = need <= room  # else forward summaries and a carry scan
         rt.require(
             **self._requirements(plan, store_h, backward),
             what=f"S6 (batch {sz.batch}, seq_len {sz.seq_len}, d_inner {sz.d_inner}, "
@@ -811,6 +861,17 @@ class S6Kernel(ShaderKernel):
         if backward:
             outputs += ["du", "ddelta", "dA_log", "dB", "dC", "dD", "ddelta_bias"]
         base_flags = (FLAG_HAS_BIAS if has_bias else 0) | (FLAG_REVERSE_WG if reverse_wg else 0)
+        # The forward writes checkpoints only for a backward that reads them, into the
+        # backward's Sbuf buffer past its scan levels (the forward binds it as h).
+        ckpt = backward and plan.bwd_ckpt
+        fwd_ckpt = FLAG_CKPT if ckpt else 0
+        if backward:
+            bs = plan.bwd_scan()
+            buf["bwd_sbuf"] = rt.empty(bs.s_size * 4, label="bwd sbuf")
+            buf["bwd_Sbuf"] = rt.empty(
+                bs.S_size * 4 + (plan.ckpt_bytes() if ckpt else 0), label="bwd Sbuf"
+            )
+        fwd_h = dict(h=buf["bwd_Sbuf"]) if ckpt else {}
         common = dict(
             batch=B_,
             seq_len=L_,
@@ -819,6 +880,7 @@ class S6Kernel(ShaderKernel):
             convention=CONVENTION_IDS[convention],
             wg_d=plan.wg_d,
             n_dblocks=plan.n_dblocks,
+            off_ckpt=bs.S_size if ckpt else 0,
         )
 
         def dispatch(entry: str, n_wg: int, bindings: dict[str, Any], **fields: int) -> Dispatch:
@@ -888,16 +950,17 @@ class S6Kernel(ShaderKernel):
                 dispatch(
                     "s6_fwd_onepass",
                     B_ * nblk,
-                    buf,
+                    buf | fwd_h,
                     wg_d=ONEPASS_LANES,
                     n_dblocks=nblk,
+                    flags=fwd_ckpt,
                 )
             )
         else:
             fs = plan.fwd_scan()
             buf["fwd_sbuf"] = rt.empty(fs.s_size * 4, label="fwd sbuf")
             buf["fwd_Sbuf"] = rt.empty(fs.S_size * 4, label="fwd Sbuf")
-            fb = dict(buf, sbuf=buf["fwd_sbuf"], Sbuf=buf["fwd_Sbuf"])
+            fb = dict(buf, sbuf=buf["fwd_sbuf"], Sbuf=buf["fwd_Sbuf"]) | fwd_h
             nfc = plan.n_fwd_chunks
             fchunk = dict(
                 chunk_len=plan.fwd_chunk, n_chunks=nfc, n_cgroups=_cdiv(nfc, plan.lanes_c)
@@ -921,7 +984,7 @@ class S6Kernel(ShaderKernel):
                     fb,
                     **fchunk,
                     **carry_fields(fs),
-                    flags=FLAG_STORE_H if store_h else 0,
+                    flags=FLAG_STORE_H if store_h else fwd_ckpt,
                 )
             )
 
@@ -938,9 +1001,6 @@ class S6Kernel(ShaderKernel):
                 buf["dC"] = out(B_ * L_ * Ds * 4, "dC")
             buf["dD"] = out(Di * 4, "dD")
             buf["ddelta_bias"] = out(Di * 4, "ddelta_bias")
-            bs = plan.bwd_scan()
-            buf["bwd_sbuf"] = rt.empty(bs.s_size * 4, label="bwd sbuf")
-            buf["bwd_Sbuf"] = rt.empty(bs.S_size * 4, label="bwd Sbuf")
             sizes = self._buffer_bytes(plan, store_h)
             buf["red_bc"] = (
                 out(sizes["red_bc"], "dB | dC")
@@ -962,10 +1022,10 @@ class S6Kernel(ShaderKernel):
                     n_cgroups=_cdiv(nbc, plan.lanes_c),
                     off_in_s=bs.s_in[0],
                     off_in_S=bs.S[0],
-                    flags=FLAG_ADJOINT_ONLY if plan.bwd_stored else 0,
+                    flags=FLAG_ADJOINT_ONLY if plan.bwd_stored or ckpt else 0,
                 )
             )
-            backward_list += scan_dispatches(bs, B_ * (1 if plan.bwd_stored else 2), bb)
+            backward_list += scan_dispatches(bs, B_ * (1 if plan.bwd_stored or ckpt else 2), bb)
             nkg = plan.n_kgroups
             backward_list.append(
                 dispatch(
@@ -978,6 +1038,8 @@ class S6Kernel(ShaderKernel):
                     n_kgroups=nkg,
                     sg_group=plan.sg_group,
                     **carry_fields(bs),
+                    # Sub-chunk starts from the forward's checkpoints.
+                    flags=FLAG_CKPT if ckpt else 0,
                 )
             )
             if not direct_bc and plan.bwd_stored:
