@@ -131,7 +131,11 @@
 //   alone, flags bit 3), half the carry scan, and no checkpoint sweep. H200, same run: wide
 //   backward 7.87-8.01 -> 5.85-5.90 ms (s6_bwd_summary 1.54 -> 0.79, s6_bwd_output 6.08 ->
 //   4.84), its forward 1.66 -> 1.79 ms (537 MB of checkpoints at the copy bandwidth); long
-//   backward 0.88 -> 0.73 ms, forward 0.27 -> 0.30 ms.
+//   backward 0.88 -> 0.73 ms, forward 0.27 -> 0.30 ms. A chunk then only places the
+//   adjoint's carries, so it may be any multiple of 8 steps: the runner takes 32-256 steps,
+//   as long as ~64k invocations remain (wide: 256 steps, 5.90 -> 5.45 ms; long: 64 steps,
+//   0.73 -> 0.71 ms). Measured and not kept: the dB/dC stores of one step issued during
+//   the next (5.15 against 4.89 ms: registers), the checkpoint flag as a constant (1%).
 // * flags bit 2 reverses the workgroup order in every pass (race probe: the
 //   results must not change bitwise).
 
@@ -1345,7 +1349,8 @@ fn s6_bwd_output(
             }
             // Sweep the chunk up to its last sub-chunk, keeping the state every SUB steps
             // (no barriers here: the bound may differ per thread).
-            var ckpts: array<vec4<f32>, 16>;  // <= 4 sub-chunks (chunk_len <= 32) x 4 vec4
+            // <= 4 sub-chunks (chunk_len <= 32 without the forward's checkpoints) x 4 vec4
+            var ckpts: array<vec4<f32>, 16>;
             let nck = select(min(nsteps, SUB * (nsub - 1u)), 0u, ckpt);
             for (var jc = 0u; jc <= nck; jc++) {
                 if (jc % SUB == 0u) {

@@ -198,6 +198,19 @@ def test_backward_mode_choice():
     assert not ckpt(1, 2048, 16, 16, store_h=True)
     assert not ckpt(1, 65536, 64, 16, store_h=True)  # h stored, rows too big: recompute
     assert not ckpt(1, 64, 4, 4, bwd_mode="recompute")
+    # With checkpoints the chunk only places the adjoint's carries: as long as 64k
+    # invocations remain, 32 to 256 steps, one chunk per invocation.
+    def chunk(batch, seq_len, d_inner, d_state, **kw):
+        plan = s6_make_plan(s6_sizes(batch, seq_len, d_inner, d_state), None, None, None, **kw)
+        return plan.bwd_chunk, plan.k_chunks
+
+    assert chunk(8, 8192, 1024, 16) == (256, 1)
+    assert chunk(1, 1 << 20, 4, 16) == (64, 1)
+    assert chunk(1, 2048, 16, 16) == (32, 1)
+    assert chunk(1, 2048, 16, 16, store_h=True)[0] == 32  # stored: 32-step chunks
+    assert chunk(8, 8192, 1024, 16, bwd_mode="recompute") == (32, 4)
+    with pytest.raises(SsmvizError, match="bwd_chunk_len is 64"):
+        s6_make_plan(s6_sizes(1, 64, 4, 4), None, 64, None, bwd_mode="recompute")
     with pytest.raises(SsmvizError, match="multiple of 8"):
         s6_make_plan(s6_sizes(1, 64, 4, 4), None, 13, None, bwd_mode="checkpoint")
     with pytest.raises(SsmvizError, match="no stored h"):
@@ -249,6 +262,40 @@ def test_subgroup_dB_dC_rows(kernel, kernel_wg):
     want = reference(inp, "mamba")
     assert_close(a, want, "subgroups")
     assert_close(b, want, "workgroup memory")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("chunk", "k"), [(200, 3), (1024, 1), (64, 2)])
+def test_checkpoint_backward_long_chunks(kernel, chunk, k):
+    """Checkpoint backward chunks of any multiple of 8 steps up to 1024 (with a short last
+    chunk, several chunks per invocation), against the reference and in reversed order."""
+    inp = make_inputs(2, 3001, 5, 17, seed=chunk)
+    kw = dict(bwd_mode="checkpoint", bwd_chunk_len=chunk, bwd_k_chunks=k)
+    res = kernel.run(inp, convention="builderforce", **kw)
+    no_poison(res.outputs)
+    assert_close(res.outputs, reference(inp, "builderforce"), f"chunk {chunk}")
+    rev = kernel.run(inp, convention="builderforce", reverse_wg=True, **kw)
+    same_bits(res.outputs, rev.outputs, "workgroups reversed")
+
+
+@pytest.mark.gpu
+def test_checkpoint_backward_falls_back_past_the_buffer_limits(kernel, runtime, monkeypatch):
+    """The checkpoints live in the backward's Sbuf buffer; where that buffer would pass the
+    device's buffer limits, "auto" builds forward summaries and a carry scan instead."""
+    import ssmviz.core.kernels.s6 as s6
+
+    inp = make_inputs(2, 300, 6, 16, seed=9)
+    want = reference(inp, "mamba")
+    prep = kernel.prepare(inp)
+    assert [d.label for d in prep.forward_dispatches][-1] == "s6_fwd_output"
+    monkeypatch.setattr(s6, "_BUFFER_LIMITS", ("test-buffer-limit",))
+    monkeypatch.setitem(runtime.limits, "test-buffer-limit", 1024)
+    small = kernel.prepare(inp)
+    # No checkpoint region; a right result needs the forward carry scan it fell back to.
+    assert small.buffers["bwd_Sbuf"].size < prep.buffers["bwd_Sbuf"].size
+    res = kernel.run(inp)
+    no_poison(res.outputs)
+    assert_close(res.outputs, want, "recompute fallback")
 
 
 @pytest.mark.gpu

@@ -26,6 +26,9 @@ SHADER = "selective_scan.wgsl"
 WORKGROUP = 64  # invocations per workgroup, every pass
 SCAN_BLOCK = 32  # summaries per thread per scan level; rows per reduction group
 BWD_MAX_CHUNK = 32  # the backward output pass keeps 4 checkpoints of 8 steps
+BWD_CKPT_MAX_CHUNK = 1024  # with the forward's checkpoints
+BWD_CKPT_AUTO_CHUNK = 256  # the longest chunk picked with checkpoints
+BWD_CKPT_THREADS = 65536  # checkpoint backward: invocations the chunk length keeps
 TARGET_THREADS = 131072  # enough invocations to fill a large GPU
 BWD_TARGET_THREADS = 32768  # backward output pass: invocations before chunks are grouped
 BWD_MAX_K = 4  # backward output pass: most chunks per invocation
@@ -280,7 +283,8 @@ S6_ABI: dict = {
             "entry_point": "s6_bwd_summary",
             "stage": "backward",
             "workgroup_size": WORKGROUP,
-            "dispatch": _CHUNK_DISPATCH + " (chunk_len <= 32)",
+            "dispatch": _CHUNK_DISPATCH + " (chunk_len <= 32; with checkpoints any multiple of 8 "
+            "up to 1024, by default 32-256 steps so that ~64k invocations remain)",
             "does": "forward chunk summaries (set 0) and reverse adjoint summaries (set 1, chunk"
             " order flipped); scan_sets = 2 * batch. With flags bit 3 (h stored, or the "
             "forward's checkpoints) the adjoint summaries alone, as set b; scan_sets = batch",
@@ -522,7 +526,7 @@ class _Plan:
 
     def ckpt_bytes(self) -> int:
         sz = self.sz
-        # (batch, ceil(seq_len / 8), d_state, d_inner) floats
+        # (batch, ceil(seq_len / 8), d_state, d_inner) floats, as _make_plan counts them
         return sz.batch * _cdiv(sz.seq_len, BWD_SUB) * sz.d_state * sz.d_inner * 4
 
     def par_rows(self) -> int:
@@ -571,10 +575,33 @@ def _make_plan(
         # Long enough that the chunk summaries stay small next to u/delta, short enough
         # that batch * d_inner * n_chunks threads fill the GPU.
         fwd_chunk = min(1024, max(32, _pow2_at_least(_cdiv(sz.seq_len * channels, TARGET_THREADS))))
+    if bwd_mode == "checkpoint" and (store_h or (bwd_chunk or 8) % BWD_SUB):
+        raise SsmvizError(
+            f"bwd_mode 'checkpoint' needs bwd_chunk_len a multiple of {BWD_SUB} (got "
+            f"{bwd_chunk}) and no stored h (store_h {store_h})"
+        )
+    ckpt_bytes = sz.batch * _cdiv(sz.seq_len, BWD_SUB) * sz.d_state * sz.d_inner * 4
+    ckpt = bwd_mode == "checkpoint" or (
+        bwd_mode == "auto"
+        and not store_h
+        and (bwd_chunk or 8) % BWD_SUB == 0
+        and ckpt_bytes <= BWD_CKPT_MAX_BYTES
+    )
+    if bwd_chunk is None and ckpt:
+        # With checkpoints a chunk only sets where the adjoint's carries are: long chunks
+        # (fewer summaries, a shorter scan) while batch * d_inner * n_chunks invocations
+        # stay plenty. H200: wide 256 steps 5.45 ms against 32 steps 5.90, long 64 steps
+        # 0.71 against 0.73 (256: 0.92, too few invocations).
+        per = _cdiv(sz.seq_len * channels, BWD_CKPT_THREADS)
+        bwd_chunk = min(BWD_CKPT_AUTO_CHUNK, max(BWD_MAX_CHUNK, 1 << (per.bit_length() - 1)))
+        k_chunks = 1 if k_chunks is None else k_chunks
     if bwd_chunk is None:
         bwd_chunk = BWD_MAX_CHUNK
-    if not 1 <= bwd_chunk <= BWD_MAX_CHUNK:
-        raise SsmvizError(f"bwd_chunk_len is {bwd_chunk}, expected 1..{BWD_MAX_CHUNK}")
+    # Checkpoint backward chunks are any multiple of 8 steps (each 8-step sub-chunk starts
+    # from a checkpoint); the others keep at most 4 checkpoints of their own.
+    top = BWD_CKPT_MAX_CHUNK if ckpt else BWD_MAX_CHUNK
+    if not 1 <= bwd_chunk <= top:
+        raise SsmvizError(f"bwd_chunk_len is {bwd_chunk}, expected 1..{top}")
     if fwd_chunk < 1:
         raise SsmvizError(f"fwd_chunk_len is {fwd_chunk}, expected >= 1")
     if k_chunks is None:
@@ -584,19 +611,9 @@ def _make_plan(
         k_chunks = int(min(BWD_MAX_K, max(1, channels * n_bwd // BWD_TARGET_THREADS)))
     if k_chunks < 1:
         raise SsmvizError(f"bwd_k_chunks is {k_chunks}, expected >= 1")
-    if bwd_mode == "checkpoint" and (bwd_chunk % BWD_SUB or store_h):
-        raise SsmvizError(
-            f"bwd_mode 'checkpoint' needs bwd_chunk_len a multiple of {BWD_SUB} (got "
-            f"{bwd_chunk}) and no stored h (store_h {store_h})"
-        )
     wg_d = min(WORKGROUP, _pow2_at_least(sz.d_inner))
     plan = _Plan(sz, int(fwd_chunk), int(bwd_chunk), int(k_chunks), wg_d, onepass, stored)
-    plan.bwd_ckpt = bwd_mode == "checkpoint" or (
-        bwd_mode == "auto"
-        and not store_h
-        and bwd_chunk % BWD_SUB == 0
-        and plan.ckpt_bytes() <= BWD_CKPT_MAX_BYTES
-    )
+    plan.bwd_ckpt = ckpt
     return plan
 
 
@@ -819,10 +836,17 @@ class S6Kernel(ShaderKernel):
         ):
             plan.bwd_stored = False  # recompute h: one storage buffer fewer
         if plan.bwd_ckpt and bwd_mode == "auto" and backward:
-            # The checkpoints share the backward's Sbuf buffer with its scan levels.
-            need = (plan.bwd_scan().S_size * 4 + plan.ckpt_bytes())
-            room = min(int(rt.limits.get(k, 0)) for k in _BUFFER_LIMITS)
-            plan.bwd_ckpt = need <= room  # else forward summaries and a carry scan
+            # The checkpoints share the backward's Sbuf buffer with its scan levels; past
+            # the device's buffer limits, forward summaries and a carry scan instead.
+            need = plan.bwd_scan().S_size * 4 + plan.ckpt_bytes()
+            if need > min(int(rt.limits.get(k, 0)) for k in _BUFFER_LIMITS):
+                plan = _make_plan(
+                    sz, fwd_chunk_len, bwd_chunk_len, bwd_k_chunks, fwd_mode, store_h,
+                    "recompute",
+                )
+                self._set_sg_group(plan)
+                if plan.fwd_onepass and fwd_mode == "auto" and not _onepass_fits(rt.limits):
+                    plan.fwd_onepass = False
         rt.require(
             **self._requirements(plan, store_h, backward),
             what=f"S6 (batch {sz.batch}, seq_len {sz.seq_len}, d_inner {sz.d_inner}, "
