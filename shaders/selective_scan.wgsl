@@ -406,33 +406,18 @@ fn st_h4(base: u32, n: u32, v: vec4<f32>) {
     if (n + 3u < ds) { h_out[base + n + 3u] = v.w; }
 }
 
-// h_{t-1} of states n..n+3 of channel d at step t (0 at t = 0), from the stored h.
-fn ld_hprev4(b: u32, t: u32, d: u32, n: u32) -> vec4<f32> {
-    if (t == 0u) {
-        return vec4<f32>(0.0);
-    }
-    let ds = P.d_state;
-    let base = act_idx(b, t - 1u, d) * ds;
-    let last = base + ds - 1u;
-    return vec4<f32>(
-        select(0.0, h_out[min(base + n, last)], n < ds),
-        select(0.0, h_out[min(base + n + 1u, last)], n + 1u < ds),
-        select(0.0, h_out[min(base + n + 2u, last)], n + 2u < ds),
-        select(0.0, h_out[min(base + n + 3u, last)], n + 3u < ds),
-    );
-}
-
 // Forward checkpoints (flags bit 4, h not stored): for every SUB-step block k (k <
 // ceil(seq_len / SUB)), the state entering step k·SUB as (batch, k, d_state, d_inner) from
-// offset off_ckpt. d is fastest because the lanes of every pass that touches them run along
-// d. H200, forward before a backward / backward: wide 1.79 / 5.90 ms, long 0.30 / 0.73 ms;
-// (…, d_inner, d_state) gave 2.02 / 5.70 (the one-pass forward's quad stores are strided)
-// and 0.33-0.44 / 0.74, blocks of 32 channels (…, d_inner / 32, d_state, 32) 1.82 / 5.85
-// and 0.40 / 0.75 (8x padding at d_inner 4). The checkpoint writes cost 0.13 ms at the
-// wide size, their bytes at the copy bandwidth. The forward passes write them through h_out, which the runner binds to
+// offset off_ckpt. The forward passes write them through h_out, which the runner binds to
 // the backward's Sbuf buffer (past its scan levels); the recomputing backward reads them
 // through Sbuf and starts each sub-chunk from one instead of from a forward carry scan and
-// a checkpoint sweep (one binding fewer than reading h_out there).
+// a checkpoint sweep (one binding fewer than reading h_out there). d is fastest because
+// the lanes of every pass that touches them run along d. H200, forward before a backward /
+// backward (32-step chunks): wide 1.79 / 5.90 ms, long 0.30 / 0.73 ms; (…, d_inner,
+// d_state) gave 2.02 / 5.70 (the one-pass forward's quad stores are strided) and 0.33-0.44
+// / 0.74, blocks of 32 channels (…, d_inner / 32, d_state, 32) 1.82 / 5.85 and 0.40 / 0.75
+// (8x padding at d_inner 4). The checkpoint writes cost 0.13 ms at the wide size: their
+// bytes at the copy bandwidth.
 fn has_ckpt() -> bool {
     return (P.flags & 16u) != 0u;
 }
@@ -1543,6 +1528,21 @@ fn s6_bwd_output(
     }
 }
 
+// h_{t-1} of states n..n+3 of channel d at step t (0 at t = 0), from the stored h.
+fn ld_hprev4(b: u32, t: u32, d: u32, n: u32) -> vec4<f32> {
+    if (t == 0u) {
+        return vec4<f32>(0.0);
+    }
+    let ds = P.d_state;
+    let base = act_idx(b, t - 1u, d) * ds;
+    let last = base + ds - 1u;
+    return vec4<f32>(
+        select(0.0, h_out[min(base + n, last)], n < ds),
+        select(0.0, h_out[min(base + n + 1u, last)], n + 1u < ds),
+        select(0.0, h_out[min(base + n + 2u, last)], n + 2u < ds),
+        select(0.0, h_out[min(base + n + 3u, last)], n + 3u < ds),
+    );
+}
 
 // This channel's share of dB or dC (sel 0 / 1) of states n..n+3 at (b, t) (n a multiple of
 // 4): its own row d of the partials, summed over d by s6_reduce_bc. States past d_state are
