@@ -192,7 +192,11 @@ def prepared_cache(runtime: GpuRuntime) -> PreparedCache:
 
 
 class ShaderKernel:
-    """A kernel family's runner over ``shaders/<SHADER>`` (or a user-given source)."""
+    """A kernel family's runner over ``shaders/<SHADER>`` (or a user-given source).
+
+    ``subgroups=False`` builds the source's ``// #if subgroups`` blocks without subgroup
+    operations even on a device that has them (tests compare both builds).
+    """
 
     SHADER: str = ""
 

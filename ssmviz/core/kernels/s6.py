@@ -475,7 +475,7 @@ class _Plan:
     wg_d: int
     fwd_onepass: bool = False
     bwd_stored: bool = False
-    bwd_ckpt: bool = False  # the forward leaves checkpoints (or h) for the backward
+    bwd_ckpt: bool = False  # the forward leaves checkpoints for the backward
     # Lanes whose dB/dC the recomputing backward sums with subgroup operations into one
     # partial row (0: summed in workgroup memory, one row per d block).
     sg_group: int = 0
@@ -525,9 +525,7 @@ class _Plan:
         return 2 * self.sz.batch * self.sz.seq_len * ds
 
     def ckpt_bytes(self) -> int:
-        sz = self.sz
-        # (batch, ceil(seq_len / 8), d_state, d_inner) floats, as _make_plan counts them
-        return sz.batch * _cdiv(sz.seq_len, BWD_SUB) * sz.d_state * sz.d_inner * 4
+        return _ckpt_bytes(self.sz)
 
     def par_rows(self) -> int:
         return self.sz.batch * self.n_kgroups
@@ -537,6 +535,11 @@ class _Plan:
 
     def chunk_workgroups(self, n_items: int) -> int:
         return self.sz.batch * _cdiv(n_items, self.lanes_c) * self.n_dblocks
+
+
+def _ckpt_bytes(sz: _Sizes) -> int:
+    """Bytes of the forward's checkpoints: (batch, ceil(seq_len / 8), d_state, d_inner)."""
+    return sz.batch * _cdiv(sz.seq_len, BWD_SUB) * sz.d_state * sz.d_inner * 4
 
 
 def _make_plan(
@@ -575,17 +578,16 @@ def _make_plan(
         # Long enough that the chunk summaries stay small next to u/delta, short enough
         # that batch * d_inner * n_chunks threads fill the GPU.
         fwd_chunk = min(1024, max(32, _pow2_at_least(_cdiv(sz.seq_len * channels, TARGET_THREADS))))
-    if bwd_mode == "checkpoint" and (store_h or (bwd_chunk or 8) % BWD_SUB):
+    if bwd_mode == "checkpoint" and (store_h or (bwd_chunk or BWD_SUB) % BWD_SUB):
         raise SsmvizError(
             f"bwd_mode 'checkpoint' needs bwd_chunk_len a multiple of {BWD_SUB} (got "
             f"{bwd_chunk}) and no stored h (store_h {store_h})"
         )
-    ckpt_bytes = sz.batch * _cdiv(sz.seq_len, BWD_SUB) * sz.d_state * sz.d_inner * 4
     ckpt = bwd_mode == "checkpoint" or (
         bwd_mode == "auto"
         and not store_h
-        and (bwd_chunk or 8) % BWD_SUB == 0
-        and ckpt_bytes <= BWD_CKPT_MAX_BYTES
+        and (bwd_chunk or BWD_SUB) % BWD_SUB == 0
+        and _ckpt_bytes(sz) <= BWD_CKPT_MAX_BYTES
     )
     if bwd_chunk is None and ckpt:
         # With checkpoints a chunk only sets where the adjoint's carries are: long chunks
