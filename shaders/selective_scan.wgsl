@@ -93,7 +93,10 @@
 //   workgroup memory: 2.74 ms, fewer resident workgroups) and the y shares aliased onto
 //   the summaries with a 4th barrier (16 KiB: 1.69 ms), so workgroup memory is not what
 //   limits residency at 24 KiB; registers (8 steps of C ⊙ P and the next tile's loads)
-//   are the next suspect.
+//   are the next suspect. Not that either (H200, 2026-11-30, same run): keeping per step
+//   only ΣΔ and C·h_local and rebuilding C ⊙ Π Ā as C ⊙ exp2(E·ΣΔ) at the y stage (24 fewer
+//   live registers, 4 more exps a step) made the wide forward 1.66 -> 1.82 ms, and also
+//   dropping the running product Π Ā 1.78 ms.
 // * Backward, same session (H200, wide size, s6_bwd_output 8.86 of 10.75 ms): dropping
 //   the per-step dB/dC lane exchange (timing only) left 4.91 ms, replacing its exps by an
 //   FMA 8.73 ms: the exchange's 2 barriers a step are half the pass, the SFU is not the
