@@ -182,6 +182,9 @@ _PARAMS = {
     "mode": "overwrite",
 }
 
+# The inputs both backward output passes read (s6_bwd_output, s6_bwd_output_h).
+_BWD_OUT_READS = [_PARAMS, _U, _DELTA, _ALOG, _B, _C, _D, _BIAS, _DY]
+
 _CHUNK_DISPATCH = (
     "split_workgroups(batch * n_cgroups * n_dblocks), n_dblocks = ceil(d_inner"
     " / wg_d), n_cgroups = ceil(n_chunks / (64 / wg_d))"
@@ -306,23 +309,7 @@ S6_ABI: dict = {
             "by a reduce-scatter of subgroup shuffles, one partial row per sg_group channels, "
             "no workgroup memory and no barrier; otherwise summed over the workgroup's lanes "
             "in workgroup memory (two levels, 2 barriers a step), one row per d block",
-            "bindings": [
-                _PARAMS,
-                _U,
-                _DELTA,
-                _ALOG,
-                _B,
-                _C,
-                _D,
-                _BIAS,
-                _DY,
-                _SBUF,
-                _SSTATE,
-                _DU,
-                _DDELTA,
-                _RED,
-                _RED_PAR,
-            ],
+            "bindings": [*_BWD_OUT_READS, _SBUF, _SSTATE, _DU, _DDELTA, _RED, _RED_PAR],
         },
         {
             "entry_point": "s6_bwd_output_h",
@@ -334,24 +321,7 @@ S6_ABI: dict = {
             "does": "one reverse sweep per chunk reading h_{t-1} from the stored h; write du, "
             "ddelta, each channel's own dB | dC row (red4w, summed over d by s6_reduce_bc) and "
             "the dA_log, dD, ddelta_bias partials; no workgroup memory, no barriers",
-            "bindings": [
-                _PARAMS,
-                _U,
-                _DELTA,
-                _ALOG,
-                _B,
-                _C,
-                _D,
-                _BIAS,
-                _DY,
-                _H,
-                _SBUF,
-                _SSTATE,
-                _DU,
-                _DDELTA,
-                _RED4W,
-                _RED_PAR,
-            ],
+            "bindings": [*_BWD_OUT_READS, _H, _SBUF, _SSTATE, _DU, _DDELTA, _RED4W, _RED_PAR],
         },
         {
             "entry_point": "s6_reduce_bc",
@@ -376,7 +346,8 @@ S6_ABI: dict = {
             "entry_point": "s6_reduce_final",
             "stage": "backward",
             "workgroup_size": WORKGROUP,
-            "dispatch": "split_workgroups(ceil(red_cols / 64)); for dB/dC only when n_dblocks > 1",
+            "dispatch": "split_workgroups(ceil(red_cols / 64)); for dB/dC only when there is "
+            "more than one partial row",
             "does": "sums the last <= 32 rows; columns [0, m0) -> out0, [m0, m0 + m1) -> out1, "
             "the rest -> out2 (dB, dC, - or dA_log, dD, ddelta_bias)",
             "bindings": [_PARAMS, _RED, _OUT0, _OUT1, _OUT2],
@@ -686,17 +657,48 @@ class S6Kernel(ShaderKernel):
         store_h: bool,
         backward: bool = True,
     ) -> dict[str, int]:
-        """Keyword arguments for ``rt.require`` for this problem (forward, and backward)."""
-        plan = _make_plan(
-            _Sizes(batch, seq_len, d_inner, d_state), None, None, None, store_h=store_h
-        )
-        self._set_sg_group(plan)
+        """Keyword arguments for ``rt.require`` for this problem (forward, and backward),
+        for the plan :meth:`prepare` would run on this device."""
+        sz = _Sizes(batch, seq_len, d_inner, d_state)
+        plan = self._device_plan(sz, None, None, None, "auto", store_h, "auto", backward)
         return self._requirements(plan, store_h, backward)
 
-    def _set_sg_group(self, plan: _Plan) -> None:
+    def _device_plan(
+        self,
+        sz: _Sizes,
+        fwd_chunk: int | None,
+        bwd_chunk: int | None,
+        k_chunks: int | None,
+        fwd_mode: str,
+        store_h: bool,
+        bwd_mode: str,
+        backward: bool,
+    ) -> _Plan:
+        """:func:`_make_plan` fitted to this device: paths it picked by size ("auto") that the
+        device's limits cannot hold give way to their fallbacks, and the subgroup group size
+        is set."""
+        limits = self.rt.limits
+        plan = _make_plan(sz, fwd_chunk, bwd_chunk, k_chunks, fwd_mode, store_h, bwd_mode)
+        if plan.bwd_ckpt and bwd_mode == "auto" and backward:
+            # The checkpoints share the backward's Sbuf buffer with its scan levels; past
+            # the device's buffer limits, forward summaries and a carry scan instead.
+            need = plan.bwd_scan().S_size * 4 + plan.ckpt_bytes()
+            if need > min(int(limits.get(k, 0)) for k in _BUFFER_LIMITS):
+                plan = _make_plan(
+                    sz, fwd_chunk, bwd_chunk, k_chunks, fwd_mode, store_h, "recompute"
+                )
+        if plan.fwd_onepass and fwd_mode == "auto" and not _onepass_fits(limits):
+            plan.fwd_onepass = False  # a device below the one-pass kernel's needs: chunked
+        if (
+            plan.bwd_stored
+            and bwd_mode == "auto"
+            and int(limits.get("max-storage-buffers-per-shader-stage", 0)) < BWD_STORED_BUFFERS
+        ):
+            plan.bwd_stored = False  # recompute h: one storage buffer fewer
         # Up to 32 lanes per row (sg_bc_store's deepest reduce-scatter), within a d block.
         if self.subgroup_size:
             plan.sg_group = min(self.subgroup_size, plan.wg_d, 32)
+        return plan
 
     def _requirements(self, plan: _Plan, store_h: bool, backward: bool) -> dict[str, int]:
         sizes = self._buffer_bytes(plan, store_h, backward)
@@ -824,31 +826,11 @@ class S6Kernel(ShaderKernel):
         the per-channel dB/dC rows fit BWD_STORED_MAX_BYTES.
         """
         sz = self._checked_sizes(inputs, convention, backward)
-        plan = _make_plan(
-            sz, fwd_chunk_len, bwd_chunk_len, bwd_k_chunks, fwd_mode, store_h, bwd_mode
+        plan = self._device_plan(
+            sz, fwd_chunk_len, bwd_chunk_len, bwd_k_chunks, fwd_mode, store_h, bwd_mode,
+            backward,
         )
         rt = self.rt
-        self._set_sg_group(plan)
-        if plan.fwd_onepass and fwd_mode == "auto" and not _onepass_fits(rt.limits):
-            plan.fwd_onepass = False  # a device below the one-pass kernel's needs: chunked
-        if (
-            plan.bwd_stored
-            and bwd_mode == "auto"
-            and int(rt.limits.get("max-storage-buffers-per-shader-stage", 0)) < BWD_STORED_BUFFERS
-        ):
-            plan.bwd_stored = False  # recompute h: one storage buffer fewer
-        if plan.bwd_ckpt and bwd_mode == "auto" and backward:
-            # The checkpoints share the backward's Sbuf buffer with its scan levels; past
-            # the device's buffer limits, forward summaries and a carry scan instead.
-            need = plan.bwd_scan().S_size * 4 + plan.ckpt_bytes()
-            if need > min(int(rt.limits.get(k, 0)) for k in _BUFFER_LIMITS):
-                plan = _make_plan(
-                    sz, fwd_chunk_len, bwd_chunk_len, bwd_k_chunks, fwd_mode, store_h,
-                    "recompute",
-                )
-                self._set_sg_group(plan)
-                if plan.fwd_onepass and fwd_mode == "auto" and not _onepass_fits(rt.limits):
-                    plan.fwd_onepass = False
         rt.require(
             **self._requirements(plan, store_h, backward),
             what=f"S6 (batch {sz.batch}, seq_len {sz.seq_len}, d_inner {sz.d_inner}, "
