@@ -2,7 +2,7 @@
 //
 // Conventions (params.convention): 0 = mamba (B̄u = Δ·B·u), 1 = builderforce
 // (zero-order hold, B̄u = expm1(ΔA)/A·B·u). Δ = softplus(delta + delta_bias),
-// the bias only when flags bit 0 is set. A = -exp(A_log).
+// delta_bias always added (the runner binds zeros without one). A = -exp(A_log).
 //
 // Why this design:
 // * Parallel over time as well as channels: the visualiser's common case is few
@@ -144,6 +144,28 @@
 //   -> 0.49 ms, long 0.080 -> 0.070 ms. The same for s6_bwd_output's recompute sweep (its
 //   loop has a constant trip count) was slower: 4.66 -> 5.02 ms; loading the summary's
 //   next step ahead instead: no change.
+// * Fifth round (H200, 2026-11-30, same-run A/B, every change bitwise the same). Measured
+//   ceilings through Vulkan: exp2 4.11 Texp/s (so the wide forward's 1.07G exps alone take
+//   0.26 ms of the 0.33 ms that 60% of copy allows); one dependent op: FMA 6.7 ns, exp2 14.5
+//   ns, subgroup shuffle 18 ns; one dependent load: 150 ns (L2), 650 ns (DRAM). A load under
+//   a condition costs its latency where the condition closes: an early return around it
+//   (one_ld1), an `if` around a prefetch, `if (has_bias) { z += bias }`, a select the driver
+//   turned into one. With clamped, unconditional loads (delta_bias is always added: the
+//   runner binds zeros without one): s6_fwd_onepass wide 1.66 -> 1.49 ms, (4, 4096, 1024,
+//   16) 0.43 -> 0.38 ms; s6_bwd_output's recompute sweep, plus the next sub-chunk's
+//   checkpoint loaded a sub-chunk ahead: backward 5.26 -> 5.09 ms. SG_GROUP as a pipeline
+//   override instead of a Params field (sg_bc_store's branches and lane arithmetic fold):
+//   -> 4.78 ms; s6_reduce_final4 (vec4 rows): 0.127 -> 0.09 ms. Backward now 4.70 ms.
+//   Measured and not kept: a "lanes" forward (invocation = (batch, d, state quad) walking
+//   the whole sequence in 8-step blocks, Δ, u and y exchanged by subgroup shuffles, no
+//   workgroup memory): 2.02 ms wide, 1.64 once its loads were unconditional (one-pass then
+//   1.66, now 1.49), and 0.77 against 0.43 ms at (4, 4096, 1024, 16); 3x faster than the
+//   one-pass on lavapipe. Its skeleton without exps, softplus, shuffles and B/C still took
+//   1.76 ms at (1, 8192, 1024, 16), 0.81 without the u/delta loads, and a register
+//   prefetch 1, 2, 3 or 6 blocks ahead changed nothing: a sequential walk over the whole
+//   sequence pays a memory latency per block. Also slower: the reverse sweep's `if (v)` as
+//   selects (5.05 -> 5.21 ms), the checkpoint loads hoisted out of `if (ckpt)` (4.77 ->
+//   4.87 ms).
 // * flags bit 2 reverses the workgroup order in every pass (race probe: the
 //   results must not change bitwise).
 
@@ -155,7 +177,7 @@ struct Params {
     chunk_len: u32,   // time steps per chunk
     n_chunks: u32,
     convention: u32,  // 0 mamba, 1 builderforce
-    flags: u32,       // bit 0 has delta_bias, bit 1 store h, bit 2 reverse workgroup order
+    flags: u32,       // bit 0 has delta_bias (not read), bit 1 store h, bit 2 reverse wg order
     n_wg: u32,        // logical workgroups of this dispatch
     wg_d: u32,        // lanes along d_inner in a workgroup (power of two <= 64)
     n_dblocks: u32,   // ceil(d_inner / wg_d)
@@ -178,8 +200,8 @@ struct Params {
     m0: u32,          // reduce_final: columns going to out0, out1 (rest to out2)
     m1: u32,
     n_threads: u32,   // flat kernels: number of useful invocations
-    sg_group: u32,    // s6_bwd_output with subgroups: lanes summed per dB/dC partial row
     off_ckpt: u32,    // forward checkpoints: offset in h_out (forward) = in Sbuf (backward)
+    _pad: u32,        // to a multiple of 16 bytes
 }
 
 @group(0) @binding(0) var<uniform> P: Params;
@@ -551,10 +573,6 @@ fn st_dd_par(row: u32, d: u32, dD: f32, ddb: f32) {
     red_par[rbase + P.d_inner + d] = ddb;
 }
 
-fn has_bias() -> bool {
-    return (P.flags & 1u) != 0u;
-}
-
 fn act_idx(b: u32, t: u32, d: u32) -> u32 {
     return (b * P.seq_len + t) * P.d_inner + d;
 }
@@ -564,12 +582,11 @@ fn bc_idx(b: u32, t: u32, n: u32) -> u32 {
 }
 
 // Raw z = delta + bias of element i (channel d).
+// The bias is added even without one: the runner then binds zeros, and z + 0 is z for the
+// softplus (only -0 becomes +0). A load under a condition (an `if`, or a select the driver
+// turns into one) costs its latency every step on the H200 (see the notes).
 fn delta_raw(i: u32, d: u32) -> f32 {
-    var z = delta[i];
-    if (has_bias()) {
-        z = z + delta_bias[d];
-    }
-    return z;
+    return delta[i] + delta_bias[d];
 }
 
 // Everything one step reads, loaded one step ahead so that the loads of step t+1 are in
@@ -704,9 +721,7 @@ fn s6_fwd_summary(
         var nx = load_step(ln.b, min(t0, t1 - 1u), ln.d, bt, false);
         for (var t = t0; t < t1; t++) {
             let cur = nx;
-            if (t + 1u < t1) {
-                nx = load_step(ln.b, t + 1u, ln.d, bt, false);
-            }
+            nx = load_step(ln.b, min(t + 1u, t1 - 1u), ln.d, bt, false);
             let dl = softplus(cur.z);
             let uv = cur.u;
             sacc = sacc + dl;
@@ -762,9 +777,7 @@ fn s6_fwd_output(
         var nx = load_step(ln.b, t0, ln.d, bt, true);
         for (var t = t0; t < t1; t++) {
             let cur = nx;
-            if (t + 1u < t1) {
-                nx = load_step(ln.b, t + 1u, ln.d, bt, true);
-            }
+            nx = load_step(ln.b, min(t + 1u, t1 - 1u), ln.d, bt, true);
             let i = act_idx(ln.b, t, ln.d);
             if (ckpt && t % SUB == 0u) {
                 let k = t / SUB;
@@ -842,12 +855,13 @@ struct OneTile {
     c: vec4<f32>,
 }
 
+// delta + bias and u of (b, t, d); past the sequence or d_inner (-1e30, 0): softplus -> 0
+// exactly, so Ā = 1 and B̄u = 0. The loads are unconditional (clamped indices).
 fn one_ld1(b: u32, t: u32, d: u32, ok: bool) -> vec2<f32> {
-    if (!ok || t >= P.seq_len) {
-        return vec2<f32>(-1e30, 0.0);  // softplus -> 0 exactly: Ā = 1, B̄u = 0
-    }
-    let i = act_idx(b, t, d);
-    return vec2<f32>(delta_raw(i, d), u[i]);
+    let dd = select(0u, d, ok);
+    let i = act_idx(b, min(t, P.seq_len - 1u), dd);
+    let v = ok && t < P.seq_len;
+    return vec2<f32>(select(-1e30, delta_raw(i, dd), v), select(0.0, u[i], v));
 }
 
 fn one_load(b: u32, t0: u32, d0: u32, lid: u32) -> OneTile {
@@ -861,13 +875,9 @@ fn one_load(b: u32, t0: u32, d0: u32, lid: u32) -> OneTile {
     w.u = vec2<f32>(e0.y, e1.y);
     let t = t0 + lid / OQ;
     let qq = lid % OQ;
-    w.b = vec4<f32>(0.0);
-    w.c = vec4<f32>(0.0);
-    if (lid < OT * OQ && t < P.seq_len && qq < bc_q4()) {
-        let rr = bc_row(b, t) + qq;
-        w.b = Bm[rr];
-        w.c = Cm[rr];
-    }
+    let rr = select(bc_zero(), bc_row(b, t) + qq, lid < OT * OQ && t < P.seq_len && qq < bc_q4());
+    w.b = Bm[rr];
+    w.c = Cm[rr];
     return w;
 }
 
@@ -940,10 +950,7 @@ fn s6_fwd_onepass(
     workgroupBarrier();
     for (var k = 0u; k < n_tiles; k++) {
         let t0 = k * OT;
-        var nxt: OneTile;
-        if (k + 1u < n_tiles) {
-            nxt = one_load(bsafe, t0 + OT, d0, lid);
-        }
+        let nxt = one_load(bsafe, t0 + OT, d0, lid);  // past the end: the zero/-1e30 tile
         // 1. local sweep of the 8 steps of sub-chunk tau (written out: registers, not an
         //    indexed array).
         let s0 = tau * 8u;
@@ -997,9 +1004,7 @@ fn s6_fwd_onepass(
                 y[act_idx(b, t, dd)] = ((o_y[o] + o_y[o + OL]) + o_y[o + 2u * OL]) + o_y[o + 3u * OL];
             }
         }
-        if (k + 1u < n_tiles) {
-            one_store(nxt, lid);
-        }
+        one_store(nxt, lid);
         workgroupBarrier();
     }
     if (dok && tau == 0u) {
@@ -1126,9 +1131,7 @@ fn s6_bwd_summary(
         var nx = load_step(ln.b, min(t0, t1 - 1u), ln.d, bt, false);
         for (var t = t0; t < select(t0, t1, fwd); t++) {
             let cur = nx;
-            if (t + 1u < t1) {
-                nx = load_step(ln.b, t + 1u, ln.d, bt, false);
-            }
+            nx = load_step(ln.b, min(t + 1u, t1 - 1u), ln.d, bt, false);
             let dl = softplus(cur.z);
             let uv = cur.u;
             sacc = sacc + dl;
@@ -1215,7 +1218,13 @@ fn sm_at(slot: u32, lane: u32, q: u32) -> u32 {
 }
 
 // #if subgroups
-// dB | dC of one step summed over G = P.sg_group lanes of a subgroup (consecutive channels
+// Lanes whose dB | dC s6_bwd_output sums into one partial row (a power of two <= 32): a
+// pipeline constant, not a Params field, so that the reduce-scatter below has no branches
+// left and its lane arithmetic folds (H200, wide backward 5.05 -> 4.78 ms against reading it
+// from Params).
+override SG_GROUP: u32 = 32u;
+
+// dB | dC of one step summed over G = SG_GROUP lanes of a subgroup (consecutive channels
 // of one chunk) with no workgroup memory and no barrier: a reduce-scatter. Each halving
 // keeps half of what a lane holds, sends the other half to the lane `o` away and adds what
 // comes back (keep + received, the same order on every run), so after log2(G) halvings a
@@ -1244,7 +1253,7 @@ fn st_sum4(ok: bool, rb: u32, q: u32, n0: u32, v: vec4<f32>) {
 fn sg_bc_store(ok: bool, row: u32, b: u32, t: u32, n0: u32, lane: u32, q0: vec4<f32>,
                q1: vec4<f32>, q2: vec4<f32>, q3: vec4<f32>, q4: vec4<f32>, q5: vec4<f32>,
                q6: vec4<f32>, q7: vec4<f32>) {
-    let G = P.sg_group;  // uniform, so every branch below is too
+    let G = SG_GROUP;  // a pipeline constant: the branches below fold away
     let rb = row * 2u * P.batch * P.seq_len * P.d_state + bc_idx(b, t, 0u);
     if (G == 1u) {
         st_sum4(ok, rb, 0u, n0, q0);
@@ -1398,18 +1407,38 @@ fn s6_bwd_output(
                     h3 = fwd_q(h3, ta.E3, ta.iA3, dl, ld_B4(bb, bt, 3u) * uv, zoh);
                 }
             }
+            var nk0 = vec4<f32>(0.0);
+            var nk1 = vec4<f32>(0.0);
+            var nk2 = vec4<f32>(0.0);
+            var nk3 = vec4<f32>(0.0);
+            if (ckpt) {
+                let sl = nsub - 1u;
+                let has = sl * SUB < nsteps;
+                let tsl = t0 + select(0u, sl * SUB, has);
+                nk0 = select(vec4<f32>(0.0), ld_start4(b, tsl, d, n0), has);
+                nk1 = select(vec4<f32>(0.0), ld_start4(b, tsl, d, n0 + 4u), has);
+                nk2 = select(vec4<f32>(0.0), ld_start4(b, tsl, d, n0 + 8u), has);
+                nk3 = select(vec4<f32>(0.0), ld_start4(b, tsl, d, n0 + 12u), has);
+            }
             for (var sub1 = nsub; sub1 > 0u; sub1--) {
                 let sub = sub1 - 1u;
                 // Recompute this sub-chunk, keeping h_{t-1} of each step.
                 var hist: array<vec4<f32>, 32>;
-                let ts = t0 + sub * SUB;
                 if (ckpt) {
                     // chunk_len is a multiple of SUB here (the runner's condition).
-                    let has = sub * SUB < nsteps;
-                    h0 = select(vec4<f32>(0.0), ld_start4(b, ts, d, n0), has);
-                    h1 = select(vec4<f32>(0.0), ld_start4(b, ts, d, n0 + 4u), has);
-                    h2 = select(vec4<f32>(0.0), ld_start4(b, ts, d, n0 + 8u), has);
-                    h3 = select(vec4<f32>(0.0), ld_start4(b, ts, d, n0 + 12u), has);
+                    h0 = nk0;
+                    h1 = nk1;
+                    h2 = nk2;
+                    h3 = nk3;
+                    // The next sub-chunk's start, loaded a sub-chunk ahead (its DRAM latency
+                    // was on every sub-chunk's critical path).
+                    let sp = max(sub, 1u) - 1u;
+                    let has = sp * SUB < nsteps && sub > 0u;
+                    let tsp = t0 + select(0u, sp * SUB, has);
+                    nk0 = select(vec4<f32>(0.0), ld_start4(b, tsp, d, n0), has);
+                    nk1 = select(vec4<f32>(0.0), ld_start4(b, tsp, d, n0 + 4u), has);
+                    nk2 = select(vec4<f32>(0.0), ld_start4(b, tsp, d, n0 + 8u), has);
+                    nk3 = select(vec4<f32>(0.0), ld_start4(b, tsp, d, n0 + 12u), has);
                 } else {
                     h0 = ckpts[sub * 4u];
                     h1 = ckpts[sub * 4u + 1u];
@@ -1428,21 +1457,23 @@ fn s6_bwd_output(
                     hist[j * 4u + 2u] = h2;
                     hist[j * 4u + 3u] = h3;
                     let jt = sub * SUB + j;
-                    if (jt < nsteps) {
-                        let i = act_idx(b, t0 + jt, d);
-                        let zz = delta_raw(i, d);
-                        let dl = softplus(zz);
-                        let uv = u[i];
-                        dyh[j] = dy[i];
-                        zh[j] = zz;
-                        dlh[j] = dl;
-                        uh[j] = uv;
-                        let bb = bc_row(b, t0 + jt);
-                        h0 = fwd_q(h0, ta.E0, ta.iA0, dl, ld_B4(bb, bt, 0u) * uv, zoh);
-                        h1 = fwd_q(h1, ta.E1, ta.iA1, dl, ld_B4(bb, bt, 1u) * uv, zoh);
-                        h2 = fwd_q(h2, ta.E2, ta.iA2, dl, ld_B4(bb, bt, 2u) * uv, zoh);
-                        h3 = fwd_q(h3, ta.E3, ta.iA3, dl, ld_B4(bb, bt, 3u) * uv, zoh);
-                    }
+                    // Loads unconditional (a step past the chunk reads step t0 and keeps h):
+                    // the driver can then issue them ahead of the h chain.
+                    let v = jt < nsteps;
+                    let tv = t0 + select(0u, jt, v);
+                    let i = act_idx(b, tv, d);
+                    let zz = delta_raw(i, d);
+                    let dl = softplus(zz);
+                    let uv = u[i];
+                    dyh[j] = dy[i];
+                    zh[j] = zz;
+                    dlh[j] = dl;
+                    uh[j] = uv;
+                    let bb = bc_row(b, tv);
+                    h0 = select(h0, fwd_q(h0, ta.E0, ta.iA0, dl, ld_B4(bb, bt, 0u) * uv, zoh), v);
+                    h1 = select(h1, fwd_q(h1, ta.E1, ta.iA1, dl, ld_B4(bb, bt, 1u) * uv, zoh), v);
+                    h2 = select(h2, fwd_q(h2, ta.E2, ta.iA2, dl, ld_B4(bb, bt, 2u) * uv, zoh), v);
+                    h3 = select(h3, fwd_q(h3, ta.E3, ta.iA3, dl, ld_B4(bb, bt, 3u) * uv, zoh), v);
                 }
                 // Reverse sweep of the sub-chunk with the adjoint.
                 for (var j1 = SUB; j1 > 0u; j1--) {
@@ -1484,8 +1515,8 @@ fn s6_bwd_output(
                     // This step's dB | dC summed over the subgroup's lanes of this chunk.
                     let tt = c_raw * L + jt;
                     let gv = ln.wok && ln.b < P.batch && c_raw < N && jt < L && tt < P.seq_len;
-                    sg_bc_store(gv && sg_size >= P.sg_group, ln.d / P.sg_group, ln.b, tt, n0,
-                                lid % P.sg_group, select(zero, r0.dB, v),
+                    sg_bc_store(gv && sg_size >= SG_GROUP, ln.d / SG_GROUP, ln.b, tt, n0,
+                                lid % SG_GROUP, select(zero, r0.dB, v),
                                 select(zero, r1.dB, v), select(zero, r2.dB, v),
                                 select(zero, r3.dB, v), select(zero, r0.dC, v),
                                 select(zero, r1.dC, v), select(zero, r2.dC, v),
@@ -1752,6 +1783,17 @@ fn s6_reduce_rows(
     red[P.red_out + orow * M + col] = acc;
 }
 
+// Column col of the reduced rows to out0, out1 or out2 ([0, m0), [m0, m0 + m1), the rest).
+fn st_final(col: u32, v: f32) {
+    if (col < P.m0) {
+        out0[col] = v;
+    } else if (col < P.m0 + P.m1) {
+        out1[col - P.m0] = v;
+    } else {
+        out2[col - P.m0 - P.m1] = v;
+    }
+}
+
 // Last level: sum the remaining rows per column and scatter to up to three outputs.
 @compute @workgroup_size(64)
 fn s6_reduce_final(
@@ -1768,11 +1810,29 @@ fn s6_reduce_final(
     for (var r = 0u; r < P.red_rows; r++) {
         acc = acc + red[P.red_in + r * M + col];
     }
-    if (col < P.m0) {
-        out0[col] = acc;
-    } else if (col < P.m0 + P.m1) {
-        out1[col - P.m0] = acc;
-    } else {
-        out2[col - P.m0 - P.m1] = acc;
+    st_final(col, acc);
+}
+
+// s6_reduce_final on whole vec4s (the runner's choice when red_cols and red_in are
+// multiples of 4): the same additions in the same order, a quarter of the loads. It reads
+// the rows through red4, the read-only vec4 view of the same buffer.
+@compute @workgroup_size(64)
+fn s6_reduce_final4(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let c4 = wg_linear(wid, nwg) * WG + lid;
+    let M4 = P.red_cols / 4u;
+    if (c4 >= M4) {
+        return;  // no barriers in this entry point
+    }
+    let base = P.red_in / 4u;
+    var acc = vec4<f32>(0.0);
+    for (var r = 0u; r < P.red_rows; r++) {
+        acc = acc + red4[base + r * M4 + c4];
+    }
+    for (var k = 0u; k < 4u; k++) {
+        st_final(c4 * 4u + k, acc[k]);
     }
 }

@@ -61,6 +61,27 @@ def test_pipeline_cache_and_poison(runtime) -> None:
     assert np.all(out[50:].view(np.uint32) == POISON_U32)
 
 
+SCALE = """
+override K: u32 = 1u;
+@group(0) @binding(0) var<storage, read_write> o: array<u32>;
+@compute @workgroup_size(1)
+fn main() { o[0] = K * 3u; }
+"""
+
+
+def test_pipeline_override_constants(runtime) -> None:
+    """WGSL override values are part of a pipeline's identity (cached apart) and reach it."""
+    p1 = runtime.pipeline(SCALE, "main", constants={"K": 1})
+    p32 = runtime.pipeline(SCALE, "main", constants={"K": 32})
+    assert p1 is not p32
+    assert runtime.pipeline(SCALE, "main", constants={"K": 32}) is p32
+    assert runtime.pipeline(SCALE, "main") is not p32  # the declared default, K = 1
+    for pipe, want in ((p1, 3), (p32, 96), (runtime.pipeline(SCALE, "main"), 3)):
+        out = runtime.empty(4, fill_u32=POISON_U32)
+        runtime.run([Dispatch(pipe, {0: out}, (1, 1, 1))])
+        assert int(runtime.read(out, np.uint32, (1,))[0]) == want
+
+
 def test_build_error_is_one_line_with_location(runtime) -> None:
     with pytest.raises(KernelBuildError) as info:
         runtime.pipeline("fn broken( {", "main", label="broken")

@@ -257,11 +257,31 @@ def test_subgroup_dB_dC_rows(kernel, kernel_wg):
     # d_inner 70: two blocks of 64 lanes; rows of 2 * batch * seq_len * d_state floats.
     assert prep_wg.buffers["red_bc"].size == 2 * (2 * 50 * 16) * 4
     assert red == sum(s6_reduce_levels(2 * (64 // g))) * (2 * 50 * 16) * 4
+    # The lanes per row are the pipeline's SG_GROUP override, not a Params field.
+    out_pass = [d for d in prep.backward_dispatches if d.label == "s6_bwd_output"]
+    assert len(out_pass) == 1 and out_pass[0].pipeline is kernel.rt.pipeline(
+        kernel.built_source, "s6_bwd_output", constants={"SG_GROUP": g}
+    )
     a = kernel.run(inp, bwd_mode="recompute").outputs
     b = kernel_wg.run(inp, bwd_mode="recompute").outputs
     want = reference(inp, "mamba")
     assert_close(a, want, "subgroups")
     assert_close(b, want, "workgroup memory")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("d_state", "vec4"), [(16, True), (5, False)])
+def test_reduce_final_vec4_or_scalar(kernel, d_state, vec4):
+    """The last reduction level sums whole vec4s (s6_reduce_final4) when its columns are a
+    multiple of 4, else scalars (s6_reduce_final); either gives the reference's gradients."""
+    # d_inner 70: two d blocks, so dB | dC (2 * 7 * d_state columns) and dA_log | dD |
+    # ddelta_bias (70 * d_state + 140 columns) both go through a reduction.
+    inp = make_inputs(1, 7, 70, d_state, seed=d_state)
+    prep = kernel.prepare(inp, bwd_mode="recompute")
+    finals = [d.label for d in prep.backward_dispatches if d.label.startswith("s6_reduce_final")]
+    want = "s6_reduce_final4" if vec4 else "s6_reduce_final"
+    assert finals == [want, want]
+    assert_close(kernel.run(inp, bwd_mode="recompute").outputs, reference(inp, "mamba"), want)
 
 
 @pytest.mark.gpu

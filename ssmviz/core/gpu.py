@@ -20,7 +20,7 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -350,9 +350,22 @@ class GpuRuntime:
                 )
 
     # -- pipelines ----------------------------------------------------------------------
-    def pipeline(self, source: str, entry_point: str, *, label: str = "") -> Any:
-        """A compute pipeline for ``entry_point``, cached by (sha256(source), entry_point)."""
-        key = (hashlib.sha256(source.encode("utf-8")).hexdigest(), entry_point)
+    def pipeline(
+        self,
+        source: str,
+        entry_point: str,
+        *,
+        label: str = "",
+        constants: Mapping[str, int | float] | None = None,
+    ) -> Any:
+        """A compute pipeline for ``entry_point`` with the WGSL ``override`` values
+        ``constants``, cached by (sha256(source), entry_point, constants)."""
+        consts = dict(sorted((constants or {}).items()))
+        key = (
+            hashlib.sha256(source.encode("utf-8")).hexdigest(),
+            entry_point,
+            tuple(consts.items()),
+        )
         with self._pipeline_lock:
             cached = self._pipelines.get(key)
             if cached is not None:
@@ -361,7 +374,7 @@ class GpuRuntime:
                 module = self.device.create_shader_module(code=source, label=label or entry_point)
                 pipe = self.device.create_compute_pipeline(
                     layout="auto",
-                    compute={"module": module, "entry_point": entry_point},
+                    compute={"module": module, "entry_point": entry_point, "constants": consts},
                     label=label or entry_point,
                 )
             except Exception as exc:  # wgpu raises GPUValidationError and friends

@@ -218,10 +218,17 @@ class ShaderKernel:
             self.subgroup_size = self.rt.subgroup_size
         self.built_source = specialize(self.source, subgroups=self.subgroup_size is not None)
 
-    def dispatch(self, entry: str, bindings: dict[int, Any], workgroups: int) -> Dispatch:
+    def dispatch(
+        self,
+        entry: str,
+        bindings: dict[int, Any],
+        workgroups: int,
+        constants: Mapping[str, int | float] | None = None,
+    ) -> Dispatch:
         """One pass of ``entry`` over ``workgroups`` workgroups, folded by
-        :func:`split_workgroups` (the pipeline comes from the runtime's cache)."""
-        pipeline = self.rt.pipeline(self.built_source, entry, label=entry)
+        :func:`split_workgroups`, with the WGSL ``override`` values ``constants`` (the
+        pipeline comes from the runtime's cache)."""
+        pipeline = self.rt.pipeline(self.built_source, entry, label=entry, constants=constants)
         return Dispatch(pipeline, bindings, split_workgroups(workgroups), label=entry)
 
     def upload(self, array: Any, name: str) -> Any:

@@ -89,8 +89,8 @@ PARAM_FIELDS: list[str] = [
     "m0",
     "m1",
     "n_threads",
-    "sg_group",
     "off_ckpt",
+    "_pad",
 ]
 
 FLAG_HAS_BIAS = 1
@@ -152,7 +152,7 @@ _RED = _b(
     "red",
     "scratch",
     "partial sums (rows, cols) per reduction level; for s6_bwd_output the dB | dC partials "
-    "(n_dblocks, 2, batch, seq_len, d_state), or (n_dblocks * wg_d / sg_group, ...) with "
+    "(n_dblocks, 2, batch, seq_len, d_state), or (n_dblocks * wg_d / SG_GROUP, ...) with "
     "subgroups, for s6_bwd_output_h (d_inner, 2, batch, seq_len, d_state); they are the "
     "outputs when there is one row",
     "read_write",
@@ -201,17 +201,19 @@ S6_ABI: dict = {
         "fields": [{"name": f, "type": "u32"} for f in PARAM_FIELDS],
         "notes": [
             "convention: 0 mamba, 1 builderforce",
-            "flags: bit 0 has delta_bias, bit 1 store h, bit 2 reverse workgroup order, bit 3"
+            "flags: bit 0 has delta_bias (the kernels add delta_bias either way: zeros when "
+            "absent), bit 1 store h, bit 2 reverse workgroup order, bit 3"
             " (s6_bwd_summary) adjoint summaries only, as scan set b (h stored or "
             "checkpoints), bit 4 checkpoints: the forward passes write the state entering "
             "every 8th step through h, s6_bwd_output starts each 8-step sub-chunk from them "
             "(through Sbuf) instead of from the forward carry scan and a checkpoint sweep",
             "wg_d = min(64, next power of two >= d_inner); 64 / wg_d chunks per workgroup",
             "the linear workgroup id is wid.x + wid.y * num_workgroups.x (split_workgroups)",
-            "sg_group (s6_bwd_output, subgroup variant): lanes per dB/dC partial row, a power "
-            "of two; the pipeline's subgroups must hold runs of consecutive invocations of "
-            "at least that many (GpuRuntime.subgroup_size probes it), else the rows keep "
-            "their poison",
+            "SG_GROUP (s6_bwd_output, subgroup variant) is a WGSL override constant set when "
+            "the pipeline is built, not a field: lanes per dB/dC partial row, a power of two "
+            "<= 32; the pipeline's subgroups must hold runs of consecutive invocations of at "
+            "least that many (GpuRuntime.subgroup_size probes it), else the rows keep their "
+            "poison",
         ],
     },
     "passes": [
@@ -305,8 +307,9 @@ S6_ABI: dict = {
             "adjoint in reverse; write "
             "du, ddelta and the partials of dB, dC and of dA_log, dD, ddelta_bias (per batch "
             "and chunk group). dB, dC: on a device with subgroups (`// #if subgroups` "
-            "variant), summed every step over sg_group = min(subgroup size, wg_d, 32) lanes "
-            "by a reduce-scatter of subgroup shuffles, one partial row per sg_group channels, "
+            "variant), summed every step over SG_GROUP = min(subgroup size, wg_d, 32) lanes "
+            "(override constant) by a reduce-scatter of subgroup shuffles, one partial row per "
+            "SG_GROUP channels, "
             "no workgroup memory and no barrier; otherwise summed over the workgroup's lanes "
             "in workgroup memory (two levels, 2 barriers a step), one row per d block",
             "bindings": [*_BWD_OUT_READS, _SBUF, _SSTATE, _DU, _DDELTA, _RED, _RED_PAR],
@@ -341,6 +344,16 @@ S6_ABI: dict = {
             "red_rows > 32",
             "does": "sums groups of 32 partial rows in a fixed order",
             "bindings": [_PARAMS, _RED],
+        },
+        {
+            "entry_point": "s6_reduce_final4",
+            "stage": "backward",
+            "workgroup_size": WORKGROUP,
+            "dispatch": "as s6_reduce_final, over ceil(red_cols / 4 / 64) workgroups; replaces "
+            "it when red_cols and red_in are multiples of 4",
+            "does": "s6_reduce_final a vec4 of columns per invocation, reading the rows "
+            "through red4 (the same sums in the same order)",
+            "bindings": [_PARAMS, _RED4, _OUT0, _OUT1, _OUT2],
         },
         {
             "entry_point": "s6_reduce_final",
@@ -891,7 +904,13 @@ class S6Kernel(ShaderKernel):
             off_ckpt=bs.S_size if ckpt else 0,
         )
 
-        def dispatch(entry: str, n_wg: int, bindings: dict[str, Any], **fields: int) -> Dispatch:
+        def dispatch(
+            entry: str,
+            n_wg: int,
+            bindings: dict[str, Any],
+            constants: dict[str, int] | None = None,
+            **fields: int,
+        ) -> Dispatch:
             flags = fields.pop("flags", 0) | base_flags
             params = rt.uniform(_params(**{**common, **fields}, n_wg=n_wg, flags=flags))
             names = _PASS_BINDINGS[entry]
@@ -900,7 +919,7 @@ class S6Kernel(ShaderKernel):
                 raise AssertionError(f"{entry}: no buffer for {missing}")
             bound = {0: params}
             bound.update({_BINDING_INDEX[n]: bindings[n] for n in names if n != "params"})
-            return self.dispatch(entry, bound, n_wg)
+            return self.dispatch(entry, bound, n_wg, constants)
 
         def scan_dispatches(lay: _ScanLayout, sets: int, bindings: dict[str, Any]) -> list:
             ds: list[Dispatch] = []
@@ -1044,7 +1063,8 @@ class S6Kernel(ShaderKernel):
                     n_cgroups=_cdiv(nkg, plan.lanes_c),
                     k_chunks=plan.k_chunks,
                     n_kgroups=nkg,
-                    sg_group=plan.sg_group,
+                    # Built with subgroups: the lanes per dB/dC row, a pipeline constant.
+                    constants={"SG_GROUP": plan.sg_group} if plan.sg_group else None,
                     **carry_fields(bs),
                     # Sub-chunk starts from the forward's checkpoints.
                     flags=FLAG_CKPT if ckpt else 0,
@@ -1121,11 +1141,13 @@ class S6Kernel(ShaderKernel):
                 )
             )
             off = out_off
+        # Whole vec4s when the last level's rows allow (H200, wide dB/dC: 0.127 -> 0.09 ms).
+        vec4 = cols % 4 == 0 and off % 4 == 0
         ds.append(
             dispatch(
-                "s6_reduce_final",
-                _cdiv(cols, WORKGROUP),
-                {"red": red, "out0": outs[0], "out1": outs[1], "out2": outs[2]},
+                "s6_reduce_final4" if vec4 else "s6_reduce_final",
+                _cdiv(cols // 4 if vec4 else cols, WORKGROUP),
+                {"red4" if vec4 else "red": red, "out0": outs[0], "out1": outs[1], "out2": outs[2]},
                 red_rows=levels[-1],
                 red_cols=cols,
                 red_in=off,
