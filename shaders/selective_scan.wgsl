@@ -115,10 +115,10 @@
 //   Lavapipe at the app's size: backward 7.1 -> 3.8 ms (summary 1.14 -> 0.52, output
 //   5.5 -> 2.3 plus 0.75 for s6_reduce_bc; scalar rows and a scalar reduction took 1.7).
 // * Subgroups (H200, same run, wide size): on a device with usable subgroups the recomputing
-//   s6_bwd_output sums each step's dB/dC over sg_group = min(subgroup size, wg_d, 32)
+//   s6_bwd_output sums each step's dB/dC over SG_GROUP = min(subgroup size, wg_d, 32)
 //   channels by a reduce-scatter of subgroup shuffles (sg_bc_store: 31 shuffles a step at
 //   32 lanes, each lane ends with one of the 32 sums and stores it), one partial row per
-//   sg_group channels, with no workgroup memory and no barrier. s6_bwd_output 8.71 -> 6.44
+//   SG_GROUP channels, with no workgroup memory and no barrier. s6_bwd_output 8.71 -> 6.44
 //   ms, backward 10.56 -> 8.35 ms; (4, 4096, 1024, 16) 2.75 -> 2.08 ms; the long size
 //   unchanged (0.91 ms). Lavapipe (subgroups of 8): (2, 512, 128, 16) s6_bwd_output 21.1 ->
 //   14.8 ms. The workgroup-memory exchange stays for devices without subgroups (the other
@@ -165,7 +165,8 @@
 //   prefetch 1, 2, 3 or 6 blocks ahead changed nothing: a sequential walk over the whole
 //   sequence pays a memory latency per block. Also slower: the reverse sweep's `if (v)` as
 //   selects (5.05 -> 5.21 ms), the checkpoint loads hoisted out of `if (ckpt)` (4.77 ->
-//   4.87 ms).
+//   4.87 ms). Folding put_du_ddelta's later-tile branch away (d_state <= 16) gained 1%
+//   (4.69 -> 4.64 ms): not worth a second pipeline constant.
 // * flags bit 2 reverses the workgroup order in every pass (race probe: the
 //   results must not change bitwise).
 
