@@ -166,7 +166,10 @@
 //   sequence pays a memory latency per block. Also slower: the reverse sweep's `if (v)` as
 //   selects (5.05 -> 5.21 ms), the checkpoint loads hoisted out of `if (ckpt)` (4.77 ->
 //   4.87 ms). Folding put_du_ddelta's later-tile branch away (d_state <= 16) gained 1%
-//   (4.69 -> 4.64 ms): not worth a second pipeline constant.
+//   (4.69 -> 4.64 ms): not worth a second pipeline constant. s6_bwd_summary's adjoint sweep
+//   four steps an iteration: 0.496 -> 0.519 ms. Checkpoint-backward chunks of 128 / 256 /
+//   512 / 1024 steps: 4.83 / 4.76 / 4.73 / 4.75 ms wide, 0.69 / 0.84 / 1.41 / 2.64 ms long
+//   (the runner's 64 there): 256 stays.
 // * flags bit 2 reverses the workgroup order in every pass (race probe: the
 //   results must not change bitwise).
 
