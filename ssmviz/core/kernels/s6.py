@@ -171,7 +171,13 @@ _BC_ROWS = (
     "the red buffer as vec4s: s6_bwd_output_h's per-channel dB | dC rows, (d_inner, 2, batch, "
     "seq_len, ceil(d_state / 4)) vec4s"
 )
-_RED4 = _b(21, "red4", "scratch", _BC_ROWS, "read")
+_RED4 = _b(
+    21,
+    "red4",
+    "scratch",
+    _BC_ROWS + "; for s6_reduce_final4 the last reduction level's rows, red_cols / 4 vec4s each",
+    "read",
+)
 _RED4W = _b(22, "red4w", "scratch", _BC_ROWS, "read_write")
 _PARAMS = {
     "index": 0,
