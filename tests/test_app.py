@@ -264,6 +264,23 @@ def test_last_session_is_remembered(qtbot, make_window) -> None:
     assert w2.controls.problem() == SMALL.with_(seed=5, seq_len=24)
 
 
+def test_a_view_builds_the_readout_once(qtbot, make_window, monkeypatch) -> None:
+    """A result's update moves the cursor (clamped to the new seq_len, restored from a
+    session) but builds the read-out once, in its last part; a drag still updates it."""
+    import ssmviz.app.readout as readout_mod
+
+    w = make_window()
+    calls: list[int] = []
+    real = readout_mod.readout
+    monkeypatch.setattr(readout_mod, "readout", lambda tr, t: calls.append(t) or real(tr, t))
+    w._pending_cursor = 5  # as a restored session leaves it
+    with qtbot.waitSignal(w.viewApplied, timeout=RUN_TIMEOUT_MS):
+        w.controls.set_selection(0, 1, 2)
+    assert calls == [5] and dict(w.readout.rows)["t"] == "5"
+    w.time_plots.set_cursor(9)
+    assert calls == [5, 9] and dict(w.readout.rows)["t"] == "9"
+
+
 def test_cursor_readout_and_play(qtbot, make_window) -> None:
     w = make_window()
     # The view is re-sliced on the view thread: wait for it to reach the plots.

@@ -1,4 +1,5 @@
-"""The app's Qt-free helpers: the teaching quantities match the reference, sessions validate."""
+"""The app's widget-free helpers: the teaching quantities match the reference, sessions
+validate."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ import pytest
 
 from ssmviz.core.external import check_kernel, run_kernel_check, watch_kernel
 from ssmviz.core.external.command import FileWatcher
-from ssmviz.core.external.diagnostics import parse_naga_error
+from ssmviz.core.external.diagnostics import naga_diagnostics, parse_naga_error
 from ssmviz.core.external.loader import load_kernel_file, load_kernel_text
 from ssmviz.core.external.runner import analyze
 
@@ -71,6 +71,31 @@ def test_ssmviz_own_kernels_pass_under_their_profiles(runtime, shader):
     code, text = run_cli(path)
     assert code == 0, text
     assert f"profile: {name}" in text and "bit-identical" in text
+
+
+@pytest.mark.parametrize("features", [set(), {"subgroup"}])
+def test_naga_diagnostics_build_the_devices_variant(runtime, features):
+    """The diagnostics build of a kernel with `// #if subgroups` blocks compiles the branch
+    the device can (as ShaderKernel does), with every line where it was."""
+    kf = load_kernel_file(ROOT / "shaders" / "selective_scan.wgsl")
+    src = kf.sources[0]
+
+    class Device:  # the real device, seen with the given features
+        def __init__(self) -> None:
+            self.features = features
+            self.texts: list[str] = []
+
+        def create_shader_module(self, code: str, label: str = "") -> object:
+            self.texts.append(code)
+            return runtime.device.create_shader_module(code=code, label=label)
+
+    dev = Device()
+    assert naga_diagnostics(kf, src, dev) == []
+    (built,) = dev.texts
+    assert built.count("\n") == src.text.count("\n")
+    assert ("subgroupShuffleXor" in built) == bool(features)
+    assert "subgroupShuffleXor" in src.text and "bc_smem[sm_at(" in src.text
+    assert ("bc_smem[sm_at(" in built) != bool(features)
 
 
 def test_race_probe_of_ssmviz_own_kernel_flags_a_changed_bit(runtime, monkeypatch):

@@ -205,6 +205,7 @@ def test_backward_same_bits_with_kept_or_recomputed_discretisation(
     p = make_problem(np.random.default_rng(15), seq_len=50)
     args = [p[k] for k in PARAMS]
     fwd = s6_forward(*args, convention=convention)
+    assert s6_module._WORKSPACE.kept(fwd.h, convention)  # this backward uses the kept Ā
     kept = s6_backward(*args, p["dy"], convention=convention, fwd=fwd)
     other = make_problem(np.random.default_rng(16), seq_len=20)
     s6_forward(*(other[k] for k in PARAMS), convention=convention)  # overwrites the workspace

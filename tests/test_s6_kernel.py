@@ -12,7 +12,6 @@ from ssmviz.core.errors import LimitError, SsmvizError
 from ssmviz.core.gpu import POISON_U32
 from ssmviz.core.kernels.s6 import PARAM_FIELDS, S6_ABI, S6Kernel
 from ssmviz.core.kernels.s6 import _make_plan as s6_make_plan
-from ssmviz.core.kernels.s6 import _reduce_levels as s6_reduce_levels
 from ssmviz.core.kernels.s6 import _Sizes as s6_sizes
 from ssmviz.core.reference._common import inverse_softplus
 from ssmviz.core.reference.s6 import s6_backward, s6_forward
@@ -185,6 +184,8 @@ def test_backward_mode_choice():
     assert not stored(1, 2048, 16, 16)
     # (d_inner, 2, batch, seq_len, d_state) floats past 64 MiB: the recomputing backward.
     assert not stored(1, 65536, 64, 16, store_h=True)
+    # The rows hold whole vec4s of states: d_state 2 takes 128 MiB, not 64.
+    assert not stored(1, 65536, 64, 2, store_h=True)
     assert stored(1, 65536, 64, 16, store_h=True, bwd_mode="stored")
     assert not stored(1, 10, 4, 4, store_h=True, bwd_mode="recompute")
 
@@ -233,6 +234,9 @@ def test_stored_backward_passes(kernel, runtime, monkeypatch):
     monkeypatch.setitem(runtime.limits, "max-storage-buffers-per-shader-stage", 14)
     small = kernel.prepare(inp, store_h=True)
     assert "s6_bwd_output" in [d.label for d in small.backward_dispatches]
+    want = reference(inp, "mamba")
+    assert_close(prep.run().outputs, want, "stored h")
+    assert_close(small.run().outputs, want, "stored h, recomputing backward")
     with pytest.raises(LimitError, match="max-storage-buffers-per-shader-stage"):
         kernel.prepare(inp, store_h=True, bwd_mode="stored")
 
@@ -256,7 +260,9 @@ def test_subgroup_dB_dC_rows(kernel, kernel_wg):
     prep_wg = kernel_wg.prepare(inp, bwd_mode="recompute")
     # d_inner 70: two blocks of 64 lanes; rows of 2 * batch * seq_len * d_state floats.
     assert prep_wg.buffers["red_bc"].size == 2 * (2 * 50 * 16) * 4
-    assert red == sum(s6_reduce_levels(2 * (64 // g))) * (2 * 50 * 16) * 4
+    # 2 * 64 / g partial rows, and the reduction levels' rows after them (groups of 32).
+    rows = {1: 128 + 4, 2: 64 + 2, 4: 32, 8: 16, 16: 8, 32: 4}[g]
+    assert red == rows * (2 * 50 * 16) * 4
     # The lanes per row are the pipeline's SG_GROUP override, not a Params field.
     out_pass = [d for d in prep.backward_dispatches if d.label == "s6_bwd_output"]
     assert len(out_pass) == 1 and out_pass[0].pipeline is kernel.rt.pipeline(

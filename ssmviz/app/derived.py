@@ -124,7 +124,7 @@ def trace(
 ) -> Trace:
     """The selection's time series; ``sel`` is clamped to the sizes."""
     s = sizes_of(family, inputs)
-    sel = clamp_selection(family, inputs, sel)
+    sel = sel.clamped(s["batch"], s["d_inner"], s["d_state"])
     b, ch = sel.batch, sel.channel
     if family == "s6":
         u = np.asarray(inputs["u"][b, :, ch], np.float64)
@@ -240,7 +240,7 @@ def grad_slicers(
     ``cut`` maps a full tensor (the gradient, or the input of the same shape) to its view.
     """
     s = sizes_of(family, inputs)
-    sel = clamp_selection(family, inputs, sel)
+    sel = sel.clamped(s["batch"], s["d_inner"], s["d_state"])
     b, ch = sel.batch, sel.channel
     if family == "s6":
         return {

@@ -210,19 +210,21 @@ class Line(pg.PlotCurveItem):
     """A PlotCurveItem whose full data bounds are measured once per setData: pyqtgraph
     drops its bounds cache on every view change and re-scans the data at the next paint."""
 
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        self._full_bounds: list = [None, None]  # x, y; None: not measured since setData
+        super().__init__(*args, **kwargs)
+
     def updateData(self, *args: object, **kwargs: object) -> None:
-        self._full_bounds: list = [None, None]
+        self._full_bounds = [None, None]
         super().updateData(*args, **kwargs)
 
     def dataBounds(self, ax: int, frac: float = 1.0, orthoRange: object = None) -> tuple:
         whole = frac >= 1.0 and orthoRange is None
-        cached = getattr(self, "_full_bounds", [None, None])
-        if whole and cached[ax] is not None:
-            return cached[ax]
+        if whole and self._full_bounds[ax] is not None:
+            return self._full_bounds[ax]
         b = super().dataBounds(ax, frac, orthoRange)
         if whole:
-            cached[ax] = b
-            self._full_bounds = cached
+            self._full_bounds[ax] = b
         return b
 
 
@@ -323,6 +325,9 @@ def cache_static(plots: list[pg.PlotItem]) -> None:
     for p in plots:
         for item in [p.getAxis(n) for n in ("left", "bottom")] + [p.titleLabel]:
             item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+
+
+_EMPTY = np.zeros(0)  # what an absent series shows
 
 
 def set_curve(curve: pg.PlotCurveItem | pg.PlotDataItem, x: np.ndarray, y: np.ndarray) -> None:
@@ -440,7 +445,9 @@ class TimePlots(pg.GraphicsLayoutWidget):
     def cursor(self) -> int:
         return round(self.cursors["input"].value())
 
-    def set_cursor(self, t: int) -> None:
+    def set_cursor(self, t: int, *, emit: bool = True) -> None:
+        """Move every cursor line to step ``t`` (clamped); ``emit=False`` when the caller
+        shows the read-out itself (a result's update does so once, in its last part)."""
         t = int(min(max(t, 0), self.seq_len - 1))
         self._syncing = True
         try:
@@ -448,7 +455,8 @@ class TimePlots(pg.GraphicsLayoutWidget):
                 line.setValue(t)
         finally:
             self._syncing = False
-        self.cursorMoved.emit(t)
+        if emit:
+            self.cursorMoved.emit(t)
 
     def _cursor_dragged(self, line: pg.InfiniteLine) -> None:
         if self._syncing:
@@ -484,19 +492,19 @@ class TimePlots(pg.GraphicsLayoutWidget):
         if tr.chunk_t is not None and tr.chunk_h_gpu is not None:
             self._chunk_h = tr.chunk_h_gpu[:, n]
             self.curves["chunk_h"].setData(tr.chunk_t.astype(np.float64), self._chunk_h)
-        elif self.curves["chunk_h"].xData is not None and len(self.curves["chunk_h"].xData):
-            self.curves["chunk_h"].setData([], [])
+        else:
+            set_curve(self.curves["chunk_h"], _EMPTY, _EMPTY)
         self.curves["chunk_h"].setVisible(self._chunk_h is not None)  # empty symbols paint too
         show_image(self.h_image, h_image)
         fit_range(self.plots["h_map"], 1, (0.0, h_image.extent[1]))
         if "y_gpu" not in series:
-            self.curves["y_gpu"].setData([], [])
-            self.curves["err"].setData([], [])
+            set_curve(self.curves["y_gpu"], _EMPTY, _EMPTY)
+            set_curve(self.curves["err"], _EMPTY, _EMPTY)
         self._series = series
         self._window = None
         self._apply_series(envelopes)
         self._chunks(tr.chunk_len if tr.family == "ssd" else None, L)
-        self.set_cursor(self.cursor)
+        self.set_cursor(self.cursor, emit=False)  # the window's last part shows the read-out
         settle_geometry(list(self.plots.values()))
         self.updates += 1
 
@@ -664,7 +672,7 @@ class _GradRow:
                 if view.gpu is not None:
                     set_curve(self.gpu, x, view.gpu)
                 else:
-                    self.gpu.setData([], [])
+                    set_curve(self.gpu, _EMPTY, _EMPTY)
                 if not self.x_linked:  # a linked plot follows the first one's x range
                     fit_range(self.plots[0], 0, (0.0, max(n - 1, 1)))
             else:

@@ -77,12 +77,8 @@ class ReadoutPanel(QWidget):
         layout.addStretch(1)
         self._header_text = "no run yet"
         self.rows: list[tuple[str, str]] = []
-        self._step: tuple[Trace | None, int] = (None, -1)
 
     def show_step(self, tr: Trace | None, t: int) -> None:
-        if tr is not None and tr is self._step[0] and t == self._step[1]:
-            return  # a result's update moves the cursor more than once: show it once
-        self._step = (tr, t)
         if tr is None:
             self.rows = []
             self._set_header("no run yet")

@@ -1,4 +1,5 @@
-"""Everything the plots need for one selection, prepared off the UI thread (Qt-free numpy).
+"""Everything the plots need for one selection, prepared off the UI thread (numpy; no
+widget is made here, and only :func:`colour_lut` touches pyqtgraph, for its colour tables).
 
 :func:`prepare_view` turns a run's arrays into a :class:`ViewData`: the selection's
 :class:`~ssmviz.app.derived.Trace`, one :class:`~ssmviz.app.derived.GradView` per gradient
@@ -193,20 +194,6 @@ def time_series(tr: Trace) -> dict[str, np.ndarray]:
     return out
 
 
-def _percentiles(f: np.ndarray, qs: tuple[float, ...]) -> list[float]:
-    """np.percentile's default (linear) ``qs`` of 1-D ``f``, from one partition."""
-    n = f.size
-    pos = [q / 100.0 * (n - 1) for q in qs]
-    kth = sorted({int(np.floor(p)) for p in pos} | {min(int(np.floor(p)) + 1, n - 1) for p in pos})
-    part = np.partition(f, kth)
-    out = []
-    for p in pos:
-        i = int(np.floor(p))
-        j = min(i + 1, n - 1)
-        out.append(float(part[i] + (p - i) * (part[j] - part[i])))
-    return out
-
-
 @functools.lru_cache(maxsize=8)
 def _level_sample(size: int) -> np.ndarray:
     """Fixed random positions (sorted) of :data:`LEVEL_SAMPLE` of ``size`` elements."""
@@ -230,9 +217,9 @@ def robust_levels(a: np.ndarray, *, symmetric: bool = False,
         return (-1.0, 1.0) if symmetric else (0.0, 1.0)
     if symmetric:
         mag = np.abs(f)
-        m = _percentiles(mag, (q,))[0] or float(np.max(mag)) or 1.0
+        m = float(np.percentile(mag, q)) or float(np.max(mag)) or 1.0
         return (-m, m)
-    lo, hi = _percentiles(f, (100.0 - q, q))
+    lo, hi = (float(v) for v in np.percentile(f, [100.0 - q, q]))
     if hi <= lo:
         lo, hi = float(f.min()), float(f.max())
     if hi <= lo:

@@ -296,7 +296,7 @@ class MainWindow(QMainWindow):
             self._pending_cursor = self.trace.seq_len // 3
         self._first_result = False
         if self._pending_cursor is not None:
-            self.time_plots.set_cursor(self._pending_cursor)
+            self.time_plots.set_cursor(self._pending_cursor, emit=False)
             self._pending_cursor = None
         self.readout.show_step(self.trace, self.time_plots.cursor)
 

@@ -136,13 +136,13 @@ class ViewWorker(JobThread):
 
 
 class RunScheduler(QObject):
-    """Schedules requests to a :class:`RunWorker` and filters stale results.
+    """Schedules requests to a :class:`RunWorker`, one run in flight at a time.
 
     ``request()`` runs at once when the worker is idle (after a zero-delay timer, so
     several signals of one user action make one run); while a run is in flight the
-    newest request is held and sent when the run comes back. ``resultReady`` carries the
-    result of the latest sent generation; ``busyChanged(True)`` comes when a run takes
-    longer than ``busy_after_ms``.
+    newest request is held and sent when the run comes back, so a superseded request is
+    never run and every result is the latest sent generation's. ``resultReady`` carries
+    it; ``busyChanged(True)`` comes when a run takes longer than ``busy_after_ms``.
     """
 
     resultReady = Signal(object)
@@ -153,7 +153,6 @@ class RunScheduler(QObject):
         super().__init__(parent)
         self._make_request = make_request  # () -> RunRequest fields as a dict, or None
         self.generation = 0
-        self.stale_dropped = 0
         self._changed_at = 0.0
         self._held = False
         self._in_flight = 0  # generation being run, 0 when idle
@@ -196,11 +195,7 @@ class RunScheduler(QObject):
         self.worker.submit(RunRequest(self.generation, requested_at=when, **made))
 
     def _on_finished(self, result: RunResult) -> None:
-        if result.generation == self._in_flight:
-            self._in_flight = 0
-        if result.generation != self.generation:
-            self.stale_dropped += 1
-            return
+        self._in_flight = 0
         if self._held:
             self.run_now()  # the newest controls, right after the run they waited for
         if not self._in_flight:  # nothing followed (also: the held controls turned invalid)

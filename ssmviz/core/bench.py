@@ -135,51 +135,56 @@ def copy_bandwidth(rt: GpuRuntime, nbytes: int, repeats: int) -> dict[str, Any]:
 
 
 def bench_s6(rt: GpuRuntime, size: str, repeats: int, copy_bw: float) -> list[dict[str, Any]]:
-    """S6 forward and backward at the wide and the long, thin size."""
+    """S6 forward alone, the forward of a training step (it also writes the backward's
+    checkpoints) and the backward, at the wide and the long, thin size."""
     from ssmviz.core.kernels.s6 import S6Kernel
 
     kernel = S6Kernel(rt)
     out = []
+    # The forward alone (inference), then forward + backward: that forward also leaves the
+    # checkpoints its backward starts from (a training step). One problem on the device at
+    # a time.
+    stages = (
+        (False, (("forward", "forward"),)),
+        (True, (("training forward", "forward"), ("backward", "backward"))),
+    )
     for label, s in S6_SIZES[size].items():
+        min_bytes = S6Kernel.min_bytes(**s, store_h=False)
+        rows, times = [], {}
         try:
             inputs = Problem(family="s6", signal=_NOISE, **s).build()
-            # The forward alone (inference), and forward + backward: that forward also
-            # leaves the checkpoints its backward starts from (a training step).
-            alone = kernel.prepare(inputs, convention="mamba", store_h=False, backward=False)
-            prepared = kernel.prepare(inputs, convention="mamba", store_h=False)
+            for backward, phases in stages:
+                prepared = kernel.prepare(
+                    inputs, convention="mamba", store_h=False, backward=backward
+                )
+                try:
+                    for phase, kind in phases:
+                        dispatches = getattr(prepared, f"{kind}_dispatches")
+                        t, source, per_pass = _median_time_per_pass(rt, dispatches, repeats)
+                        times[phase] = t
+                        bw = min_bytes[kind] / t if t > 0 else float("nan")
+                        rows.append(
+                            {
+                                "name": f"s6 {phase} {label}",
+                                "sizes": s,
+                                "seconds": t,
+                                "timing": source,
+                                "min_bytes": min_bytes[kind],
+                                "bandwidth": bw,
+                                "ratio_to_copy": bw / copy_bw if copy_bw > 0 else float("nan"),
+                                # Which entry points ran (the forward is one pass or chunked
+                                # by size) and what each took.
+                                "passes": per_pass,
+                            }
+                        )
+                finally:
+                    _release(prepared)
         except SsmvizError as exc:
             out.append({"name": f"s6 {label}", "sizes": s, "error": str(exc)})
             continue
-        del inputs
-        min_bytes = S6Kernel.min_bytes(**s, store_h=False)
-        times = {}
-        phases = (
-            ("forward", "forward", alone.forward_dispatches),
-            ("training forward", "forward", prepared.forward_dispatches),
-            ("backward", "backward", prepared.backward_dispatches),
-        )
-        for phase, kind, dispatches in phases:
-            t, source, per_pass = _median_time_per_pass(rt, dispatches, repeats)
-            times[phase] = t
-            bw = min_bytes[kind] / t if t > 0 else float("nan")
-            out.append(
-                {
-                    "name": f"s6 {phase} {label}",
-                    "sizes": s,
-                    "seconds": t,
-                    "timing": source,
-                    "min_bytes": min_bytes[kind],
-                    "bandwidth": bw,
-                    "ratio_to_copy": bw / copy_bw if copy_bw > 0 else float("nan"),
-                    # Which entry points ran (the forward is one pass or chunked by size)
-                    # and what each took.
-                    "passes": per_pass,
-                }
-            )
-        out[-1]["backward_over_forward"] = times["backward"] / times["forward"]
-        out[-1]["backward_over_training_forward"] = times["backward"] / times["training forward"]
-        _release(alone)
-        _release(prepared)
+        rows[-1]["backward_over_forward"] = times["backward"] / times["forward"]
+        rows[-1]["backward_over_training_forward"] = times["backward"] / times["training forward"]
+        out += rows
     return out
 
 

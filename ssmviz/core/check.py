@@ -318,7 +318,8 @@ def compare(
 # handful of operations then runs in L2 cache, 2-3x faster per element than whole-tensor
 # passes over the 4 MB hidden states.
 _BLOCK_ELEMENTS = 1 << 15
-# The screens in _compare_finite clear a tensor only when its errors stay below this
+# The screens (_compare_finite's max against the lowest floor, _first_bad's per-series
+# max against each series' floor) clear a tensor only when its errors stay below this
 # fraction of the element bound they can guarantee: room for the rounding of sums taken
 # in another order than element_bound's (relative 1e-10 even at a million steps).
 _SCREEN_MARGIN = 0.999

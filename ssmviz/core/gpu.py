@@ -296,23 +296,14 @@ class GpuRuntime:
 
     def _probe_subgroups(self) -> int | None:
         groups = 4
-        out = self.device.create_buffer(size=groups * 64 * 8, usage=_STORAGE)
+        out = self.empty(groups * 64 * 8)
+        # Built here, not by pipeline(): the caller holds the pipeline lock.
         module = self.device.create_shader_module(code=_SUBGROUP_PROBE, label="subgroup probe")
         pipe = self.device.create_compute_pipeline(
             layout="auto", compute={"module": module, "entry_point": "main"}
         )
-        bind = self.device.create_bind_group(
-            layout=pipe.get_bind_group_layout(0),
-            entries=[{"binding": 0, "resource": {"buffer": out}}],
-        )
-        encoder = self.device.create_command_encoder()
-        cpass = encoder.begin_compute_pass()
-        cpass.set_pipeline(pipe)
-        cpass.set_bind_group(0, bind)
-        cpass.dispatch_workgroups(groups)
-        cpass.end()
-        self.device.queue.submit([encoder.finish()])
-        got = np.frombuffer(self.device.queue.read_buffer(out), np.uint32).reshape(-1, 2)
+        self.run([Dispatch(pipe, {0: out}, (groups, 1, 1), "subgroup probe")])
+        got = self.read(out, np.uint32, (groups * 64, 2))
         out.destroy()
         size = int(got[0, 0])
         lane = np.arange(len(got)) % 64
@@ -486,9 +477,7 @@ class GpuRuntime:
         resets = list(resets)
         if timed and not self.has_timestamps:
             if resets:  # before the first stage's clock starts
-                encoder = self.device.create_command_encoder()
-                self._encode_resets(encoder, resets)
-                self.device.queue.submit([encoder.finish()])
+                self.fill_many(resets)
                 self._wait_idle()
             timings = [self._run_wall_clock(s) for s in stages]
             return timings, self._submit([], False, wanted, cache=cache)[1]

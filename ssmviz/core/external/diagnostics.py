@@ -21,6 +21,7 @@ from ssmviz.core.external.wgsl import (
     shadowing,
     uniformity,
 )
+from ssmviz.core.shader_variants import specialize
 
 _SPAN = re.compile(r"wgsl:(\d+):(\d+)")
 _SEVERITY_ORDER = {"error": 0, "warning": 1, "note": 2}
@@ -104,9 +105,13 @@ def parse_naga_error(text: str) -> tuple[str, int | None, int | None, int]:
 
 
 def naga_diagnostics(kf: KernelFile, src: KernelSource, device) -> list[Diagnostic]:
-    """naga's error for one WGSL source (empty when it builds)."""
+    """naga's error for one WGSL source (empty when it builds).
+
+    A source with device variants (``// #if subgroups`` blocks, as ssmviz's own kernels
+    have) is built as the branch this device can compile, with the same line numbers."""
+    text = specialize(src.text, subgroups="subgroup" in device.features)
     try:
-        device.create_shader_module(code=src.text, label=src.name)
+        device.create_shader_module(code=text, label=src.name)
     except Exception as exc:  # GPUValidationError and friends
         message, line, col, length = parse_naga_error(str(exc))
         if line is None:

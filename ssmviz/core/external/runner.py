@@ -291,18 +291,13 @@ def abi_inputs(prof: AbiProfile, arrays: Mapping[str, np.ndarray]) -> dict[str, 
     return {k: np.asarray(v, np.float32).astype(np.float64) for k, v in out.items()}
 
 
-def _reference(prof: AbiProfile, arrays: Mapping[str, np.ndarray], convention: str,
-               sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
-    return reference(prof.family, arrays, convention, sizes.get("chunk_len"))
-
-
 def base_sizes(family: str, sizes: Mapping[str, int] | None) -> dict[str, int]:
     """Default sizes overridden by ``sizes``; SSD adds d_inner, n_chunks and chunk_slot."""
     out = dict(DEFAULT_SIZES[family])
     for k, v in (sizes or {}).items():
         if v is None:
             continue
-        if k not in out and not (family == "s6" and k == "d_inner"):
+        if k not in out:
             continue  # sizes of the other family are ignored
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise SsmvizError(f"{k} must be an integer ≥ 1; got {v!r}")
@@ -320,7 +315,7 @@ def base_sizes(family: str, sizes: Mapping[str, int] | None) -> dict[str, int]:
 def _probe_sizes(family: str, sizes: Mapping[str, int]) -> dict[str, int]:
     """The size probe's problem: the same sizes at a longer seq_len (more chunks and
     workgroups, a different ragged tail)."""
-    base = {k: v for k, v in sizes.items() if k in DEFAULT_SIZES[family] or k == "d_inner"}
+    base = {k: v for k, v in sizes.items() if k in DEFAULT_SIZES[family]}
     base["seq_len"] = sizes["seq_len"] + 2 * sizes.get("chunk_len", 64) + 3
     return base_sizes(family, base)
 
@@ -680,7 +675,7 @@ def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str
     else:
         arrays = abi_inputs(prof, given)
     t0 = time.perf_counter()
-    ref = _reference(prof, arrays, plan.convention, sizes)
+    ref = reference(prof.family, arrays, plan.convention, sizes.get("chunk_len"))
     ref_s = time.perf_counter() - t0
     res.reference = dict(ref)
     values = _role_values(prof.family, arrays, ref)
@@ -819,7 +814,7 @@ def _size_probe(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dic
             idx = [slice(None)] * a.ndim
             idx[ax] = slice(0, L)
             arrays2[k][tuple(idx)] = a
-    ref2 = _reference(prof, arrays2, plan.convention, sizes2)
+    ref2 = reference(prof.family, arrays2, plan.convention, sizes2.get("chunk_len"))
     values2 = _role_values(prof.family, arrays2, ref2)
     try:
         raw2, _ = _run(plan, texts, an.modules, sizes2, values2, rt)

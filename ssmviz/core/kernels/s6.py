@@ -46,8 +46,9 @@ ONEPASS_MIN_CHANNELS = 4096
 WORKGROUP_STORAGE = max(BWD_STORAGE, ONEPASS_STORAGE)
 FWD_MODES = ("auto", "onepass", "chunked")
 # Backward with the forward's h stored: s6_bwd_output_h reads h_{t-1} instead of recomputing
-# it and writes one dB/dC partial row per channel, (d_inner, 2, batch, seq_len, d_state),
-# while those rows take at most this many bytes (else the recomputing s6_bwd_output).
+# it and writes one dB/dC partial row per channel, (d_inner, 2, batch, seq_len, d_state
+# padded to whole vec4s), while those rows take at most this many bytes (else the
+# recomputing s6_bwd_output).
 # Without a stored h, the forward leaves checkpoints for the backward ("checkpoint"): the
 # state entering every BWD_SUB-th step, (batch, ceil(seq_len / 8), d_state, d_inner), while
 # they take at most BWD_CKPT_MAX_BYTES; the backward then needs neither forward chunk
@@ -153,7 +154,8 @@ _RED = _b(
     "scratch",
     "partial sums (rows, cols) per reduction level; for s6_bwd_output the dB | dC partials "
     "(n_dblocks, 2, batch, seq_len, d_state), or (n_dblocks * wg_d / SG_GROUP, ...) with "
-    "subgroups, for s6_bwd_output_h (d_inner, 2, batch, seq_len, d_state); they are the "
+    "subgroups, for s6_bwd_output_h (d_inner, 2, batch, seq_len, d_state padded to whole "
+    "vec4s); they are the "
     "outputs when there is one row",
     "read_write",
 )
@@ -503,11 +505,23 @@ class _Plan:
             return self.n_dblocks * (self.wg_d // self.sg_group)
         return self.n_dblocks
 
+    @property
+    def adjoint_only(self) -> bool:
+        """The backward's summaries are the adjoint's alone: the forward's states come from
+        the stored h or the checkpoints (s6_bwd_summary's flags bit 3)."""
+        return self.bwd_stored or self.bwd_ckpt
+
+    @property
+    def bwd_scan_sets(self) -> int:
+        # Forward and adjoint summaries per batch, or the adjoint's alone.
+        return self.sz.batch * (1 if self.adjoint_only else 2)
+
     def bwd_scan(self) -> _ScanLayout:
-        # Forward and adjoint summaries, or the adjoint's alone when the forward's states
-        # come from h or checkpoints.
-        sets = self.sz.batch * (1 if self.bwd_stored or self.bwd_ckpt else 2)
-        return _scan_layout(sets, self.n_bwd_chunks, self.sz.d_inner, self.sz.d_state)
+        return _scan_layout(self.bwd_scan_sets, self.n_bwd_chunks, self.sz.d_inner, self.sz.d_state)
+
+    def bwd_Sbuf_bytes(self) -> int:
+        """The backward's Sbuf buffer: its scan levels, then the forward's checkpoints."""
+        return self.bwd_scan().S_size * 4 + (self.ckpt_bytes() if self.bwd_ckpt else 0)
 
     def bc_cols(self) -> int:
         # s6_bwd_output_h's rows hold whole vec4s of states.
@@ -548,7 +562,8 @@ def _make_plan(
         raise SsmvizError(f"bwd_mode is {bwd_mode!r}, expected one of {', '.join(BWD_MODES)}")
     if bwd_mode == "stored" and not store_h:
         raise SsmvizError("bwd_mode 'stored' needs the forward's h (store_h)")
-    bc_row_bytes = 2 * sz.batch * sz.seq_len * sz.d_state * 4
+    # One channel's dB | dC row as s6_bwd_output_h writes it: whole vec4s of states.
+    bc_row_bytes = 2 * sz.batch * sz.seq_len * _cdiv(sz.d_state, 4) * 4 * 4
     stored = bwd_mode == "stored" or (
         bwd_mode == "auto" and store_h and sz.d_inner * bc_row_bytes <= BWD_STORED_MAX_BYTES
     )
@@ -604,9 +619,7 @@ def _make_plan(
     if k_chunks < 1:
         raise SsmvizError(f"bwd_k_chunks is {k_chunks}, expected >= 1")
     wg_d = min(WORKGROUP, _pow2_at_least(sz.d_inner))
-    plan = _Plan(sz, int(fwd_chunk), int(bwd_chunk), int(k_chunks), wg_d, onepass, stored)
-    plan.bwd_ckpt = ckpt
-    return plan
+    return _Plan(sz, int(fwd_chunk), int(bwd_chunk), int(k_chunks), wg_d, onepass, stored, ckpt)
 
 
 #: The device limits one buffer (the backward's Sbuf with the checkpoints) must fit.
@@ -625,13 +638,6 @@ def _params(**fields: int) -> np.ndarray:
     if unknown:
         raise AssertionError(f"unknown params fields {sorted(unknown)}")
     return np.array([int(fields.get(f, 0)) for f in PARAM_FIELDS], dtype=np.uint32)
-
-
-@dataclass
-class S6Prepared(Prepared):
-    """An uploaded S6 problem with its dispatch lists (reusable, e.g. by the benchmark)."""
-
-    sizes: tuple[int, int, int, int]  # batch, seq_len, d_inner, d_state
 
 
 class S6Kernel(ShaderKernel):
@@ -660,7 +666,7 @@ class S6Kernel(ShaderKernel):
             par_rows = sum(_reduce_levels(plan.par_rows()))
             sizes.update(
                 bwd_sbuf=bs.s_size * 4,
-                bwd_Sbuf=bs.S_size * 4 + (plan.ckpt_bytes() if plan.bwd_ckpt else 0),
+                bwd_Sbuf=plan.bwd_Sbuf_bytes(),
                 red_bc=bc_rows * plan.bc_cols() * 4,
                 red_par=par_rows * plan.par_cols() * 4,
             )
@@ -698,14 +704,15 @@ class S6Kernel(ShaderKernel):
         is set."""
         limits = self.rt.limits
         plan = _make_plan(sz, fwd_chunk, bwd_chunk, k_chunks, fwd_mode, store_h, bwd_mode)
-        if plan.bwd_ckpt and bwd_mode == "auto" and backward:
-            # The checkpoints share the backward's Sbuf buffer with its scan levels; past
-            # the device's buffer limits, forward summaries and a carry scan instead.
-            need = plan.bwd_scan().S_size * 4 + plan.ckpt_bytes()
-            if need > min(int(limits.get(k, 0)) for k in _BUFFER_LIMITS):
-                plan = _make_plan(
-                    sz, fwd_chunk, bwd_chunk, k_chunks, fwd_mode, store_h, "recompute"
-                )
+        # The checkpoints share the backward's Sbuf buffer with its scan levels; past the
+        # device's buffer limits, forward summaries and a carry scan instead.
+        if (
+            plan.bwd_ckpt
+            and bwd_mode == "auto"
+            and backward
+            and plan.bwd_Sbuf_bytes() > min(int(limits.get(k, 0)) for k in _BUFFER_LIMITS)
+        ):
+            plan = _make_plan(sz, fwd_chunk, bwd_chunk, k_chunks, fwd_mode, store_h, "recompute")
         if plan.fwd_onepass and fwd_mode == "auto" and not _onepass_fits(limits):
             plan.fwd_onepass = False  # a device below the one-pass kernel's needs: chunked
         if (
@@ -834,7 +841,7 @@ class S6Kernel(ShaderKernel):
         bwd_k_chunks: int | None = None,
         fwd_mode: str = "auto",
         bwd_mode: str = "auto",
-    ) -> S6Prepared:
+    ) -> Prepared:
         """Check limits, upload once and build the forward and backward dispatch lists.
 
         ``reverse_wg`` runs every pass with its workgroups in reverse order (race probe);
@@ -895,9 +902,7 @@ class S6Kernel(ShaderKernel):
         if backward:
             bs = plan.bwd_scan()
             buf["bwd_sbuf"] = rt.empty(bs.s_size * 4, label="bwd sbuf")
-            buf["bwd_Sbuf"] = rt.empty(
-                bs.S_size * 4 + (plan.ckpt_bytes() if ckpt else 0), label="bwd Sbuf"
-            )
+            buf["bwd_Sbuf"] = rt.empty(plan.bwd_Sbuf_bytes(), label="bwd Sbuf")
         fwd_h = dict(h=buf["bwd_Sbuf"]) if ckpt else {}
         common = dict(
             batch=B_,
@@ -1055,10 +1060,10 @@ class S6Kernel(ShaderKernel):
                     n_cgroups=_cdiv(nbc, plan.lanes_c),
                     off_in_s=bs.s_in[0],
                     off_in_S=bs.S[0],
-                    flags=FLAG_ADJOINT_ONLY if plan.bwd_stored or ckpt else 0,
+                    flags=FLAG_ADJOINT_ONLY if plan.adjoint_only else 0,
                 )
             )
-            backward_list += scan_dispatches(bs, B_ * (1 if plan.bwd_stored or ckpt else 2), bb)
+            backward_list += scan_dispatches(bs, plan.bwd_scan_sets, bb)
             nkg = plan.n_kgroups
             backward_list.append(
                 dispatch(
@@ -1119,9 +1124,7 @@ class S6Kernel(ShaderKernel):
             for n, b in buf.items()
             if n not in uploads
         }
-        return S6Prepared(
-            rt, buf, forward, backward_list, readbacks, (B_, L_, Di, Ds), resets=resets
-        )
+        return Prepared(rt, buf, forward, backward_list, readbacks, resets=resets)
 
     @staticmethod
     def _reduce_dispatches(

@@ -194,13 +194,6 @@ class _Sizes:
         return _ceil(self.seq_len, self.chunk_len)
 
 
-@dataclass
-class SSDPrepared(Prepared):
-    """Buffers and dispatch lists for repeated runs of one SSD problem."""
-
-    sizes: _Sizes
-
-
 class SSDKernel(ShaderKernel):
     """ssmviz's chunked SSD kernels on the shared GPU runtime."""
 
@@ -342,7 +335,7 @@ class SSDKernel(ShaderKernel):
     def prepare(self, inputs: Mapping[str, np.ndarray], *, chunk_len: int,
                 convention: str = "mamba", store_states: bool = False,
                 backward: bool = True, poison: bool = True,
-                reverse_wg: bool = False) -> SSDPrepared:
+                reverse_wg: bool = False) -> Prepared:
         """Validate, check limits, upload and build the forward and backward dispatch lists.
 
         ``inputs``: x, dt, A_log, B, C, D, dt_bias and (for the backward) dy, shapes as in
@@ -389,7 +382,7 @@ class SSDKernel(ShaderKernel):
             "ddt_bias": (H,),
         }
         readbacks = {k: Readback(buffers[k], np.float32, shapes[k]) for k in outputs}
-        return SSDPrepared(rt, buffers, fwd, bwd, readbacks, s, resets=resets)
+        return Prepared(rt, buffers, fwd, bwd, readbacks, resets=resets)
 
     def run(self, inputs: Mapping[str, np.ndarray], *, chunk_len: int,
             convention: str = "mamba", store_states: bool = False, backward: bool = True,
