@@ -170,6 +170,17 @@
 //   four steps an iteration: 0.496 -> 0.519 ms. Checkpoint-backward chunks of 128 / 256 /
 //   512 / 1024 steps: 4.83 / 4.76 / 4.73 / 4.75 ms wide, 0.69 / 0.84 / 1.41 / 2.64 ms long
 //   (the runner's 64 there): 256 stays.
+// * Sixth round (H200, 2026-11-30, same-run A/B, bitwise the same): the convention, the
+//   checkpoint flag and d_state as pipeline constants (CONV, CKPT, D_STATE below) in the
+//   forward and output passes: one-pass forward 1.49 -> 1.21 ms, training forward 1.61 ->
+//   1.32 ms, backward 4.70 -> 4.27 ms (s6_bwd_output 4.08 -> 3.64 ms); long backward 0.69 ->
+//   0.67 ms. In s6_bwd_summary CONV made it slower (0.49 -> 0.56 ms; D_STATE alone 0.49), so
+//   it reads Params. seq_len and d_inner as constants: no change at the wide size (long
+//   backward 0.67 -> 0.60 ms), not kept (a pipeline per size, and the app changes sizes
+//   live). Timing-only splits of s6_bwd_output (3.64 ms): without sg_bc_store (the dB/dC
+//   reduce-scatter, its stores and the dB/dC arithmetic) 2.87 ms; without the exps of the
+//   recompute sweep 3.56, of the reverse sweep 3.59, of both 3.51 ms. So the exps are not
+//   what bounds it; the 31 shuffles a step are the largest single part.
 // * flags bit 2 reverses the workgroup order in every pass (race probe: the
 //   results must not change bitwise).
 
@@ -241,6 +252,17 @@ const SUB: u32 = 8u;      // backward: steps per recomputed sub-chunk
 const GBLK: u32 = 32u;    // scan: summaries per thread per level
 const LOG2E: f32 = 1.4426950408889634;
 const LN2: f32 = 0.6931471805599453;
+
+// Pipeline constants, set by the runner for the passes that read them (s6_fwd_*,
+// s6_bwd_output*), so that the branches on them and the d_state bounds fold when the
+// pipeline is built. Their defaults read the Params fields instead: a pipeline built
+// without them (the other passes) is still right. H200, wide size, same run: the one-pass
+// forward 1.49 -> 1.33 ms (CONV, CKPT) -> 1.21 ms (D_STATE), the backward 4.70 -> 4.44 ->
+// 4.27 ms. Folding them into s6_bwd_summary made it slower (0.49 -> 0.58 ms); seq_len and
+// d_inner as constants gained nothing at the wide size (a pipeline per size besides).
+override CONV: u32 = 2u;     // convention: 0 mamba, 1 builderforce, 2 from P.convention
+override CKPT: u32 = 2u;     // checkpoints written / read: 0 no, 1 yes, 2 from flags bit 4
+override D_STATE: u32 = 0u;  // d_state; 0: from P.d_state
 
 // dB / dC contributions of XSLOTS steps: XSLOTS slots × 64 lanes × (4 dB + 4 dC) vec4s,
 // summed over the lanes once per XSLOTS steps. A lane's row of 8 vec4s is rotated by the
@@ -331,7 +353,7 @@ fn zoh_coef_dA4(x: vec4<f32>, a: vec4<f32>, dl: f32, inv_a: vec4<f32>) -> vec4<f
 
 // A = -exp(A_log) for states n..n+3 of channel d; 0 past d_state (then Ā = 1, h stays 0).
 fn ld_A4(d: u32, n: u32) -> vec4<f32> {
-    let ds = P.d_state;
+    let ds = d_state();
     let base = d * ds;
     let last = base + ds - 1u;
     return vec4<f32>(
@@ -384,7 +406,7 @@ struct BcTile {
 }
 
 fn bc_q4() -> u32 {
-    return (P.d_state + 3u) / 4u;
+    return (d_state() + 3u) / 4u;
 }
 
 fn bc_zero() -> u32 {
@@ -414,7 +436,7 @@ fn ld_C4(r: u32, bt: BcTile, k: u32) -> vec4<f32> {
 
 // Sbuf states n..n+3 of the row starting at base; 0 past d_state.
 fn ld_S4(base: u32, n: u32) -> vec4<f32> {
-    let ds = P.d_state;
+    let ds = d_state();
     let last = base + ds - 1u;
     return vec4<f32>(
         select(0.0, Sbuf[min(base + n, last)], n < ds),
@@ -425,7 +447,7 @@ fn ld_S4(base: u32, n: u32) -> vec4<f32> {
 }
 
 fn st_S4(base: u32, n: u32, v: vec4<f32>) {
-    let ds = P.d_state;
+    let ds = d_state();
     if (n < ds) { Sbuf[base + n] = v.x; }
     if (n + 1u < ds) { Sbuf[base + n + 1u] = v.y; }
     if (n + 2u < ds) { Sbuf[base + n + 2u] = v.z; }
@@ -433,7 +455,7 @@ fn st_S4(base: u32, n: u32, v: vec4<f32>) {
 }
 
 fn st_h4(base: u32, n: u32, v: vec4<f32>) {
-    let ds = P.d_state;
+    let ds = d_state();
     if (n < ds) { h_out[base + n] = v.x; }
     if (n + 1u < ds) { h_out[base + n + 1u] = v.y; }
     if (n + 2u < ds) { h_out[base + n + 2u] = v.z; }
@@ -453,17 +475,39 @@ fn st_h4(base: u32, n: u32, v: vec4<f32>) {
 // (8x padding at d_inner 4). The checkpoint writes cost 0.13 ms at the wide size: their
 // bytes at the copy bandwidth.
 fn has_ckpt() -> bool {
+    if (CKPT < 2u) {
+        return CKPT == 1u;
+    }
     return (P.flags & 16u) != 0u;
+}
+
+fn d_state() -> u32 {
+    if (D_STATE > 0u) {
+        return D_STATE;
+    }
+    return P.d_state;
+}
+
+fn is_zoh() -> bool {
+    if (CONV < 2u) {
+        return CONV == 1u;
+    }
+    return P.convention == 1u;
+}
+
+// 16-state tiles of d_state (uniform).
+fn state_tiles() -> u32 {
+    return (d_state() + TILE - 1u) / TILE;
 }
 
 fn ck_idx(b: u32, k: u32, n: u32, d: u32) -> u32 {
     let n_ck = (P.seq_len + SUB - 1u) / SUB;
-    return P.off_ckpt + ((b * n_ck + k) * P.d_state + n) * P.d_inner + d;
+    return P.off_ckpt + ((b * n_ck + k) * d_state() + n) * P.d_inner + d;
 }
 
 // States n..n+3 (those below d_state) of the checkpoint entering step k·SUB.
 fn st_ck4(b: u32, k: u32, d: u32, n: u32, v: vec4<f32>) {
-    let ds = P.d_state;
+    let ds = d_state();
     if (n < ds) { h_out[ck_idx(b, k, n, d)] = v.x; }
     if (n + 1u < ds) { h_out[ck_idx(b, k, n + 1u, d)] = v.y; }
     if (n + 2u < ds) { h_out[ck_idx(b, k, n + 2u, d)] = v.z; }
@@ -473,17 +517,17 @@ fn st_ck4(b: u32, k: u32, d: u32, n: u32, v: vec4<f32>) {
 // The checkpointed state entering step t (a multiple of SUB), states n..n+3.
 fn ld_start4(b: u32, t: u32, d: u32, n: u32) -> vec4<f32> {
     let k = t / SUB;
-    let last = P.d_state - 1u;
+    let last = d_state() - 1u;
     return vec4<f32>(
-        select(0.0, Sbuf[ck_idx(b, k, min(n, last), d)], n < P.d_state),
-        select(0.0, Sbuf[ck_idx(b, k, min(n + 1u, last), d)], n + 1u < P.d_state),
-        select(0.0, Sbuf[ck_idx(b, k, min(n + 2u, last), d)], n + 2u < P.d_state),
-        select(0.0, Sbuf[ck_idx(b, k, min(n + 3u, last), d)], n + 3u < P.d_state),
+        select(0.0, Sbuf[ck_idx(b, k, min(n, last), d)], n < d_state()),
+        select(0.0, Sbuf[ck_idx(b, k, min(n + 1u, last), d)], n + 1u < d_state()),
+        select(0.0, Sbuf[ck_idx(b, k, min(n + 2u, last), d)], n + 2u < d_state()),
+        select(0.0, Sbuf[ck_idx(b, k, min(n + 3u, last), d)], n + 3u < d_state()),
     );
 }
 
 fn st_last4(base: u32, n: u32, v: vec4<f32>) {
-    let ds = P.d_state;
+    let ds = d_state();
     if (n < ds) { last_state[base + n] = v.x; }
     if (n + 1u < ds) { last_state[base + n + 1u] = v.y; }
     if (n + 2u < ds) { last_state[base + n + 2u] = v.z; }
@@ -491,7 +535,7 @@ fn st_last4(base: u32, n: u32, v: vec4<f32>) {
 }
 
 fn st_par4(base: u32, n: u32, v: vec4<f32>) {
-    let ds = P.d_state;
+    let ds = d_state();
     if (n < ds) { red_par[base + n] = v.x; }
     if (n + 1u < ds) { red_par[base + n + 1u] = v.y; }
     if (n + 2u < ds) { red_par[base + n + 2u] = v.z; }
@@ -564,7 +608,7 @@ fn put_du_ddelta(i: u32, first: bool, Dd_dy: f32, z: f32, r0: BwdQ, r1: BwdQ, r2
 // after all d_inner·d_state of them dD and ddelta_bias of channel d.
 fn st_dA_par(row: u32, d: u32, n0: u32, ta: TileA, dA0: vec4<f32>, dA1: vec4<f32>,
              dA2: vec4<f32>, dA3: vec4<f32>) {
-    let rbase = row * (P.d_inner * P.d_state + 2u * P.d_inner) + d * P.d_state;
+    let rbase = row * (P.d_inner * d_state() + 2u * P.d_inner) + d * d_state();
     st_par4(rbase, n0, ta.A0 * dA0);
     st_par4(rbase, n0 + 4u, ta.A1 * dA1);
     st_par4(rbase, n0 + 8u, ta.A2 * dA2);
@@ -572,7 +616,7 @@ fn st_dA_par(row: u32, d: u32, n0: u32, ta: TileA, dA0: vec4<f32>, dA1: vec4<f32
 }
 
 fn st_dd_par(row: u32, d: u32, dD: f32, ddb: f32) {
-    let rbase = row * (P.d_inner * P.d_state + 2u * P.d_inner) + P.d_inner * P.d_state;
+    let rbase = row * (P.d_inner * d_state() + 2u * P.d_inner) + P.d_inner * d_state();
     red_par[rbase + d] = dD;
     red_par[rbase + P.d_inner + d] = ddb;
 }
@@ -582,7 +626,7 @@ fn act_idx(b: u32, t: u32, d: u32) -> u32 {
 }
 
 fn bc_idx(b: u32, t: u32, n: u32) -> u32 {
-    return (b * P.seq_len + t) * P.d_state + n;
+    return (b * P.seq_len + t) * d_state() + n;
 }
 
 // Raw z = delta + bias of element i (channel d).
@@ -677,9 +721,9 @@ fn carry_ref(sb: u32, cc: u32, d: u32) -> CarryRef {
     let ie = s_idx(sb, N, cc, d);
     let blk = cc / GBLK;
     var r: CarryRef;
-    r.S = P.off_carry + ie * P.d_state;
+    r.S = P.off_carry + ie * d_state();
     r.fold = blk > 0u;
-    r.agg = P.off_agg_S + s_idx(sb, (N + GBLK - 1u) / GBLK, max(blk, 1u) - 1u, d) * P.d_state;
+    r.agg = P.off_agg_S + s_idx(sb, (N + GBLK - 1u) / GBLK, max(blk, 1u) - 1u, d) * d_state();
     r.s = select(0.0, sbuf[P.off_out_s + ie], r.fold);
     return r;
 }
@@ -707,11 +751,11 @@ fn s6_fwd_summary(
     if (!ln.ok || ln.c + 1u == P.n_chunks) {
         return;  // no barriers in this entry point
     }
-    let ds = P.d_state;
+    let ds = d_state();
     let t0 = ln.c * P.chunk_len;
     let t1 = min(t0 + P.chunk_len, P.seq_len);
-    let zoh = P.convention == 1u;
-    let n_tiles = (ds + TILE - 1u) / TILE;
+    let zoh = is_zoh();
+    let n_tiles = state_tiles();
     var ssum = 0.0;
     for (var tile = 0u; tile < n_tiles; tile++) {
         let n0 = tile * TILE;
@@ -755,13 +799,13 @@ fn s6_fwd_output(
     if (!ln.ok) {
         return;  // no barriers in this entry point
     }
-    let ds = P.d_state;
+    let ds = d_state();
     let t0 = ln.c * P.chunk_len;
     let t1 = min(t0 + P.chunk_len, P.seq_len);
-    let zoh = P.convention == 1u;
+    let zoh = is_zoh();
     let store_h = (P.flags & 2u) != 0u;
     let ckpt = has_ckpt();
-    let n_tiles = (ds + TILE - 1u) / TILE;
+    let n_tiles = state_tiles();
     let Dd = Dv[ln.d];
     for (var tile = 0u; tile < n_tiles; tile++) {
         let n0 = tile * TILE;
@@ -943,7 +987,7 @@ fn s6_fwd_onepass(
     let dok = wok && d < P.d_inner;
     let dsafe = select(0u, d, dok);
     let bsafe = select(0u, b, wok);
-    let zoh = P.convention == 1u;
+    let zoh = is_zoh();
     let A = ld_A4(dsafe, 4u * q);
     let iA = 1.0 / A;
     let E = A * LOG2E;
@@ -1012,7 +1056,7 @@ fn s6_fwd_onepass(
         workgroupBarrier();
     }
     if (dok && tau == 0u) {
-        st_last4((b * P.d_inner + d) * P.d_state, 4u * q, carry);
+        st_last4((b * P.d_inner + d) * d_state(), 4u * q, carry);
     }
 }
 
@@ -1031,7 +1075,7 @@ fn s6_scan_up(
     if (i >= P.n_threads) {
         return;  // no barriers in this entry point
     }
-    let ds = P.d_state;
+    let ds = d_state();
     let N = P.scan_n;
     let nb = (N + GBLK - 1u) / GBLK;
     let n = i % ds;
@@ -1075,7 +1119,7 @@ fn s6_scan_down(
     if (i >= P.n_threads) {
         return;  // no barriers in this entry point
     }
-    let ds = P.d_state;
+    let ds = d_state();
     let N = P.scan_n;
     let nb = (N + GBLK - 1u) / GBLK;
     let n = i % ds;
@@ -1111,12 +1155,12 @@ fn s6_bwd_summary(
     if (!ln.ok) {
         return;  // no barriers in this entry point
     }
-    let ds = P.d_state;
+    let ds = d_state();
     let N = P.n_chunks;
     let t0 = ln.c * P.chunk_len;
     let t1 = min(t0 + P.chunk_len, P.seq_len);
-    let zoh = P.convention == 1u;
-    let n_tiles = (ds + TILE - 1u) / TILE;
+    let zoh = is_zoh();
+    let n_tiles = state_tiles();
     let rc = N - 1u - ln.c;
     // With the forward's h stored (flags bit 3) only the adjoint summaries are needed; they
     // are then scan set b instead of batch + b.
@@ -1242,8 +1286,8 @@ fn sg_half4(lo: vec4<f32>, hi: vec4<f32>, upper: bool, o: u32) -> vec4<f32> {
 // Component c of vec4 slot q (0..3 dB, 4..7 dC; states n0 + 4·(q % 4) + c).
 fn st_sum1(ok: bool, rb: u32, q: u32, c: u32, n0: u32, v: f32) {
     let n = n0 + (q % 4u) * 4u + c;
-    if (ok && n < P.d_state) {
-        red[rb + (q / 4u) * P.batch * P.seq_len * P.d_state + n] = v;
+    if (ok && n < d_state()) {
+        red[rb + (q / 4u) * P.batch * P.seq_len * d_state() + n] = v;
     }
 }
 
@@ -1258,7 +1302,7 @@ fn sg_bc_store(ok: bool, row: u32, b: u32, t: u32, n0: u32, lane: u32, q0: vec4<
                q1: vec4<f32>, q2: vec4<f32>, q3: vec4<f32>, q4: vec4<f32>, q5: vec4<f32>,
                q6: vec4<f32>, q7: vec4<f32>) {
     let G = SG_GROUP;  // a pipeline constant: the branches below fold away
-    let rb = row * 2u * P.batch * P.seq_len * P.d_state + bc_idx(b, t, 0u);
+    let rb = row * 2u * P.batch * P.seq_len * d_state() + bc_idx(b, t, 0u);
     if (G == 1u) {
         st_sum4(ok, rb, 0u, n0, q0);
         st_sum4(ok, rb, 1u, n0, q1);
@@ -1335,13 +1379,13 @@ fn s6_bwd_output(
     // Predicated, never returned: the loops below hold barriers.
     let b = select(0u, ln.b, ln.wok && ln.b < P.batch);
     let d = select(0u, ln.d, ok);
-    let ds = P.d_state;
+    let ds = d_state();
     let N = P.n_chunks;
     let L = P.chunk_len;
     let nsub = (L + SUB - 1u) / SUB;  // sub-chunks per chunk (uniform: barriers in the loop)
-    let zoh = P.convention == 1u;
+    let zoh = is_zoh();
     let ckpt = has_ckpt();  // sub-chunk starts from the forward (flags bit 4)
-    let n_tiles = (ds + TILE - 1u) / TILE;
+    let n_tiles = state_tiles();
     let cpw = WG / P.wg_d;  // chunk lanes per workgroup
     let Dd = Dv[d];
     let bcM = P.batch * P.seq_len * ds;  // columns of one of dB, dC in the partials
@@ -1611,7 +1655,7 @@ fn ld_hprev4(b: u32, t: u32, d: u32, n: u32) -> vec4<f32> {
     if (t == 0u) {
         return vec4<f32>(0.0);
     }
-    let ds = P.d_state;
+    let ds = d_state();
     let base = act_idx(b, t - 1u, d) * ds;
     let last = base + ds - 1u;
     return vec4<f32>(
@@ -1650,11 +1694,11 @@ fn s6_bwd_output_h(
     }
     let b = ln.b;
     let d = ln.d;
-    let ds = P.d_state;
+    let ds = d_state();
     let N = P.n_chunks;
     let L = P.chunk_len;
-    let zoh = P.convention == 1u;
-    let n_tiles = (ds + TILE - 1u) / TILE;
+    let zoh = is_zoh();
+    let n_tiles = state_tiles();
     let Dd = Dv[d];
     var dD_acc = 0.0;
     var ddb_acc = 0.0;
@@ -1754,8 +1798,8 @@ fn s6_reduce_bc(
     let n0 = (q % bc_q4()) * 4u;
     for (var k = 0u; k < 4u; k++) {
         let n = n0 + k;
-        if (n < P.d_state) {
-            let o = bt * P.d_state + n;
+        if (n < d_state()) {
+            let o = bt * d_state() + n;
             if (sel == 0u) {
                 out0[o] = acc[k];
             } else {

@@ -266,13 +266,54 @@ def test_subgroup_dB_dC_rows(kernel, kernel_wg):
     # The lanes per row are the pipeline's SG_GROUP override, not a Params field.
     out_pass = [d for d in prep.backward_dispatches if d.label == "s6_bwd_output"]
     assert len(out_pass) == 1 and out_pass[0].pipeline is kernel.rt.pipeline(
-        kernel.built_source, "s6_bwd_output", constants={"SG_GROUP": g}
+        kernel.built_source,
+        "s6_bwd_output",
+        constants={"SG_GROUP": g, "CONV": 0, "CKPT": 0, "D_STATE": 16},
     )
     a = kernel.run(inp, bwd_mode="recompute").outputs
     b = kernel_wg.run(inp, bwd_mode="recompute").outputs
     want = reference(inp, "mamba")
     assert_close(a, want, "subgroups")
     assert_close(b, want, "workgroup memory")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("convention", "fwd_mode", "bwd_mode", "store_h", "ckpt"),
+    [
+        ("mamba", "onepass", "checkpoint", False, 1),
+        ("builderforce", "chunked", "recompute", False, 0),
+        ("builderforce", "chunked", "stored", True, 0),
+    ],
+)
+def test_folded_pipeline_constants(
+    kernel, monkeypatch, convention, fwd_mode, bwd_mode, store_h, ckpt
+):
+    """The forward and output passes are built with the convention, the checkpoint flag and
+    d_state as pipeline constants (CONV, CKPT, D_STATE); built without them, the shader reads
+    the same facts from Params and gives the same bits."""
+    import ssmviz.core.kernels.s6 as s6
+
+    inp = make_inputs(2, 77, 70, 5, seed=21)
+    kw = dict(convention=convention, fwd_mode=fwd_mode, bwd_mode=bwd_mode, store_h=store_h)
+    prep = kernel.prepare(inp, **kw)
+    want = {"CONV": {"mamba": 0, "builderforce": 1}[convention], "CKPT": ckpt, "D_STATE": 5}
+    # d_inner 70: lanes of 64, so G = min(subgroup size, 32) lanes per dB/dC row.
+    sg = {"SG_GROUP": min(kernel.subgroup_size, 32)} if kernel.subgroup_size else {}
+    passes = prep.forward_dispatches + prep.backward_dispatches
+    folded = [d for d in passes if d.label in s6._FOLDED_ENTRIES]
+    fwd = {"s6_fwd_onepass"} if fwd_mode == "onepass" else {"s6_fwd_summary", "s6_fwd_output"}
+    out = "s6_bwd_output_h" if store_h else "s6_bwd_output"
+    assert {d.label for d in folded} == fwd | {out}
+    for d in folded:
+        extra = sg if d.label == "s6_bwd_output" else {}
+        pipe = kernel.rt.pipeline(kernel.built_source, d.label, constants={**want, **extra})
+        assert d.pipeline is pipe, d.label
+    got = prep.run().outputs
+    no_poison(got)
+    assert_close(got, reference(inp, convention), "folded")
+    monkeypatch.setattr(s6, "_FOLDED_ENTRIES", frozenset())
+    same_bits(got, kernel.run(inp, **kw).outputs, "constants read from Params")
 
 
 @pytest.mark.gpu
