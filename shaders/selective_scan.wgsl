@@ -179,8 +179,13 @@
 //   backward 0.67 -> 0.60 ms), not kept (a pipeline per size, and the app changes sizes
 //   live). Timing-only splits of s6_bwd_output (3.64 ms): without sg_bc_store (the dB/dC
 //   reduce-scatter, its stores and the dB/dC arithmetic) 2.87 ms; without the exps of the
-//   recompute sweep 3.56, of the reverse sweep 3.59, of both 3.51 ms. So the exps are not
-//   what bounds it; the 31 shuffles a step are the largest single part.
+//   recompute sweep 3.56, of the reverse sweep 3.59, of both 3.51 ms; sg_bc_store without
+//   its shuffles (each lane stores a plain sum) 3.05 ms, without its stores 3.55 ms. So
+//   the exps are not what bounds it; the 31 shuffles a step (0.59 ms) are the largest
+//   single part. The lead: an invocation holding 2 channels x 8 states sums dB/dC over its
+//   2 channels in registers first, leaving 15 shuffles a step (+ 4 for du/ddelta across the
+//   state halves) for 2 channels instead of 31 for one, if the doubled per-step scalars
+//   (Δ, u, dy, z of 8 steps) do not cost more in registers.
 // * flags bit 2 reverses the workgroup order in every pass (race probe: the
 //   results must not change bitwise).
 
