@@ -267,7 +267,7 @@ const LN2: f32 = 0.6931471805599453;
 // d_inner as constants gained nothing at the wide size (a pipeline per size besides).
 override CONV: u32 = 2u;     // convention: 0 mamba, 1 builderforce, 2 from P.convention
 override CKPT: u32 = 2u;     // checkpoints written / read: 0 no, 1 yes, 2 from flags bit 4
-override D_STATE: u32 = 0u;  // d_state; 0: from P.d_state
+override D_STATE: u32 = 0u;  // d_state (set for multiples of 16); 0: from P.d_state
 
 // dB / dC contributions of XSLOTS steps: XSLOTS slots × 64 lanes × (4 dB + 4 dC) vec4s,
 // summed over the lanes once per XSLOTS steps. A lane's row of 8 vec4s is rotated by the

@@ -279,25 +279,28 @@ def test_subgroup_dB_dC_rows(kernel, kernel_wg):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    ("convention", "fwd_mode", "bwd_mode", "store_h", "ckpt"),
+    ("convention", "fwd_mode", "bwd_mode", "store_h", "ckpt", "d_state", "folded_ds"),
     [
-        ("mamba", "onepass", "checkpoint", False, 1),
-        ("builderforce", "chunked", "recompute", False, 0),
-        ("builderforce", "chunked", "stored", True, 0),
+        ("mamba", "onepass", "checkpoint", False, 1, 16, 16),
+        ("mamba", "onepass", "checkpoint", False, 1, 5, 0),
+        ("builderforce", "chunked", "recompute", False, 0, 32, 32),
+        ("builderforce", "chunked", "stored", True, 0, 5, 0),
     ],
 )
 def test_folded_pipeline_constants(
-    kernel, monkeypatch, convention, fwd_mode, bwd_mode, store_h, ckpt
+    kernel, monkeypatch, convention, fwd_mode, bwd_mode, store_h, ckpt, d_state, folded_ds
 ):
     """The forward and output passes are built with the convention, the checkpoint flag and
-    d_state as pipeline constants (CONV, CKPT, D_STATE); built without them, the shader reads
-    the same facts from Params and gives the same bits."""
+    d_state (whole 16-state tiles only; else 0, read from Params) as pipeline constants
+    (CONV, CKPT, D_STATE); built without them, the shader reads the same facts from Params
+    and gives the same bits."""
     import ssmviz.core.kernels.s6 as s6
 
-    inp = make_inputs(2, 77, 70, 5, seed=21)
+    inp = make_inputs(2, 77, 70, d_state, seed=21)
     kw = dict(convention=convention, fwd_mode=fwd_mode, bwd_mode=bwd_mode, store_h=store_h)
     prep = kernel.prepare(inp, **kw)
-    want = {"CONV": {"mamba": 0, "builderforce": 1}[convention], "CKPT": ckpt, "D_STATE": 5}
+    conv = {"mamba": 0, "builderforce": 1}[convention]
+    want = {"CONV": conv, "CKPT": ckpt, "D_STATE": folded_ds}
     # d_inner 70: lanes of 64, so G = min(subgroup size, 32) lanes per dB/dC row.
     sg = {"SG_GROUP": min(kernel.subgroup_size, 32)} if kernel.subgroup_size else {}
     passes = prep.forward_dispatches + prep.backward_dispatches

@@ -99,8 +99,9 @@ FLAG_STORE_H = 2
 FLAG_REVERSE_WG = 4
 FLAG_ADJOINT_ONLY = 8
 FLAG_CKPT = 16
-# Passes whose convention, checkpoint flag and d_state are pipeline constants (CONV, CKPT,
-# D_STATE): each (entry, values) is its own cached pipeline. Not s6_bwd_summary: H200,
+# Passes whose convention, checkpoint flag and d_state (a multiple of 16; else 0: read from
+# Params) are pipeline constants (CONV, CKPT, D_STATE): each (entry, values) is its own
+# cached pipeline. Not s6_bwd_summary: H200,
 # wide size, 0.49 ms reading them from Params against 0.58 ms with them folded.
 _FOLDED_ENTRIES = frozenset(
     ("s6_fwd_summary", "s6_fwd_output", "s6_fwd_onepass", "s6_bwd_output", "s6_bwd_output_h")
@@ -229,9 +230,10 @@ S6_ABI: dict = {
             "least that many (GpuRuntime.subgroup_size probes it), else the rows keep their "
             "poison",
             "CONV, CKPT and D_STATE (the s6_fwd_* passes, s6_bwd_output, s6_bwd_output_h) "
-            "are WGSL override constants holding the convention, flags bit 4 and d_state, so "
-            "their branches and bounds fold when the pipeline is built; left at their "
-            "defaults (the other passes) the shader reads the Params fields instead",
+            "are WGSL override constants holding the convention, flags bit 4 and d_state "
+            "(set only when it is a multiple of 16), so their branches and bounds fold when "
+            "the pipeline is built; left at their defaults (the other passes, other d_state "
+            "values) the shader reads the Params fields instead",
         ],
     },
     "passes": [
@@ -939,7 +941,9 @@ class S6Kernel(ShaderKernel):
                     **(constants or {}),
                     "CONV": CONVENTION_IDS[convention],
                     "CKPT": int(bool(flags & FLAG_CKPT)),
-                    "D_STATE": Ds,
+                    # Only whole 16-state tiles: each value is its own pipelines (on
+                    # lavapipe ~0.6 s to build when the app first meets a d_state).
+                    "D_STATE": Ds if Ds % 16 == 0 else 0,
                 }
             params = rt.uniform(_params(**{**common, **fields}, n_wg=n_wg, flags=flags))
             names = _PASS_BINDINGS[entry]
