@@ -165,6 +165,7 @@ class CheckReport:
             times = ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in self.gpu_seconds.items())
             over = f", median of {self.runs} runs" if self.runs > 1 else ""
             head += f"\ngpu time ({self.timing_source}{over}): {times}"
+            head += "  (single runs; `ssmviz bench` times a warmed-up GPU)"
         head += f"\nreference time: {self.reference_seconds * 1e3:.1f} ms"
         for w in self.input_warnings:
             head += f"\nwarning: {w}"
@@ -649,8 +650,10 @@ def check_arrays(
         runs=runs,
         verdicts=verdicts,
         race_probe=race_probe,
-        # The median over the runs: the first one alone also pays for the buffers' first
-        # touch (H200, wide S6: a 7.3 ms forward against 1.2 ms warm).
+        # The median over the runs: the first also pays one-time costs (lavapipe, (1, 2048,
+        # 64, 16): forward 12.9 ms, then 6.8). Each run comes alone, so a GPU that idles
+        # between them may keep low clocks (H200, wide S6 forward: 7.3 ms, against 1.33 ms
+        # after a second of back-to-back runs, as `ssmviz bench` times it).
         gpu_seconds={
             k: float(np.median([r.timing[k].seconds for r in results if k in r.timing]))
             for k in timing
