@@ -182,10 +182,13 @@
 //   recompute sweep 3.56, of the reverse sweep 3.59, of both 3.51 ms; sg_bc_store without
 //   its shuffles (each lane stores a plain sum) 3.05 ms, without its stores 3.55 ms. So
 //   the exps are not what bounds it; the 31 shuffles a step (0.59 ms) are the largest
-//   single part. The lead: an invocation holding 2 channels x 8 states sums dB/dC over its
-//   2 channels in registers first, leaving 15 shuffles a step (+ 4 for du/ddelta across the
-//   state halves) for 2 channels instead of 31 for one, if the doubled per-step scalars
-//   (Δ, u, dy, z of 8 steps) do not cost more in registers.
+//   single part. Measured and not kept: an invocation holding 2 channels x 8 states (half
+//   of each tile), which sums dB/dC over its 2 channels in registers before a reduce-
+//   scatter over 16 lanes (15 shuffles a step for 2 channels instead of 31 for one, plus
+//   4 to swap the du/ddelta halves); the same du, ddelta and dA_log bits: s6_bwd_output
+//   3.64 -> 4.56 ms, 4.49 ms with the reverse sweep reloading u, dy and z instead of
+//   keeping them (long size 0.52 -> 0.56 / 0.52 ms). Each channel's scalars and softplus
+//   are then loaded and computed by both half lanes.
 // * flags bit 2 reverses the workgroup order in every pass (race probe: the
 //   results must not change bitwise).
 
