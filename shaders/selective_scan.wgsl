@@ -525,12 +525,13 @@ fn st_ck4(b: u32, k: u32, d: u32, n: u32, v: vec4<f32>) {
 // The checkpointed state entering step t (a multiple of SUB), states n..n+3.
 fn ld_start4(b: u32, t: u32, d: u32, n: u32) -> vec4<f32> {
     let k = t / SUB;
-    let last = d_state() - 1u;
+    let ds = d_state();
+    let last = ds - 1u;
     return vec4<f32>(
-        select(0.0, Sbuf[ck_idx(b, k, min(n, last), d)], n < d_state()),
-        select(0.0, Sbuf[ck_idx(b, k, min(n + 1u, last), d)], n + 1u < d_state()),
-        select(0.0, Sbuf[ck_idx(b, k, min(n + 2u, last), d)], n + 2u < d_state()),
-        select(0.0, Sbuf[ck_idx(b, k, min(n + 3u, last), d)], n + 3u < d_state()),
+        select(0.0, Sbuf[ck_idx(b, k, min(n, last), d)], n < ds),
+        select(0.0, Sbuf[ck_idx(b, k, min(n + 1u, last), d)], n + 1u < ds),
+        select(0.0, Sbuf[ck_idx(b, k, min(n + 2u, last), d)], n + 2u < ds),
+        select(0.0, Sbuf[ck_idx(b, k, min(n + 3u, last), d)], n + 3u < ds),
     );
 }
 

@@ -4,33 +4,37 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ssmviz.core.check import check_arrays
 from ssmviz.core.kernels.s6 import S6Kernel
 from ssmviz.core.problem import Problem
 
+# Per-run stage times the wrapper reports: the median (2 ms) is neither the first nor the
+# last run's, so only a median over all three gives it.
+_SECONDS = (3e-3, 1e-3, 2e-3)
 
-class _Recording:
-    """ssmviz's S6 kernel, keeping every timed run's per-stage seconds."""
+
+class _Timed:
+    """ssmviz's S6 kernel, but the timed runs report the stage times of _SECONDS in turn."""
 
     def __init__(self, runtime: Any) -> None:
         self.inner = S6Kernel(runtime)
-        self.seconds: list[dict[str, float]] = []
+        self.calls = 0
 
     def run(self, inputs: Any, **kw: Any) -> Any:
         result = self.inner.run(inputs, **kw)
         if not kw.get("reverse_wg"):
-            self.seconds.append({k: t.seconds for k, t in result.timing.items()})
+            for timing in result.timing.values():
+                timing.seconds = _SECONDS[self.calls]
+            self.calls += 1
         return result
 
 
 def test_gpu_time_is_the_median_of_the_runs(runtime) -> None:
     arrays = Problem(family="s6", seq_len=200, d_inner=3, d_state=4).build()
-    kernel = _Recording(runtime)
+    kernel = _Timed(runtime)
     report = check_arrays("s6", arrays, runs=3, runtime=runtime, kernel=kernel)
-    assert len(kernel.seconds) == 3
-    assert set(report.gpu_seconds) == set(kernel.seconds[0]) and report.gpu_seconds
-    for stage, got in report.gpu_seconds.items():
-        assert got == float(np.median([s[stage] for s in kernel.seconds]))
+    assert kernel.calls == 3
+    assert set(report.gpu_seconds) == {"forward", "backward"}
+    assert all(v == 2e-3 for v in report.gpu_seconds.values())
+    assert report.passed
     assert "median of 3 runs" in report.table()

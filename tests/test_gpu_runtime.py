@@ -82,6 +82,15 @@ def test_pipeline_override_constants(runtime) -> None:
         assert int(runtime.read(out, np.uint32, (1,))[0]) == want
 
 
+def test_pipelines_of_one_source_share_its_module(runtime) -> None:
+    """A source is parsed once however many (entry point, constants) pipelines it builds."""
+    source = SCALE + "\n// a source of its own\n"
+    before = len(runtime._modules)
+    a = runtime.pipeline(source, "main", constants={"K": 2})
+    b = runtime.pipeline(source, "main", constants={"K": 5})
+    assert a is not b and len(runtime._modules) == before + 1
+
+
 def test_build_error_is_one_line_with_location(runtime) -> None:
     with pytest.raises(KernelBuildError) as info:
         runtime.pipeline("fn broken( {", "main", label="broken")

@@ -230,7 +230,8 @@ class GpuRuntime:
         self.forced_cpu = forced_cpu
         self.limits: dict[str, int] = dict(device.limits)
         self.has_timestamps = "timestamp-query" in device.features
-        self._pipelines: dict[tuple[str, str], Any] = {}
+        self._pipelines: dict[tuple[str, str, tuple], Any] = {}
+        self._modules: dict[str, Any] = {}  # sha256(source) -> shader module
         self._pipeline_lock = threading.Lock()
         self._patterns: dict[int, Any] = {}  # fill pattern -> buffer holding it repeated
         self._pattern_lock = threading.Lock()
@@ -352,17 +353,20 @@ class GpuRuntime:
         """A compute pipeline for ``entry_point`` with the WGSL ``override`` values
         ``constants``, cached by (sha256(source), entry_point, constants)."""
         consts = dict(sorted((constants or {}).items()))
-        key = (
-            hashlib.sha256(source.encode("utf-8")).hexdigest(),
-            entry_point,
-            tuple(consts.items()),
-        )
+        digest = hashlib.sha256(source.encode("utf-8")).hexdigest()
+        key = (digest, entry_point, tuple(consts.items()))
         with self._pipeline_lock:
             cached = self._pipelines.get(key)
             if cached is not None:
                 return cached
             try:
-                module = self.device.create_shader_module(code=source, label=label or entry_point)
+                # One module per source: every entry point and constant set builds from it.
+                module = self._modules.get(digest)
+                if module is None:
+                    module = self.device.create_shader_module(
+                        code=source, label=label or entry_point
+                    )
+                    self._modules[digest] = module
                 pipe = self.device.create_compute_pipeline(
                     layout="auto",
                     compute={"module": module, "entry_point": entry_point, "constants": consts},

@@ -99,13 +99,10 @@ FLAG_STORE_H = 2
 FLAG_REVERSE_WG = 4
 FLAG_ADJOINT_ONLY = 8
 FLAG_CKPT = 16
-# Passes whose convention, checkpoint flag and d_state (a multiple of 16; else 0: read from
-# Params) are pipeline constants (CONV, CKPT, D_STATE): each (entry, values) is its own
-# cached pipeline. Not s6_bwd_summary: on the H200 at the wide size it took 0.49 ms reading
-# them from Params, 0.58 ms with all three folded and 0.56 ms with CONV alone.
-_FOLDED_ENTRIES = frozenset(
-    ("s6_fwd_summary", "s6_fwd_output", "s6_fwd_onepass", "s6_bwd_output", "s6_bwd_output_h")
-)
+# The convention, flags bit 4 and d_state (a multiple of 16; else 0: read from Params) as
+# pipeline constants of the passes that list them in their ABI "overrides": each (entry,
+# values) is its own cached pipeline. Not s6_bwd_summary (slower folded: the shader's notes).
+_FOLD = ["CONV", "CKPT", "D_STATE"]
 
 
 def _b(index: int, name: str, role: str, shape: str, access: str, mode: str = "overwrite") -> dict:
@@ -229,16 +226,17 @@ S6_ABI: dict = {
             "<= 32; the pipeline's subgroups must hold runs of consecutive invocations of at "
             "least that many (GpuRuntime.subgroup_size probes it), else the rows keep their "
             "poison",
-            "CONV, CKPT and D_STATE (the s6_fwd_* passes, s6_bwd_output, s6_bwd_output_h) "
-            "are WGSL override constants holding the convention, flags bit 4 and d_state "
-            "(set only when it is a multiple of 16), so their branches and bounds fold when "
-            "the pipeline is built; left at their defaults (the other passes, other d_state "
-            "values) the shader reads the Params fields instead",
+            "CONV, CKPT and D_STATE (in a pass's overrides) are WGSL override constants "
+            "holding the convention, flags bit 4 and d_state (set only when it is a multiple "
+            "of 16), so their branches and bounds fold when the pipeline is built; left at "
+            "their defaults (other passes, other d_state values) the shader reads the Params "
+            "fields instead",
         ],
     },
     "passes": [
         {
             "entry_point": "s6_fwd_onepass",
+            "overrides": _FOLD,
             "stage": "forward",
             "workgroup_size": ONEPASS_WORKGROUP,
             "workgroup_storage_bytes": ONEPASS_STORAGE,
@@ -253,6 +251,7 @@ S6_ABI: dict = {
         },
         {
             "entry_point": "s6_fwd_summary",
+            "overrides": _FOLD,
             "stage": "forward",
             "workgroup_size": WORKGROUP,
             "dispatch": _CHUNK_DISPATCH,
@@ -282,6 +281,7 @@ S6_ABI: dict = {
         },
         {
             "entry_point": "s6_fwd_output",
+            "overrides": _FOLD,
             "stage": "forward",
             "workgroup_size": WORKGROUP,
             "dispatch": _CHUNK_DISPATCH,
@@ -317,6 +317,7 @@ S6_ABI: dict = {
         },
         {
             "entry_point": "s6_bwd_output",
+            "overrides": [*_FOLD, "SG_GROUP"],  # SG_GROUP: the subgroup variant
             "stage": "backward",
             "workgroup_size": WORKGROUP,
             "workgroup_storage_bytes": BWD_STORAGE,
@@ -336,6 +337,7 @@ S6_ABI: dict = {
         },
         {
             "entry_point": "s6_bwd_output_h",
+            "overrides": _FOLD,
             "stage": "backward",
             "workgroup_size": WORKGROUP,
             "dispatch": "as s6_bwd_output; replaces it when h is stored and the per-channel "
@@ -397,6 +399,9 @@ _OTHER_BUFFERS = max(n for e, n in _STORAGE_BUFFERS.items() if e != "s6_bwd_outp
 _PASS_BINDINGS: dict[str, list[str]] = {
     p["entry_point"]: [b["name"] for b in p["bindings"]] for p in S6_ABI["passes"]
 }
+_FOLDED_ENTRIES = frozenset(
+    p["entry_point"] for p in S6_ABI["passes"] if "CONV" in p.get("overrides", ())
+)
 _BINDING_INDEX: dict[str, int] = {
     b["name"]: b["index"] for p in S6_ABI["passes"] for b in p["bindings"]
 }
@@ -733,8 +738,9 @@ class S6Kernel(ShaderKernel):
             and int(limits.get("max-storage-buffers-per-shader-stage", 0)) < BWD_STORED_BUFFERS
         ):
             plan.bwd_stored = False  # recompute h: one storage buffer fewer
-        # Up to 32 lanes per row (sg_bc_store's deepest reduce-scatter), within a d block.
-        if self.subgroup_size:
+        # Up to 32 lanes per row (sg_bc_store's deepest reduce-scatter), within a d block;
+        # only the recomputing backward output pass sums over lanes.
+        if self.subgroup_size and not plan.bwd_stored:
             plan.sg_group = min(self.subgroup_size, plan.wg_d, 32)
         return plan
 
@@ -926,6 +932,10 @@ class S6Kernel(ShaderKernel):
             n_dblocks=plan.n_dblocks,
             off_ckpt=bs.S_size if ckpt else 0,
         )
+        # The same facts as Params' fields, as pipeline constants for _FOLDED_ENTRIES (with
+        # CKPT from each dispatch's flags). d_state only as whole 16-state tiles: each value
+        # is its own pipelines (on lavapipe ~0.6 s to build when the app first meets one).
+        folded = {"CONV": common["convention"], "D_STATE": Ds if Ds % 16 == 0 else 0}
 
         def dispatch(
             entry: str,
@@ -936,15 +946,8 @@ class S6Kernel(ShaderKernel):
         ) -> Dispatch:
             flags = fields.pop("flags", 0) | base_flags
             if entry in _FOLDED_ENTRIES:
-                # The same facts as Params' fields, as pipeline constants (see the shader).
-                constants = {
-                    **(constants or {}),
-                    "CONV": CONVENTION_IDS[convention],
-                    "CKPT": int(bool(flags & FLAG_CKPT)),
-                    # Only whole 16-state tiles: each value is its own pipelines (on
-                    # lavapipe ~0.6 s to build when the app first meets a d_state).
-                    "D_STATE": Ds if Ds % 16 == 0 else 0,
-                }
+                ckpt_flag = {"CKPT": int(bool(flags & FLAG_CKPT))}
+                constants = {**(constants or {}), **folded, **ckpt_flag}
             params = rt.uniform(_params(**{**common, **fields}, n_wg=n_wg, flags=flags))
             names = _PASS_BINDINGS[entry]
             missing = [n for n in names if n != "params" and n not in bindings]
@@ -1097,11 +1100,7 @@ class S6Kernel(ShaderKernel):
                     k_chunks=plan.k_chunks,
                     n_kgroups=nkg,
                     # Built with subgroups: the lanes per dB/dC row, a pipeline constant.
-                    constants=(
-                        {"SG_GROUP": plan.sg_group}
-                        if plan.sg_group and not plan.bwd_stored
-                        else None
-                    ),
+                    constants={"SG_GROUP": plan.sg_group} if plan.sg_group else None,
                     **carry_fields(bs),
                     # Sub-chunk starts from the forward's checkpoints.
                     flags=FLAG_CKPT if ckpt else 0,
