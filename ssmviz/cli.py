@@ -1,7 +1,8 @@
 """Command line: ``ssmviz [session.json]``, ``ssmviz check ...``, ``ssmviz bench ...``.
 
-Exit codes of ``check``: 0 every tensor passed, 1 a check failed, 2 the kernel
-cannot be built or an argument is invalid. Every error is one line.
+Exit codes of ``check``: 0 every tensor passed, 1 a check failed (or a kernel from a
+file hung or raced), 2 the kernel cannot be built (a compiler crash included) or an
+argument is invalid, 130 interrupted (Ctrl-C). Every error is one line.
 """
 
 from __future__ import annotations
@@ -35,6 +36,18 @@ def _int_at_least(minimum: int, name: str):
         return value
 
     return parse
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--timeout must be a number of seconds; got '{text}'"
+                                         ) from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"--timeout must be > 0 seconds; got {text}")
+    return value
 
 
 def _positive(name: str):
@@ -94,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--kernel", metavar="PATH", help="check a .wgsl or .js/.ts kernel file")
     check.add_argument("--abi", metavar="NAME|PROFILE.toml", help="ABI profile for --kernel")
     check.add_argument("--watch", action="store_true", help="with --kernel: re-check on save")
+    check.add_argument("--timeout", type=_seconds, metavar="S", default=None,
+                       help="with --kernel: seconds each step may take before the worker is "
+                       "killed (default: 10 s + 1 s per 10⁶ elements)")
 
     sweep = sub.add_parser("sweep", help="check the acceptance matrix of a kernel family")
     sweep.add_argument("--family", choices=("s6", "ssd"), default="s6")
@@ -160,8 +176,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         from ssmviz.core.external.command import main_check_kernel
 
         return main_check_kernel(args)
-    if args.abi or args.watch:
-        raise SsmvizError("--abi and --watch need --kernel PATH")
+    if args.abi or args.watch or args.timeout is not None:
+        raise SsmvizError("--abi, --watch and --timeout need --kernel PATH")
     args = _with_defaults(args)
     if args.inputs:
         arrays = load_inputs_npz(args.inputs, args.family)

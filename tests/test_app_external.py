@@ -18,6 +18,7 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from ssmviz.core.check import FORWARD_TOL
+from ssmviz.core.external.isolated import get_worker
 from ssmviz.core.external.runner import check_kernel_file
 from ssmviz.core.problem import Problem
 from tests import test_app
@@ -139,18 +140,31 @@ def test_saving_an_external_kernel_reruns_it(qtbot, make_window, tmp_path):
     assert w.shader_panel.hot_reloads == 2 and w.result.report.passed
 
 
-def test_sizes_the_abi_cannot_take_are_refused_in_the_status_bar(qtbot, make_window, runtime,
-                                                                 monkeypatch):
+def set_worker_limit(name: str, value: int) -> int:
+    """Run in the kernel worker: set one of its device's limits; returns the old value."""
+    from ssmviz.core.gpu import get_runtime
+
+    limits = get_runtime().limits
+    old, limits[name] = limits[name], value
+    return old
+
+
+def test_sizes_the_abi_cannot_take_are_refused_in_the_status_bar(qtbot, make_window):
     w = make_window(SMALL)
     _run(qtbot, w, lambda: w.shader_panel.open_file(REFERENCE))
     assert w.result.report.passed
-    monkeypatch.setitem(runtime.limits, "max-storage-buffer-binding-size", 1024)
-    _run(qtbot, w, lambda: w.controls.set_value("seq_len", 40))
-    r = w.result
+    # The file runs in the kernel worker, on that process's device: its limit is lowered.
+    worker = get_worker()
+    name = "max-storage-buffer-binding-size"
+    old = worker.call(set_worker_limit, name, 1024, deadline=30)
+    try:
+        _run(qtbot, w, lambda: w.controls.set_value("seq_len", 40))
+        r = w.result
+    finally:
+        worker.call(set_worker_limit, name, old, deadline=30)
     assert "cannot take these sizes" in r.error and "h_cache" in r.error
     assert w.status.message.text() == r.error and "\n" not in r.error
     assert r.report is None and r.gpu == {} and "y" in r.ref  # reference only, no stand-in
     assert w.trace.y_gpu is None and "not run" in w.time_plots.plots["y"].titleLabel.text
-    monkeypatch.undo()
     _run(qtbot, w, lambda: w.controls.set_value("seq_len", 41))
     assert w.result.error == "" and w.result.report.passed  # the window keeps working

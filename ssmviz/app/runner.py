@@ -3,7 +3,11 @@
 A kernel file written by others (its ABI profile is not ssmviz's own, e.g. builderforce)
 runs through :func:`ssmviz.core.external.live.run_live`, the check behind
 ``ssmviz check --kernel``, on the problem's inputs; its outputs come back under ssmviz's
-keys and its verdicts are the CLI's. A kernel that cannot run (not built yet, WGSL error,
+keys and its verdicts are the CLI's. Every kernel that is not ssmviz's own unedited
+shader (a file, or a built-in shader edited in the panel) is analysed and run in the
+kernel worker process under its watchdog (:mod:`ssmviz.core.external.isolated`): a
+kernel that hangs or crashes ends in a one-line error, and the app goes on. A kernel
+that cannot run (not built yet, WGSL error,
 device limit, sizes its ABI cannot take) does not stop the plots: the result then carries
 a one-line ``error`` and the reference alone, never another kernel's outputs.
 """
@@ -108,28 +112,20 @@ _ANALYSIS_CACHE: dict[tuple[str, str], tuple[list, list]] = {}
 
 def _analysis(choice: KernelChoice) -> tuple[list, list]:
     """(diagnostics, every matching profile, best first) of a kernel text; cached per
-    (path, text). Never raises."""
-    from ssmviz.core.external import analyze
+    (path, text). A user's kernel is compiled in the kernel worker, ssmviz's own unedited
+    shader in process. Never raises."""
     from ssmviz.core.external.diagnostics import Diagnostic
-    from ssmviz.core.external.loader import load_kernel_text
-    from ssmviz.core.external.profiles import detect_profile, detect_profiles
-    from ssmviz.core.gpu import get_runtime
+    from ssmviz.core.external.isolated import kernel_analysis, kernel_analysis_isolated
 
     key = (choice.path, choice.text)
     if key in _ANALYSIS_CACHE:
         return _ANALYSIS_CACHE[key]
     try:
-        kf = load_kernel_text(choice.text, choice.path)
-        an = analyze(kf, get_runtime().device)
-        diags = list(an.diagnostics)
-        entries = {e for m in an.modules.values() for e in m.entry_points}
-        exports = [s.name for s in kf.sources]
-        try:
-            profs = detect_profiles(entries, exports) or [detect_profile(entries, exports)]
-        except SsmvizError as exc:
-            profs = []
-            diags.append(Diagnostic("error", choice.path, 1, 1, str(exc)))
-    except Exception as exc:  # a half-written file: one diagnostic, never a traceback
+        if choice.is_default:
+            diags, profs = kernel_analysis(choice.path, choice.text)
+        else:
+            diags, profs = kernel_analysis_isolated(choice.path, choice.text)
+    except Exception as exc:  # a half-written file, a compiler crash: one diagnostic
         diags, profs = [Diagnostic("error", choice.path, 1, 1, one_line(exc))], []
     if len(_ANALYSIS_CACHE) > 16:
         _ANALYSIS_CACHE.clear()
@@ -150,9 +146,10 @@ def is_external(prof: object) -> bool:
     return prof is not None and getattr(prof, "host", "") is None
 
 
-def _custom_kernel(p: Problem, choice: KernelChoice, prof: object, result: RunResult):
-    """The kernel to run for ``choice``, whose profile for ``p`` is ``prof`` (None: the
-    default one); may set ``result.kernel_note``."""
+def _custom_source(p: Problem, choice: KernelChoice, prof: object, result: RunResult
+                   ) -> str | None:
+    """The shader source to run under ssmviz's host code for ``choice``, whose profile for
+    ``p`` is ``prof`` (None: the default kernel); may set ``result.kernel_note``."""
     result.kernel = choice
     diags, _ = _analysis(choice)
     result.diagnostics = diags
@@ -170,22 +167,13 @@ def _custom_kernel(p: Problem, choice: KernelChoice, prof: object, result: RunRe
         result.kernel_note = (f"{choice.path} is a {prof.family} kernel; the problem is "
                               f"{p.family}: the plots use the built-in kernel")
         return None
-    from ssmviz.core.gpu import get_runtime
-
-    rt = get_runtime()
-    if p.family == "s6":
-        from ssmviz.core.kernels.s6 import S6Kernel
-
-        return S6Kernel(rt, source=choice.text)
-    from ssmviz.core.kernels.ssd import SSDKernel
-
-    return SSDKernel(rt, source=choice.text)
+    return choice.text
 
 
 def _run_external(request: RunRequest, arrays: dict[str, np.ndarray], prof: object,
                   result: RunResult) -> None:
     """Run a kernel written by others through the CLI's check, on the problem's inputs."""
-    from ssmviz.core.external.live import run_live
+    from ssmviz.core.external.isolated import run_live_isolated
     from ssmviz.core.external.runner import abi_inputs
 
     p, choice = request.problem, request.kernel
@@ -201,8 +189,8 @@ def _run_external(request: RunRequest, arrays: dict[str, np.ndarray], prof: obje
         # What the kernel sees (e.g. an ABI without delta_bias: the bias folded into
         # delta), kept also when it is refused, so the reference-only plots match.
         result.inputs = abi_inputs(prof, arrays)
-    live = run_live(choice.path, choice.text, arrays, family=p.family,
-                    chunk_len=p.chunk_len if p.family == "ssd" else None)
+    live = run_live_isolated(choice.path, choice.text, arrays, family=p.family,
+                             chunk_len=p.chunk_len if p.family == "ssd" else None)
     result.external = live
     result.report = live.report
     result.gpu, result.ref, result.inputs = dict(live.gpu), dict(live.ref), dict(live.inputs)
@@ -231,12 +219,18 @@ def execute(request: RunRequest) -> RunResult:
         if choice is not None and not choice.is_default and is_external(prof):
             _run_external(request, arrays, prof, result)
         else:
-            kernel = _custom_kernel(p, choice, prof, result) if choice else None
-            report = check_arrays(
-                p.family, arrays, convention=p.convention, chunk_len=chunk_len, runs=1,
-                kernel=kernel, race_probe=False,  # live runs: latency first; `ssmviz check` probes
-                concurrent_reference=True,
-            )
+            source = _custom_source(p, choice, prof, result) if choice else None
+            if source is not None:  # an edited shader: in the worker, under the watchdog
+                from ssmviz.core.external.isolated import check_source_isolated
+
+                report = check_source_isolated(p.family, source, arrays,
+                                               convention=p.convention, chunk_len=chunk_len)
+            else:
+                report = check_arrays(
+                    p.family, arrays, convention=p.convention, chunk_len=chunk_len, runs=1,
+                    race_probe=False,  # live runs: latency first; `ssmviz check` probes
+                    concurrent_reference=True,
+                )
             result.report, result.ref, result.gpu = report, dict(report.ref), dict(report.gpu)
             result.inputs = dict(report.inputs)
             result.reference_seconds = report.reference_seconds

@@ -3,9 +3,11 @@
 Sources: ssmviz's built-in kernels (``shaders/selective_scan.wgsl``, ``shaders/ssd.wgsl``)
 or a kernel file (``.wgsl`` or a JS/TS module), with a recent-files list in QSettings.
 "Apply" runs the edited text (built through ``S6Kernel(source=...)`` /
-``SSDKernel(source=...)`` in the run worker, after ``ssmviz.core.external.analyze``;
-a file under another ABI profile, e.g. builderforce, runs through
-``ssmviz.core.external.live.run_live``, the check of ``ssmviz check --kernel``);
+``SSDKernel(source=...)`` after ``ssmviz.core.external.analyze``; a file under another
+ABI profile, e.g. builderforce, runs through ``ssmviz.core.external.live.run_live``, the
+check of ``ssmviz check --kernel``), all of it in the kernel worker process under its
+watchdog (``ssmviz.core.external.isolated``), so a kernel that hangs or crashes ends in
+a one-line error;
 the diagnostics (and that check's notes) come back with the run, in the file's own line
 numbers, and clicking one puts the cursor on its line. A file source is polled with the core's
 :class:`~ssmviz.core.external.FileWatcher` from a QTimer: a save on disk reloads the

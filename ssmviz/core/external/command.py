@@ -1,7 +1,10 @@
-"""Entry points for ``ssmviz check --kernel PATH [--abi NAME] [--convention ...] [--watch]``.
+"""Entry points for ``ssmviz check --kernel PATH [--abi NAME] [--convention ...] [--watch]
+[--timeout S]``.
 
 :func:`run_kernel_check` prints the diagnostics and the verdict table and returns the exit
-code (0 pass, 1 a check failed, 2 the kernel does not build or an argument is invalid).
+code (0 pass, 1 a check failed or the kernel hung, 2 the kernel does not build, crashed
+the compiler, or an argument is invalid). The check runs in the kernel worker process
+under its watchdog (:mod:`ssmviz.core.external.isolated`).
 :func:`watch_kernel` re-runs it whenever the file changes (polling mtime, size and a
 hash, debounced; stdlib only), and keeps going when a half-written save fails to parse.
 """
@@ -17,7 +20,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.external.runner import EXIT_BUILD, check_kernel_file
+from ssmviz.core.external.isolated import check_kernel_file_isolated
+from ssmviz.core.external.runner import EXIT_BUILD
 
 _SIZE_ARGS = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups",
               "chunk_len")
@@ -32,17 +36,20 @@ def run_kernel_check(
     runs: int = 3,
     seed: int = 0,
     out: Callable[[str], Any] = print,
-    runtime: Any = None,
+    timeout: float | None = None,
 ) -> int:
-    """Check one kernel file and print the result; returns the exit code.
+    """Check one kernel file (in the kernel worker) and print the result; returns the
+    exit code.
 
     ``convention`` None uses the profile's own convention (builderforce for builderforce
     layouts, mamba for ssmviz's kernels). ``sizes`` overrides the small default problem
     (keys: batch, seq_len, d_inner, d_state, n_heads, d_head, n_groups, chunk_len).
+    ``timeout``: seconds each step may take (default: scaled with the problem's size).
     """
     try:
-        results = check_kernel_file(path, abi=abi, convention=convention, sizes=sizes,
-                                    runs=runs, seed=seed, runtime=runtime)
+        results = check_kernel_file_isolated(path, abi=abi, convention=convention,
+                                             sizes=sizes, runs=runs, seed=seed,
+                                             timeout=timeout)
     except SsmvizError as exc:  # check_kernel catches these; belt and braces for the CLI
         out(f"error: {exc}")
         return EXIT_BUILD
@@ -59,6 +66,7 @@ def main_check_kernel(args: argparse.Namespace) -> int:
         "sizes": sizes or None,
         "runs": getattr(args, "runs", 3),
         "seed": getattr(args, "seed", 0),
+        "timeout": getattr(args, "timeout", None),
     }
     if getattr(args, "watch", False):
         watch_kernel(args.kernel, **kw)
@@ -125,12 +133,13 @@ def watch_kernel(
     poll_s: float = 0.1,
     stop_event: threading.Event | None = None,
     max_checks: int | None = None,
-    runtime: Any = None,
+    timeout: float | None = None,
 ) -> list[int]:
     """Check ``path`` now and again after every save, until ``stop_event`` is set (or
     Ctrl-C, or ``max_checks`` checks). Returns the exit code of every check run.
 
-    A save that does not parse or build just prints its diagnostics; the watch goes on.
+    A save that does not parse or build just prints its diagnostics, and one that hangs
+    or crashes the worker prints the watchdog's verdict; the watch goes on.
     """
     codes: list[int] = []
     stop = stop_event or threading.Event()
@@ -139,15 +148,15 @@ def watch_kernel(
     def once() -> None:
         try:
             code = run_kernel_check(path, abi=abi, convention=convention, sizes=sizes,
-                                    runs=runs, seed=seed, out=out, runtime=runtime)
+                                    runs=runs, seed=seed, out=out, timeout=timeout)
         except Exception as exc:  # a watch must survive anything a half-written file does
             out(f"error: {type(exc).__name__}: {exc}")
             code = EXIT_BUILD
         codes.append(code)
         out(f"-- watching {path} (exit {code}); save to re-check, Ctrl-C to stop --")
 
-    once()
     try:
+        once()
         while not stop.is_set() and (max_checks is None or len(codes) < max_checks):
             if watcher.poll():
                 once()

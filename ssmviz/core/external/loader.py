@@ -142,6 +142,10 @@ class _Template:
     depth: int  # brace depth of the module at the literal (0 = top level)
 
 
+#: The deepest nesting of template literals (`` `${`${...}`}` ``) the scanner reads.
+MAX_TEMPLATE_NESTING = 64
+
+
 class _Scanner:
     """Finds template literals, top-level constants and exports; skips strings and comments."""
 
@@ -151,6 +155,7 @@ class _Scanner:
         self.n = len(text)
         self.templates: list[_Template] = []
         self.comments: list[tuple[int, int]] = []
+        self._nesting = 0
         self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
 
     def line_col(self, off: int) -> tuple[int, int]:
@@ -216,6 +221,18 @@ class _Scanner:
         raise self._err(i, "unterminated string literal")
 
     def _template(self, i: int, depth: int) -> int:
+        # Each template nested in an interpolation is one more level of recursion here:
+        # refuse depths no kernel module uses before Python's stack runs out.
+        self._nesting += 1
+        if self._nesting > MAX_TEMPLATE_NESTING:
+            raise self._err(i, f"template literals nested more than {MAX_TEMPLATE_NESTING} "
+                            "deep (`${` inside `${`); ssmviz does not read such modules")
+        try:
+            return self._template_body(i, depth)
+        finally:
+            self._nesting -= 1
+
+    def _template_body(self, i: int, depth: int) -> int:
         s, n = self.s, self.n
         parts: list = []
         j = i + 1

@@ -31,6 +31,7 @@ from ssmviz.core.check import (
     reference,
 )
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.external import progress
 from ssmviz.core.external.diagnostics import (
     Diagnostic,
     at_wgsl,
@@ -93,12 +94,14 @@ class KernelCheckResult:
     also: list[str] = field(default_factory=list)  # other profiles the file matches
     #: The float64 reference (ssmviz's keys) the report judged against; empty without one.
     reference: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: "timeout" or "crash" when the watchdog ended the run (``message`` is the verdict).
+    watchdog: str = ""
 
     def render(self) -> str:
         """The text the CLI prints: diagnostics, the verdict table, probes, locations."""
+        if self.watchdog:  # nothing ran to the end: the verdict is the one line
+            return f"{self.path}: {self.message}"
         parts: list[str] = []
-        if self.message:
-            parts.append(f"error: {self.message}")
         for d in self.diagnostics:
             parts.append(d.render())
         if self.profile is not None:
@@ -113,7 +116,8 @@ class KernelCheckResult:
         errors = sum(d.severity == "error" for d in self.diagnostics)
         warnings = sum(d.severity == "warning" for d in self.diagnostics)
         word = {0: "PASS", 1: "FAIL", 2: "DOES NOT BUILD" if errors else "INVALID"}[self.exit_code]
-        parts.append(f"{self.path}: {word} ({errors} error(s), {warnings} warning(s))")
+        why = f": {self.message}" if self.message else ""  # the reason ends the output
+        parts.append(f"{self.path}: {word} ({errors} error(s), {warnings} warning(s)){why}")
         return "\n".join(parts)
 
 
@@ -134,7 +138,10 @@ def analyze(kf: KernelFile, device: Any = None) -> _Analysis:
     modules: dict[str, Module] = {}
     ok: dict[str, bool] = {}
     for src in kf.sources:
+        if device is not None:
+            progress.report("compile", src.name)
         naga = naga_diagnostics(kf, src, device) if device is not None else []
+        progress.report("step", f"ssmviz's static analysis of `{src.name}`")
         no_loc = any(d.code == "naga" and "no location" in d.message for d in naga)
         mod, found = static_diagnostics(kf, src, naga_failed_without_location=no_loc)
         if naga and not no_loc:
@@ -393,7 +400,9 @@ def _run(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module],
                workgroups_per_dimension=max((max(d.workgroups) for d in dispatches), default=1),
                what=f"profile '{prof.name}'")
     t0 = time.perf_counter()
-    rt.run(dispatches)
+    for d in dispatches:  # one at a time, so a watchdog can name the pass that hangs
+        progress.report("run", f"the dispatch of `{d.label}`")
+        rt.run([d])
     seconds = time.perf_counter() - t0
     names = [name for name in buffers
              if prof.buffers[name].io == "out" and prof.buffers[name].stage in plan.stages]
@@ -675,6 +684,7 @@ def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str
     else:
         arrays = abi_inputs(prof, given)
     t0 = time.perf_counter()
+    progress.report("step", "the float64 reference")
     ref = reference(prof.family, arrays, plan.convention, sizes.get("chunk_len"))
     ref_s = time.perf_counter() - t0
     res.reference = dict(ref)
@@ -685,6 +695,7 @@ def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str
         raw, sec = _run(plan, texts, an.modules, sizes, values, rt)
         raws.append(raw)
         gpu_s += sec
+    progress.report("step", "the comparison with the reference")
     gpu = [_canonical(prof, r, sizes) for r in raws]
     tol = _tolerances(prof)
     verdicts: list[TensorVerdict] = []
@@ -814,6 +825,7 @@ def _size_probe(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dic
             idx = [slice(None)] * a.ndim
             idx[ax] = slice(0, L)
             arrays2[k][tuple(idx)] = a
+    progress.report("step", "the float64 reference of the size probe")
     ref2 = reference(prof.family, arrays2, plan.convention, sizes2.get("chunk_len"))
     values2 = _role_values(prof.family, arrays2, ref2)
     try:
@@ -933,6 +945,7 @@ def _judge_host(prof: AbiProfile, an: _Analysis, kf: KernelFile,
     probe = opts.probe
     chunk = sizes.get("chunk_len") if family == "ssd" else None
     kernel = _host_kernel(family, rt, src.text)
+    progress.report("run", f"the {family} host code's passes of `{src.name}`")
     # The race probe below rewrites the user's source itself, so none from check_arrays.
     report = check_arrays(family, arrays, convention=conv, chunk_len=chunk, runs=runs,
                           kernel=kernel, runtime=rt, store_states=True, race_probe=False)
