@@ -545,7 +545,35 @@ def check_arrays(
     it; ``reference_seconds`` is then the reference thread's CPU time, as its wall time
     would count the time slices the GPU driver's threads took).
     Raises SsmvizError (one line) for bad inputs or a problem past the device limits.
+    A lost device is rebuilt and the check run once more (``kernel`` rebuilt on the new
+    device from its source); lost again, DeviceLostError says the GPU was lost.
     """
+    from ssmviz.core.gpu import with_device_retry
+
+    def attempt(rt: Any) -> CheckReport:
+        kern = kernel
+        if kern is not None and kern.rt is not rt:  # built on the lost device
+            kern = type(kern)(rt, source=kern.source)
+        return _check_arrays(family, arrays, convention=convention, chunk_len=chunk_len,
+                             runs=runs, kernel=kern, runtime=rt, store_states=store_states,
+                             race_probe=race_probe, concurrent_reference=concurrent_reference)
+
+    return with_device_retry(attempt, runtime)
+
+
+def _check_arrays(
+    family: str,
+    arrays: Mapping[str, np.ndarray],
+    *,
+    convention: str,
+    chunk_len: int | None,
+    runs: int,
+    kernel: Any,
+    runtime: Any,
+    store_states: bool | None,
+    race_probe: bool,
+    concurrent_reference: bool,
+) -> CheckReport:
     if family not in FAMILIES:
         raise SsmvizError(f"family must be s6 or ssd; got '{family}'")
     if convention not in CONVENTIONS:
@@ -562,9 +590,7 @@ def check_arrays(
     if store_states is None:
         store_states = _can_store_states(sizes)
 
-    from ssmviz.core.gpu import get_runtime
-
-    rt = runtime or get_runtime()
+    rt = runtime
     if family == "s6":
         from ssmviz.core.kernels.s6 import S6Kernel
 

@@ -11,6 +11,9 @@ names the limit and the excess when a problem does not fit.
 Adapter choice: a discrete GPU is preferred, then an integrated one, then the
 CPU fallback (lavapipe). ``SSMVIZ_ADAPTER=cpu`` (or ``configure(force_cpu=True)``
 before the first :func:`get_runtime`) forces the CPU adapter.
+
+Device loss (a driver reset, ``device.destroy()``): :func:`with_device_retry` rebuilds the
+runtime on a new device and runs the work once more; lost again, the error says so.
 """
 
 from __future__ import annotations
@@ -20,9 +23,9 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import wgpu
@@ -167,6 +170,8 @@ def split_workgroups(total: int, limit: int = 65535) -> tuple[int, int, int]:
     return (x, y, 1)
 
 
+T = TypeVar("T")
+
 _config: dict[str, Any] = {"force_cpu": None}
 _runtime: GpuRuntime | None = None
 _lock = threading.Lock()
@@ -221,6 +226,56 @@ def get_runtime() -> GpuRuntime:
         return _runtime
 
 
+class DeviceLostError(SsmvizError):
+    """The GPU device was lost again after ssmviz rebuilt it."""
+
+
+def is_device_lost(exc: BaseException) -> bool:
+    """True when ``exc`` (or what caused it) says the wgpu device is lost (driver reset,
+    ``device.destroy()``)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        text = str(seen).lower()
+        if "device is lost" in text or "device lost" in text or "devicelost" in text:
+            return True
+        seen = seen.__cause__
+    return False
+
+
+def rebuild_runtime(lost: GpuRuntime | None = None) -> GpuRuntime:
+    """Replace the process-wide runtime by one on a new device, unless another thread has
+    already replaced ``lost``; returns the runtime to use now."""
+    global _runtime
+    with _lock:
+        if _runtime is None or lost is None or _runtime is lost:
+            old = _runtime
+            forced = old.forced_cpu if old is not None else _want_cpu()
+            _runtime = GpuRuntime._create(forced, fresh=True)
+        return _runtime
+
+
+def with_device_retry(fn: Callable[[GpuRuntime], T], runtime: GpuRuntime | None = None) -> T:
+    """``fn(runtime)`` (default: the shared runtime); when the device is lost, rebuild the
+    runtime and call ``fn`` once more on the new one. Lost again: DeviceLostError."""
+    rt = runtime or get_runtime()
+    try:
+        return fn(rt)
+    except Exception as exc:
+        if not is_device_lost(exc):
+            raise
+        first = summarize_wgpu_error(exc)
+    rt = rebuild_runtime(rt)
+    try:
+        return fn(rt)
+    except Exception as exc:
+        if is_device_lost(exc):
+            raise DeviceLostError(
+                f"the GPU was lost ({first}) and lost again after ssmviz created a new device; "
+                "check the GPU driver (or run on the CPU adapter: --cpu)"
+            ) from exc
+        raise
+
+
 class GpuRuntime:
     """The shared device plus pipeline cache, buffer helpers and timing."""
 
@@ -249,9 +304,17 @@ class GpuRuntime:
         buffer.destroy()
 
     @classmethod
-    def _create(cls, force_cpu: bool) -> GpuRuntime:
+    def _create(cls, force_cpu: bool, *, fresh: bool = False) -> GpuRuntime:
+        """The runtime on the default device (shared with other wgpu users), or with
+        ``fresh`` on a device of its own (the default one was lost)."""
         adapter = _choose_adapter(force_cpu)
         wanted = {name: adapter.limits[name] for name in _RAISED_LIMITS if name in adapter.limits}
+        if fresh:
+            features = [f for f in ("timestamp-query", "subgroup") if f in adapter.features]
+            device = adapter.request_device_sync(
+                label="ssmviz", required_features=features, required_limits=wanted
+            )
+            return cls(adapter, device, force_cpu)
         # If someone else in the process created the default device first, share it.
         with contextlib.suppress(RuntimeError):
             wgpu.utils.preconfigure_default_device(

@@ -136,7 +136,8 @@ def watch_kernel(
     timeout: float | None = None,
 ) -> list[int]:
     """Check ``path`` now and again after every save, until ``stop_event`` is set (or
-    Ctrl-C, or ``max_checks`` checks). Returns the exit code of every check run.
+    ``max_checks`` checks). Returns the exit code of every check run; Ctrl-C (also during
+    a check, which the worker's watchdog then ends at once) raises KeyboardInterrupt.
 
     A save that does not parse or build just prints its diagnostics, and one that hangs
     or crashes the worker prints the watchdog's verdict; the watch goes on.
@@ -161,6 +162,7 @@ def watch_kernel(
             if watcher.poll():
                 once()
             stop.wait(poll_s)
-    except KeyboardInterrupt:
-        pass
+    except KeyboardInterrupt:  # the way a watch ends: the CLI exits 130
+        out(f"-- stopped watching {path} (Ctrl-C) --")
+        raise
     return codes

@@ -113,6 +113,10 @@ def naga_diagnostics(kf: KernelFile, src: KernelSource, device) -> list[Diagnost
     try:
         device.create_shader_module(code=text, label=src.name)
     except Exception as exc:  # GPUValidationError and friends
+        from ssmviz.core.gpu import is_device_lost
+
+        if is_device_lost(exc):
+            raise  # not the file's fault: the caller rebuilds the device and retries
         message, line, col, length = parse_naga_error(str(exc))
         if line is None:
             return [at_wgsl(kf, src, "error", 1, 1,

@@ -55,6 +55,8 @@ POLL_S = 0.05
 #: problem's hidden state (20 s at 10⁷ elements).
 BASE_DEADLINE_S = 10.0
 PER_MILLION_S = 1.0
+#: Nesting at which a compiler crash is put down to naga's stack (it recurses per level).
+DEEP_NESTING = 256
 
 
 def default_deadline(elements: int) -> float:
@@ -108,7 +110,7 @@ def _signal_name(returncode: int | None) -> str:
 
 
 def _timeout_error(kind: str, detail: str, deadline: float) -> WatchdogError:
-    secs = f"{deadline:g} s"
+    secs = f"{deadline:.3g} s"
     if kind == "run":
         return WatchdogError(f"TIMEOUT: the kernel did not finish in {secs} ({detail} was still "
                              "running); the worker was restarted", "timeout", EXIT_FAIL)
@@ -124,13 +126,13 @@ def _crash_error(kind: str, detail: str, returncode: int | None, log: str,
     how = _signal_name(returncode)
     if kind == "compile":
         depth = nesting_depth(text) if text is not None else 0
-        at = f" at nesting depth ~{round(depth, -2) if depth >= 100 else depth}" if depth else ""
         if "overflow" in log:
             what = "naga stack overflow"
-        else:  # naga recurses per nesting level; deep nesting is the usual cause
-            likely = ", likely a stack overflow" if depth >= 256 else ""
-            what = f"naga died of {how}{at}{likely}"
-            at = ""
+        elif depth >= DEEP_NESTING:  # naga recurses once per level of nesting
+            what = f"naga died of {how}, likely a stack overflow"
+        else:
+            what = f"died of {how} compiling {detail}"
+        at = f" at nesting depth ~{round(depth, -2)}" if depth >= DEEP_NESTING else ""
         return WatchdogError(f"the shader compiler crashed on this file ({what}{at})", "crash",
                              EXIT_BUILD)
     if kind == "run":

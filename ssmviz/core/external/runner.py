@@ -394,6 +394,7 @@ def _run(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module],
             bname = p.bindings[b]
             binds[b] = rt.uniform(params) if bname == "params" else buffers[bname]
         storage_max = max(storage_max, sum(1 for b in binds if p.bindings[b] != "params"))
+        progress.report("compile", f"the pipeline of `{p.entry}`")
         pipe = rt.pipeline(texts[src.name], p.entry, label=f"{src.name}:{p.entry}")
         dispatches.append(Dispatch(pipe, binds, wg, p.entry))
     rt.require(storage_buffers_per_stage=storage_max,
@@ -559,14 +560,23 @@ def check_kernel(
     Never raises for problems with the file or the arguments: they come back as
     ``exit_code`` 2 with a one-line ``message`` or diagnostics.
     """
-    res = KernelCheckResult(path, EXIT_BUILD)
+    from ssmviz.core.gpu import with_device_retry
+
     opts = _Options(text, arrays, family, probe, size_probe and probe)
+    last = KernelCheckResult(path, EXIT_BUILD)
+
+    def attempt(rt: Any) -> KernelCheckResult:
+        nonlocal last
+        last = KernelCheckResult(path, EXIT_BUILD)  # a retry starts from nothing
+        return _check(last, path, abi, convention, sizes, runs, seed, rt, opts)
+
     try:
-        return _check(res, path, abi, convention, sizes, runs, seed, runtime, opts)
+        # A lost device (driver reset) is rebuilt and the check run once more.
+        return with_device_retry(attempt, runtime)
     except SsmvizError as exc:
-        res.message = str(exc)
-        res.exit_code = EXIT_BUILD
-        return res
+        last.message = str(exc)
+        last.exit_code = EXIT_BUILD
+        return last
 
 
 @dataclass
@@ -605,9 +615,7 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
     if convention not in (None, "mamba", "builderforce"):
         raise SsmvizError(f"convention must be mamba or builderforce; got {convention!r}")
     kf = load_kernel_file(path) if opts.text is None else load_kernel_text(opts.text, path)
-    from ssmviz.core.gpu import get_runtime
-
-    rt = runtime or get_runtime()
+    rt = runtime
     an = analyze(kf, rt.device)
     res.diagnostics = an.diagnostics
     entries = {e for m in an.modules.values() for e in m.entry_points}

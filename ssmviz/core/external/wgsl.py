@@ -189,8 +189,35 @@ def _int_value(text: str, consts: dict[str, str], depth: int = 0) -> int | None:
     return None
 
 
+#: Bracket pairs of the last token lists seen: (tokens, open kind) -> {open: close index}.
+_PAIRS: dict[tuple[int, str], tuple[list[Tok], dict[int, int]]] = {}
+
+
+def _pairs(toks: list[Tok], open_: str, close: str) -> dict[int, int]:
+    """Every ``open_`` token's closing index in ``toks``, in one stack pass (kept for the
+    next calls on the same list: matching each bracket by scanning is quadratic, and
+    thousands of nested blocks then take minutes)."""
+    key = (id(toks), open_)
+    hit = _PAIRS.get(key)
+    if hit is not None and hit[0] is toks:
+        return hit[1]
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    for j, t in enumerate(toks):
+        if t.text == open_:
+            stack.append(j)
+        elif t.text == close and stack:
+            pairs[stack.pop()] = j
+    if len(_PAIRS) > 16:
+        _PAIRS.clear()
+    _PAIRS[key] = (toks, pairs)
+    return pairs
+
+
 def _match(toks: list[Tok], i: int, open_: str, close: str) -> int:
     """Index of the token closing the bracket at i, or len(toks) when unbalanced."""
+    if i < len(toks) and toks[i].text == open_:
+        return _pairs(toks, open_, close).get(i, len(toks))
     depth = 0
     for j in range(i, len(toks)):
         t = toks[j].text
