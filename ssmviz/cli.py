@@ -271,6 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ssmviz: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
+        print("ssmviz: interrupted (Ctrl-C)", file=sys.stderr)
         return 130
     parser.print_help()
     return EXIT_USAGE

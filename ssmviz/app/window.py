@@ -90,6 +90,11 @@ class MainWindow(QMainWindow):
         self.setStatusBar(self.status)
 
         self.scheduler = RunScheduler(self._make_request, self)
+        # The kernel worker (a process of its own: kernel files run there) starts now, in
+        # the background and niced, so the first kernel opened does not wait ~2 s for it.
+        from ssmviz.core.external.isolated import get_worker
+
+        get_worker().prestart()
         self.scheduler.resultReady.connect(self._on_result)
         self.scheduler.busyChanged.connect(self.status.set_busy)
         self.view_worker = ViewWorker(self)

@@ -55,6 +55,8 @@ POLL_S = 0.05
 #: problem's hidden state (20 s at 10⁷ elements).
 BASE_DEADLINE_S = 10.0
 PER_MILLION_S = 1.0
+#: Niceness of the worker process (the app's run thread uses the same).
+WORKER_NICENESS = 5
 #: Nesting at which a compiler crash is put down to naga's stack (it recurses per level).
 DEEP_NESTING = 256
 
@@ -354,6 +356,10 @@ def _exit_when_orphaned(parent: int) -> None:
 def serve(fd: int) -> None:
     """The worker's request loop on the connection ``fd`` (run by :class:`KernelWorker`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
+    # Below the app's UI thread, like its run thread (a spinning kernel keeps every
+    # lavapipe thread busy; the window must still get its time slices).
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICENESS)
     conn = Connection(fd)
     threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
     from ssmviz.core.external import progress

@@ -1,0 +1,143 @@
+"""Kernels from files run in the kernel worker, under its watchdog (issue 21, item 4).
+
+The worker persists between runs; a step past its deadline or a dead worker ends in a
+one-line verdict naming the step, and the next run works; Ctrl-C ends a hanging check at
+once; ``--watch`` survives a hanging save. No timing assertions beyond "it ended".
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ssmviz.core.external import watch_kernel
+from ssmviz.core.external.isolated import (
+    check_kernel_file_isolated,
+    get_worker,
+    nesting_depth,
+)
+from tests.harness import ssmviz_env
+from tests.hostile import REFERENCE, deep_parens_wgsl, spin_kernel
+
+pytestmark = pytest.mark.gpu
+
+
+def worker_pid() -> int:
+    """Run in the worker: its process id."""
+    return os.getpid()
+
+
+def test_the_worker_runs_the_check_and_persists_between_runs():
+    worker = get_worker()
+    first = check_kernel_file_isolated(str(REFERENCE), runs=1, probe=False)
+    pid, starts = worker.pid, worker.starts
+    second = check_kernel_file_isolated(str(REFERENCE), runs=1, probe=False)
+    assert [r.exit_code for r in first + second] == [0, 0, 0, 0]
+    assert worker.pid == pid and worker.starts == starts  # no process start per re-run
+    assert worker.call(worker_pid, deadline=30) == pid != os.getpid()
+
+
+def test_a_hanging_kernel_times_out_naming_its_pass_and_the_next_run_works(tmp_path):
+    path = tmp_path / "spin.js"
+    path.write_text(spin_kernel(), encoding="utf-8")
+    worker = get_worker()
+    check_kernel_file_isolated(str(REFERENCE), runs=1, probe=False)  # a started worker
+    pid = worker.pid
+    (res,) = check_kernel_file_isolated(str(path), abi="builderforce-s6", runs=1, timeout=2)
+    assert res.exit_code == 1 and res.watchdog == "timeout"
+    assert res.message.startswith("TIMEOUT: the kernel did not finish in 2 s")
+    assert "`forward_scan`" in res.message
+    assert res.render() == f"{path}: {res.message}"
+    assert worker.pid != pid  # killed, and a fresh one already spawned
+    again = check_kernel_file_isolated(str(REFERENCE), runs=1, probe=False)
+    assert [r.exit_code for r in again] == [0, 0]
+
+
+def test_a_compiler_crash_is_a_build_verdict_and_the_next_run_works(tmp_path):
+    path = tmp_path / "deep.wgsl"
+    path.write_text(deep_parens_wgsl(3000), encoding="utf-8")
+    (res,) = check_kernel_file_isolated(str(path))
+    assert res.exit_code == 2 and res.watchdog == "crash"
+    assert res.message.startswith("the shader compiler crashed on this file")
+    assert "nesting depth ~3000" in res.message and "SIGSEGV" in res.message
+    again = check_kernel_file_isolated(str(REFERENCE), runs=1, probe=False)
+    assert [r.exit_code for r in again] == [0, 0]
+
+
+def test_nesting_depth_counts_every_kind_of_bracket_at_any_depth():
+    assert nesting_depth("f(a[{b}])") == 3
+    assert nesting_depth("(" * 100_000) == 100_000  # iterative: no recursion limit
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                kids.append(int(entry.name))
+    return kids
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_ends_a_hanging_check_at_once_and_kills_the_worker(tmp_path):
+    path = tmp_path / "spin.js"
+    path.write_text(spin_kernel(), encoding="utf-8")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ssmviz", "check", "--kernel", str(path), "--timeout", "120"],
+        env=ssmviz_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        limit = time.monotonic() + 60
+        while not _children(proc.pid) and time.monotonic() < limit:
+            time.sleep(0.1)
+        kids = _children(proc.pid)
+        assert kids, "no worker process started"
+        time.sleep(4)  # started, compiled, spinning in forward_scan
+        assert proc.poll() is None, proc.communicate()
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        ended = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, (out, err)
+    assert err.strip().splitlines()[-1] == "ssmviz: interrupted (Ctrl-C)"
+    assert "Traceback" not in out + err
+    assert not any(Path(f"/proc/{k}").exists() for k in kids)  # the worker is gone
+    print(f"Ctrl-C to exit: {ended:.2f} s")
+
+
+def test_watch_survives_a_hanging_save_and_runs_the_next_save(tmp_path):
+    path = tmp_path / "k.js"
+    path.write_text(spin_kernel(), encoding="utf-8")
+    lines: list[str] = []
+    codes: list[int] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        codes.extend(watch_kernel(str(path), abi="builderforce-s6", runs=1, timeout=2,
+                                  out=lines.append, debounce_s=0.05, poll_s=0.05,
+                                  max_checks=2))
+        done.set()
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    limit = time.monotonic() + 120
+    while not any("TIMEOUT" in ln for ln in lines) and time.monotonic() < limit:
+        time.sleep(0.05)
+    assert any("TIMEOUT" in ln and "`forward_scan`" in ln for ln in lines), lines
+    path.write_text(REFERENCE.read_text(encoding="utf-8"), encoding="utf-8")
+    assert done.wait(120), lines
+    assert codes == [1, 0], lines
+    assert lines[-2].endswith(": PASS (0 error(s), 1 warning(s))")  # the ABI's 12-buffer note
