@@ -116,7 +116,10 @@ class KernelCheckResult:
         errors = sum(d.severity == "error" for d in self.diagnostics)
         warnings = sum(d.severity == "warning" for d in self.diagnostics)
         word = {0: "PASS", 1: "FAIL", 2: "DOES NOT BUILD" if errors else "INVALID"}[self.exit_code]
-        why = f": {self.message}" if self.message else ""  # the reason ends the output
+        # The reason ends the output: the first build error, else the check's message.
+        first = next((d for d in self.diagnostics if d.severity == "error"), None)
+        why = (f": {first.line}:{first.col}: {first.message}" if first
+               else f": {self.message}" if self.message else "")
         parts.append(f"{self.path}: {word} ({errors} error(s), {warnings} warning(s)){why}")
         return "\n".join(parts)
 
