@@ -141,3 +141,42 @@ def test_watch_survives_a_hanging_save_and_runs_the_next_save(tmp_path):
     assert done.wait(120), lines
     assert codes == [1, 0], lines
     assert lines[-2].endswith(": PASS (0 error(s), 1 warning(s))")  # the ABI's 12-buffer note
+
+
+def test_check_kernel_isolated_takes_given_inputs_and_ends_a_hang(tmp_path):
+    from ssmviz.core.external.isolated import check_kernel_isolated
+    from ssmviz.core.problem import Problem
+
+    arrays = Problem(family="s6", convention="builderforce", seq_len=20, d_inner=3,
+                     d_state=2).build()
+    res = check_kernel_isolated(str(REFERENCE), arrays=arrays, family="s6", runs=1)
+    assert res.exit_code == 0 and res.report.sizes["seq_len"] == 20
+    path = tmp_path / "spin.js"
+    path.write_text(spin_kernel(), encoding="utf-8")
+    res = check_kernel_isolated(str(path), arrays=arrays, family="s6", runs=1, timeout=2)
+    assert res.exit_code == 1 and res.message.startswith("TIMEOUT") and res.watchdog
+
+
+def test_an_edited_builtin_shader_runs_in_the_worker(monkeypatch):
+    from ssmviz.app.runner import KernelChoice, RunRequest, execute
+    from ssmviz.core.external import isolated
+    from ssmviz.core.problem import Problem
+    from ssmviz.core.resources import shader_source
+
+    sent: list[str] = []
+    call = isolated.KernelWorker.call
+
+    def spy(self, fn, *args, **kwargs):
+        sent.append(fn.__name__)
+        return call(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(isolated.KernelWorker, "call", spy)
+    text = shader_source("selective_scan.wgsl") + "\n// edited\n"
+    p = Problem(family="s6", seq_len=24, d_inner=3, d_state=4)
+    choice = KernelChoice(text, "shaders/selective_scan.wgsl", builtin=True, modified=True)
+    result = execute(RunRequest(1, p, kernel=choice))
+    assert result.error == "" and result.report.passed
+    assert sent == ["kernel_analysis", "check_source"]  # compiled and run there
+    default = execute(RunRequest(2, p, kernel=KernelChoice(shader_source(
+        "selective_scan.wgsl"), "shaders/selective_scan.wgsl")))
+    assert default.report.passed and sent == ["kernel_analysis", "check_source"]  # in process

@@ -423,6 +423,24 @@ def check_kernel_file_isolated(
         return [KernelCheckResult(path, exc.exit_code, message=str(exc), watchdog=exc.kind)]
 
 
+def check_kernel_isolated(path: str, *, timeout: float | None = None, **kwargs: Any
+                          ) -> KernelCheckResult:
+    """:func:`~ssmviz.core.external.runner.check_kernel` (``kwargs`` as there, e.g.
+    ``arrays`` and ``family`` for given inputs) in the worker; a run the watchdog ends
+    comes back as a result whose ``message`` is the verdict."""
+    from ssmviz.core.external.runner import check_kernel
+
+    arrays = kwargs.get("arrays")
+    elements = (_array_elements(arrays) if arrays is not None
+                else problem_elements(kwargs.get("sizes")))
+    deadline = timeout if timeout is not None else default_deadline(elements)
+    try:
+        return get_worker().call(check_kernel, path, deadline=deadline,
+                                 text=_read_for_depth(path, kwargs.get("text")), **kwargs)
+    except WatchdogError as exc:
+        return KernelCheckResult(path, exc.exit_code, message=str(exc), watchdog=exc.kind)
+
+
 def _array_elements(arrays: Mapping[str, np.ndarray]) -> int:
     """The hidden state's elements of a problem given as arrays: u's (or x's) × d_state."""
     x = arrays.get("u", arrays.get("x"))
