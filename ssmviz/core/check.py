@@ -552,7 +552,7 @@ def check_arrays(
 
     def attempt(rt: Any) -> CheckReport:
         kern = kernel
-        if kern is not None and kern.rt is not rt:  # built on the lost device
+        if kern is not None and getattr(kern, "rt", rt) is not rt:  # built on the lost device
             kern = type(kern)(rt, source=kern.source)
         return _check_arrays(family, arrays, convention=convention, chunk_len=chunk_len,
                              runs=runs, kernel=kern, runtime=rt, store_states=store_states,
