@@ -54,3 +54,15 @@ def deep_blocks_wgsl(depth: int = 3000) -> str:
     return ("@group(0) @binding(0) var<storage, read_write> o: array<f32>;\n"
             "@compute @workgroup_size(1) fn main() {\n  var x = 1.0;\n"
             + "if (x > 0.0) {" * depth + "x = 2.0;" + "}" * depth + "\n  o[0] = x;\n}\n")
+
+
+def huge_private_kernel() -> str:
+    """builderforce_reference.js whose forward_scan holds a 64 MB ``var<private>`` array:
+    lavapipe's LLVM then compiles its pipeline for minutes (measured: still compiling
+    after 20 s)."""
+    src = REFERENCE.read_text(encoding="utf-8")
+    anchor = "@compute @workgroup_size(64)\nfn forward_scan"
+    assert src.count(anchor) == 1 and src.count(_ANCHOR) == 1
+    src = src.replace(anchor, "var<private> big: array<f32, 16000000>;\n" + anchor)
+    use = "  big[lid.x * 1000u] = 1.0;\n  if (big[wid.x] == 3.0) { return; }\n"
+    return src.replace(_ANCHOR, use + _ANCHOR)

@@ -24,6 +24,7 @@ from tests.hostile import (
     deep_parens_js,
     deep_parens_wgsl,
     deep_templates_js,
+    huge_private_kernel,
     spin_kernel,
 )
 
@@ -45,6 +46,9 @@ CASES = [
     ("spin-timeout", "spin.js", spin_kernel, ["--timeout", "3"], 1, "TIMEOUT"),
     ("spin-names-its-pass", "spin.js", spin_kernel,
      ["--abi", "builderforce-s6", "--timeout", "2.5", "--runs", "1"], 1, "`forward_scan`"),
+    ("pipeline-compile-hangs", "private.js", huge_private_kernel,
+     ["--abi", "builderforce-s6", "--timeout", "3"], 2,
+     "the shader compiler did not finish the pipeline of `forward_scan` in 3 s"),
     ("parens-3000-wgsl", "deep.wgsl", deep_parens_wgsl, [], 2, "shader compiler crashed"),
     ("parens-3000-in-js", "deep.js", deep_parens_js, [], 2, "nesting depth ~3000"),
     ("templates-3000-js", "nest.js", deep_templates_js, [], 2, "nested more than"),

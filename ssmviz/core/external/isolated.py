@@ -117,10 +117,10 @@ def _timeout_error(kind: str, detail: str, deadline: float) -> WatchdogError:
         return WatchdogError(f"TIMEOUT: the kernel did not finish in {secs} ({detail} was still "
                              "running); the worker was restarted", "timeout", EXIT_FAIL)
     if kind == "compile":
-        return WatchdogError(f"TIMEOUT: the shader compiler did not finish `{detail}` in {secs}",
+        return WatchdogError(f"TIMEOUT: the shader compiler did not finish {detail} in {secs}",
                              "timeout", EXIT_BUILD)
-    return WatchdogError(f"TIMEOUT: {detail} did not finish in {secs} (raise --timeout or use "
-                         "smaller sizes)", "timeout", EXIT_BUILD)
+    return WatchdogError(f"TIMEOUT: {detail} did not finish in {secs} (use smaller sizes, or "
+                         "a longer --timeout)", "timeout", EXIT_BUILD)
 
 
 def _crash_error(kind: str, detail: str, returncode: int | None, log: str,

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-#: Step kinds: "compile" (detail: the source's name), "run" (detail: what runs, e.g.
-#: "the dispatch of `forward_scan`"), "step" (detail: any other step, e.g. the reference).
+#: Step kinds: "compile" (detail: what is compiled, e.g. "`FORWARD_WGSL`"), "run"
+#: (detail: what runs, e.g. "the dispatch of `forward_scan`"), "step" (detail: any other
+#: step, e.g. "the float64 reference").
 Reporter = Callable[[str, str], None]
 
 _reporter: Reporter | None = None

@@ -142,7 +142,7 @@ def analyze(kf: KernelFile, device: Any = None) -> _Analysis:
     ok: dict[str, bool] = {}
     for src in kf.sources:
         if device is not None:
-            progress.report("compile", src.name)
+            progress.report("compile", f"`{src.name}`")
         naga = naga_diagnostics(kf, src, device) if device is not None else []
         progress.report("step", f"ssmviz's static analysis of `{src.name}`")
         no_loc = any(d.code == "naga" and "no location" in d.message for d in naga)
