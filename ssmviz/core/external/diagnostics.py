@@ -200,7 +200,7 @@ def tint_diagnostics(kf: KernelFile, modules: dict[str, Module]
         for m in res.messages:
             key = (src.name, m.type, m.line, tint.source_column(label, m.line, m.col), m.message)
             if m.type == "error":
-                verdict.error_sites.setdefault(src.name, set()).add(key[2:4])
+                verdict.errors.setdefault(src.name, []).append((key[2:4], m.message))
             seen.setdefault(key, ([], m.length))[0].append(label)
         for entry, message in res.pipelines:
             if any(h in message for h in _HOST_PIPELINE_ERRORS):
@@ -226,58 +226,57 @@ def tint_diagnostics(kf: KernelFile, modules: dict[str, Module]
     return out, verdict
 
 
+#: Tint's words for a barrier in non-uniform control flow.
+_NONUNIFORM = "must only be called from uniform control flow"
+#: At most this many more Node calls per source to find the barriers Tint's first hides.
+MAX_MORE_BARRIERS = 4
+
+
 def more_barrier_errors(kf: KernelFile, modules: dict[str, Module],
                         verdict: tint.TintVerdict) -> list[Diagnostic]:
     """Tint's errors for the barriers its first uniformity error hides.
 
-    Tint stops at the first uniformity error of a module. ssmviz's own lint finds every
-    barrier it thinks is in non-uniform control flow; each site beyond Tint's goes to
-    Tint again with the other suspected barriers blanked (one Node call for all), and
-    only the sites Tint then refuses are reported, in Tint's words.
+    Tint stops at the first uniformity error of a module. Here each one it reports is
+    blanked (the call statement becomes spaces, every line and column stays) and Tint is
+    asked again, until it finds no more (or :data:`MAX_MORE_BARRIERS` more); what it then
+    reports is in its own words. Costs Node calls only for a file with such an error.
     """
-    probes: list[tuple[KernelSource, tuple[int, int], str, tint.TintInput]] = []
+    out: list[Diagnostic] = []
     for src in kf.sources:
-        told = verdict.error_sites.get(src.name, set())
-        if src.name not in verdict.checked or not told:
+        if src.name not in verdict.checked:
             continue
         mod = modules[src.name]
-        sites = [(p.line, p.col) for p in uniformity(mod) if p.severity == "error"]
-        if not any(site not in told for site in sites):
-            continue
-        spans = {site: call_statement_span(mod, *site) for site in set(sites) | told}
-        for site in sites:
-            if site in told or spans[site] is None:
-                continue
-            others = [sp for k, sp in spans.items() if k != site]
-            if any(sp is None for sp in others):
-                continue  # a suspect that cannot be blanked: Tint would stop there again
+        known = [site for site, message in verdict.errors.get(src.name, [])
+                 if _NONUNIFORM in message]
+        for _ in range(MAX_MORE_BARRIERS if known else 0):
+            spans = [call_statement_span(mod, *site) for site in known]
+            if None in spans:
+                break  # a barrier inside an expression: blanking it would break the module
             text = src.text
-            for a, b in sorted(others, reverse=True):
+            for a, b in sorted((sp for sp in spans if sp is not None), reverse=True):
                 text = text[:a] + "".join(c if c == "\n" else " " for c in text[a:b]) + text[b:]
             label, code = tint.variants(text)[0]
-            probes.append((src, site, label, tint.TintInput(f"{src.name}@{site}", code)))
-    if not probes:
-        return []
-    try:
-        run = tint.run_tint([p[3] for p in probes])
-    except tint.TintUnavailableError:
-        return []  # the first run worked: a second failing is not worth a second line
-    out: list[Diagnostic] = []
-    for src, site, label, inp in probes:
-        res = run.sources[inp.name]
-        first = res.errors[0] if res.errors else None
-        if first is None or (first.line, tint.source_column(label, first.line, first.col)) != site:
-            continue
-        d = at_wgsl(kf, src, "error", *site, f"[tint] {first.message} (Tint reports one "
-                    "uniformity error per module: this one shows once the others are removed)",
-                    first.length, "tint")
-        after = res.messages[res.messages.index(first) + 1:]
-        for m in after:
-            if m.type != "info":
+            try:
+                res = tint.run_tint([tint.TintInput(src.name, code)]).sources[src.name]
+            except tint.TintUnavailableError:
+                break  # the first run worked: a failing second one adds nothing to say
+            first = next((m for m in res.errors if _NONUNIFORM in m.message), None)
+            if first is None:
                 break
-            d.related.append(at_wgsl(kf, src, "note", m.line, m.col, f"[tint] {m.message}",
-                                     m.length, "tint-note"))
-        out.append(d)
+            site = (first.line, tint.source_column(label, first.line, first.col))
+            if site in known:
+                break
+            known.append(site)
+            d = at_wgsl(kf, src, "error", *site, f"[tint] {first.message} (Tint reports one "
+                        "uniformity error per module: this one shows once those before it are "
+                        "removed)", first.length, "tint")
+            after = res.messages[res.messages.index(first) + 1:]
+            for m in after:
+                if m.type != "info":
+                    break
+                d.related.append(at_wgsl(kf, src, "note", m.line, m.col, f"[tint] {m.message}",
+                                         m.length, "tint-note"))
+            out.append(d)
     return out
 
 

@@ -111,11 +111,13 @@ _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 32
 
 
-def run_tint(inputs: Sequence[TintInput], *, timeout: float = TIMEOUT_S) -> TintRun:
+def run_tint(inputs: Sequence[TintInput], *, timeout: float | None = None) -> TintRun:
     """Compile every input with Tint in one Node process. Raises :class:`TintUnavailableError`
-    (one line) when it cannot run, crashes or takes longer than ``timeout`` seconds.
+    (one line) when it cannot run, crashes or takes longer than ``timeout`` seconds
+    (default :data:`TIMEOUT_S`).
 
     Answers are cached by content: a file checked under two profiles runs Tint once."""
+    timeout = TIMEOUT_S if timeout is None else timeout
     reason = unavailable_reason()
     if reason is not None:
         raise TintUnavailableError(reason)
@@ -123,7 +125,7 @@ def run_tint(inputs: Sequence[TintInput], *, timeout: float = TIMEOUT_S) -> Tint
                             "pipelines": [{"entry": e, "constants": dict(c)}
                                           for e, c in i.pipelines]} for i in inputs]}
     payload = json.dumps(request, sort_keys=True)
-    key = hashlib.sha256(payload.encode()).hexdigest()
+    key = hashlib.sha256(f"{SCRIPT}\0{payload}".encode()).hexdigest()
     with _CACHE_LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
@@ -215,8 +217,8 @@ class TintVerdict:
     rejected: set[str] = field(default_factory=set)
     #: Sources Tint compiled (every build: none lacked a feature the null adapter has).
     checked: set[str] = field(default_factory=set)
-    #: Source name -> the (line, col) of each Tint error, in the source's own coordinates.
-    error_sites: dict[str, set[tuple[int, int]]] = field(default_factory=dict)
+    #: Source name -> each Tint error's ((line, col) in the source itself, message).
+    errors: dict[str, list[tuple[tuple[int, int], str]]] = field(default_factory=dict)
 
     def unavailable_line(self) -> str:
         return f"Tint cross-check unavailable: {self.reason}"
