@@ -249,3 +249,96 @@ def test_portability_split(tint_ready, monkeypatch, change, not_webgpu) -> None:
     an = _diags(text)
     assert [d.message.split(" ")[0] for d in an.diagnostics if d.code == "not-webgpu"] == \
         [not_webgpu if not_webgpu == "atomic<f32>" else "f64"]
+
+
+# -- ssmviz's own shaders pass Tint, built the way the device builds them -------------------
+
+
+def test_ssmviz_shaders_pass_tint_in_both_builds(tint_ready) -> None:
+    for path in sorted((ROOT / "shaders").glob("*.wgsl")):
+        an = analyze(load_kernel_file(str(path)))
+        assert an.tint.ran and not an.tint.rejected, path
+        errors = [d.one_line() for d in an.diagnostics if d.severity == "error"]
+        assert errors == [], errors
+
+
+def _as_consts(code: str, constants: dict[str, float]) -> str:
+    """``override NAME: T = v;`` -> ``const NAME: T = value;`` for the given values: Tint then
+    evaluates everything depending on them at module level, as a pipeline would."""
+    import re
+
+    for name, value in constants.items():
+        pat = re.compile(rf"\boverride\s+{name}\s*:\s*(\w+)\s*(=[^;]*)?;")
+        m = pat.search(code)
+        assert m is not None, name
+        lit = {"u32": f"{int(value)}u", "i32": f"{int(value)}i", "f32": f"{float(value)}f",
+               "bool": "true" if value else "false"}[m.group(1)]
+        code = code[:m.start()] + f"const {name}: {m.group(1)} = {lit};" + code[m.end():]
+    return code
+
+
+@pytest.mark.gpu
+def test_ssmviz_pipelines_pass_tint_with_their_constants(runtime, tint_ready, monkeypatch):
+    """Every pipeline ssmviz's kernels create (each S6 forward and backward mode, SSD,
+    matmul; with and without subgroups) goes to Tint with its override constants."""
+    from ssmviz.core.errors import SsmvizError
+    from ssmviz.core.kernels.matmul import MatmulKernel
+    from ssmviz.core.kernels.s6 import BWD_MODES, FWD_MODES, S6Kernel
+    from ssmviz.core.kernels.ssd import SSDKernel
+    from ssmviz.core.problem import Problem
+    from ssmviz.core.resources import shader_source
+    from ssmviz.core.shader_variants import specialize
+
+    built: dict[str, dict[tuple, None]] = {}
+    real = runtime.pipeline
+
+    def record(source, entry_point, *, label="", constants=None):
+        key = (entry_point, tuple(sorted((constants or {}).items())))
+        built.setdefault(source, {})[key] = None
+        return real(source, entry_point, label=label, constants=constants)
+
+    monkeypatch.setattr(runtime, "pipeline", record)
+    for sub in (True, False):
+        for d_state in (4, 16):  # 16: the D_STATE override is set
+            arrays = Problem(family="s6", batch=1, seq_len=9, d_inner=3, d_state=d_state,
+                             seed=0).build()
+            for fwd in FWD_MODES[1:]:
+                for bwd in BWD_MODES[1:]:
+                    for conv in ("mamba", "builderforce"):
+                        try:
+                            S6Kernel(runtime, subgroups=sub).prepare(
+                                arrays, convention=conv, store_h=bwd == "stored",
+                                fwd_mode=fwd, bwd_mode=bwd).release()
+                        except SsmvizError:
+                            continue  # a combination the planner refuses (e.g. onepass + h)
+        arrays = Problem(family="ssd", batch=1, seq_len=9, n_heads=2, d_head=2, n_groups=1,
+                         d_state=4, chunk_len=4, seed=0).build()
+        SSDKernel(runtime, subgroups=sub).prepare(arrays, chunk_len=4).release()
+    MatmulKernel(runtime).prepare(8, 8, 8)
+    runtime.pipeline(shader_source("copy.wgsl"), "copy_vec4")
+
+    originals = {p.name: p.read_text() for p in (ROOT / "shaders").glob("*.wgsl")}
+    inputs, const_sets = [], []
+    for k, (source, pipes) in enumerate(built.items()):
+        name, orig = next((n, o) for n, o in originals.items()
+                          if source in (o, specialize(o, subgroups=False),
+                                        specialize(o, subgroups=True)))
+        with_sub = source != specialize(orig, subgroups=False)
+        code = tint.ENABLE_SUBGROUPS + source if with_sub else source
+        inputs.append(tint.TintInput(f"{name}#{k}", code, [(e, dict(c)) for e, c in pipes]))
+        for e, c in pipes:
+            if c:
+                const_sets.append(dict(c))
+                inputs.append(tint.TintInput(f"{name}#{k} {e} {c}", _as_consts(code, dict(c))))
+    names = {i.name.split("#")[0] for i in inputs}
+    assert names == set(originals)
+    assert any("SG_GROUP" in c for c in const_sets) and any("D_STATE" in c for c in const_sets)
+    assert any(i.code.startswith(tint.ENABLE_SUBGROUPS) for i in inputs)
+    run = tint.run_tint(inputs)
+    for i in inputs:
+        res = run.sources[i.name]
+        assert not res.errors and not res.missing, (i.name, res.errors, res.missing)
+        # ssmviz requests the adapter's maxima; Dawn's null adapter has only WebGPU's
+        # default 8 storage buffers per stage, so those passes cannot be made there.
+        other = [(e, m) for e, m in res.pipelines if "number of storage buffers" not in m]
+        assert other == [], (i.name, other)
