@@ -20,7 +20,6 @@ from ssmviz.core.external.loader import KernelFile, KernelSource
 from ssmviz.core.external.wgsl import (
     Module,
     Problem,
-    call_statement_span,
     parse_module,
     portability,
     shadowing,
@@ -152,6 +151,8 @@ def _explain(src: KernelSource, message: str, line: int) -> tuple[tuple[int, int
 
 
 _TINT_SEVERITY = {"error": "error", "warning": "warning", "info": "note"}
+_MORE = (" (Tint reports one uniformity error per module: this one shows once those before it "
+         "are removed)")
 #: Pipeline errors that are the host's to avoid, not the kernel's (it sets the constants).
 _HOST_PIPELINE_ERRORS = ("uninitialized pipeline overridable constants",)
 
@@ -197,10 +198,10 @@ def tint_diagnostics(kf: KernelFile, modules: dict[str, Module]
             out.append(at_wgsl(kf, src, "note", 1, 1,
                                f"[tint] not checked{' ' + label if label else ''}: dawn.node's "
                                f"null adapter lacks the feature '{feature}'", code="tint"))
-        for m in res.messages:
-            key = (src.name, m.type, m.line, tint.source_column(label, m.line, m.col), m.message)
-            if m.type == "error":
-                verdict.errors.setdefault(src.name, []).append((key[2:4], m.message))
+        more = [(m, _MORE if k == 0 else "") for group in res.more for k, m in enumerate(group)]
+        for m, why in [(m, "") for m in res.messages] + more:
+            key = (src.name, m.type, m.line, tint.source_column(label, m.line, m.col),
+                   m.message + why)
             seen.setdefault(key, ([], m.length))[0].append(label)
         for entry, message in res.pipelines:
             if any(h in message for h in _HOST_PIPELINE_ERRORS):
@@ -224,60 +225,6 @@ def tint_diagnostics(kf: KernelFile, modules: dict[str, Module]
             out.append(d)
             last = d
     return out, verdict
-
-
-#: Tint's words for a barrier in non-uniform control flow.
-_NONUNIFORM = "must only be called from uniform control flow"
-#: At most this many more Node calls per source to find the barriers Tint's first hides.
-MAX_MORE_BARRIERS = 4
-
-
-def more_barrier_errors(kf: KernelFile, modules: dict[str, Module],
-                        verdict: tint.TintVerdict) -> list[Diagnostic]:
-    """Tint's errors for the barriers its first uniformity error hides.
-
-    Tint stops at the first uniformity error of a module. Here each one it reports is
-    blanked (the call statement becomes spaces, every line and column stays) and Tint is
-    asked again, until it finds no more (or :data:`MAX_MORE_BARRIERS` more); what it then
-    reports is in its own words. Costs Node calls only for a file with such an error.
-    """
-    out: list[Diagnostic] = []
-    for src in kf.sources:
-        if src.name not in verdict.checked:
-            continue
-        mod = modules[src.name]
-        known = [site for site, message in verdict.errors.get(src.name, [])
-                 if _NONUNIFORM in message]
-        for _ in range(MAX_MORE_BARRIERS if known else 0):
-            spans = [call_statement_span(mod, *site) for site in known]
-            if None in spans:
-                break  # a barrier inside an expression: blanking it would break the module
-            text = src.text
-            for a, b in sorted((sp for sp in spans if sp is not None), reverse=True):
-                text = text[:a] + "".join(c if c == "\n" else " " for c in text[a:b]) + text[b:]
-            label, code = tint.variants(text)[0]
-            try:
-                res = tint.run_tint([tint.TintInput(src.name, code)]).sources[src.name]
-            except tint.TintUnavailableError:
-                break  # the first run worked: a failing second one adds nothing to say
-            first = next((m for m in res.errors if _NONUNIFORM in m.message), None)
-            if first is None:
-                break
-            site = (first.line, tint.source_column(label, first.line, first.col))
-            if site in known:
-                break
-            known.append(site)
-            d = at_wgsl(kf, src, "error", *site, f"[tint] {first.message} (Tint reports one "
-                        "uniformity error per module: this one shows once those before it are "
-                        "removed)", first.length, "tint")
-            after = res.messages[res.messages.index(first) + 1:]
-            for m in after:
-                if m.type != "info":
-                    break
-                d.related.append(at_wgsl(kf, src, "note", m.line, m.col, f"[tint] {m.message}",
-                                         m.length, "tint-note"))
-            out.append(d)
-    return out
 
 
 def static_diagnostics(

@@ -34,7 +34,6 @@ from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external.diagnostics import (
     Diagnostic,
     at_wgsl,
-    more_barrier_errors,
     naga_diagnostics,
     sort_diagnostics,
     static_diagnostics,
@@ -156,7 +155,6 @@ def analyze(kf: KernelFile, device: Any = None) -> _Analysis:
         own[src.name] = found
         diags += naga
     found_tint, verdict = tint_diagnostics(kf, modules)
-    found_tint += more_barrier_errors(kf, modules, verdict)
     tint_errors = {(d.export, d.line, d.col): d for d in found_tint if d.severity == "error"}
     for src in kf.sources:
         if src.name not in verdict.checked:

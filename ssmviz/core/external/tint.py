@@ -59,12 +59,15 @@ class TintMessage:
 @dataclass
 class TintSource:
     """What Tint said about one source: messages, features the device lacks (then it was
-    not compiled), and pipeline-creation errors (entry point, message)."""
+    not compiled), pipeline-creation errors (entry point, message), and ``more``: the
+    uniformity errors its first one hides (each an error and its notes; Tint stops at one
+    per module, so the script blanks each reported barrier call and compiles again)."""
 
     name: str
     messages: list[TintMessage] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     pipelines: list[tuple[str, str]] = field(default_factory=list)
+    more: list[list[TintMessage]] = field(default_factory=list)
 
     @property
     def errors(self) -> list[TintMessage]:
@@ -109,6 +112,12 @@ def unavailable_reason() -> str | None:
 _CACHE: OrderedDict[str, TintRun] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 32
+
+
+def clear_cache() -> None:
+    """Forget the cached answers (the benchmark times fresh runs)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
 
 
 def run_tint(inputs: Sequence[TintInput], *, timeout: float | None = None) -> TintRun:
@@ -161,15 +170,17 @@ def run_tint(inputs: Sequence[TintInput], *, timeout: float | None = None) -> Ti
 def _source(r: Mapping, inputs: Sequence[TintInput]) -> TintSource:
     code = next(i.code for i in inputs if i.name == r["name"])
     lines = code.split("\n")
-    messages = []
-    for m in r["messages"]:
+
+    def message(m: Mapping) -> TintMessage:
         line = int(m["lineNum"])
         text = lines[line - 1] if 1 <= line <= len(lines) else ""
-        messages.append(TintMessage(str(m["type"]), max(line, 1),
-                                    _utf16_to_col(text, int(m["linePos"])),
-                                    max(int(m["length"]), 1), str(m["message"])))
+        return TintMessage(str(m["type"]), max(line, 1), _utf16_to_col(text, int(m["linePos"])),
+                           max(int(m["length"]), 1), str(m["message"]))
+
     pipelines = [(str(p["entry"]), _first_line(str(p["message"]))) for p in r["pipelines"]]
-    return TintSource(str(r["name"]), messages, [str(f) for f in r["missing"]], pipelines)
+    return TintSource(str(r["name"]), [message(m) for m in r["messages"]],
+                      [str(f) for f in r["missing"]], pipelines,
+                      [[message(m) for m in group] for group in r.get("more", [])])
 
 
 def _utf16_to_col(line: str, pos: int) -> int:
@@ -217,8 +228,6 @@ class TintVerdict:
     rejected: set[str] = field(default_factory=set)
     #: Sources Tint compiled (every build: none lacked a feature the null adapter has).
     checked: set[str] = field(default_factory=set)
-    #: Source name -> each Tint error's ((line, col) in the source itself, message).
-    errors: dict[str, list[tuple[tuple[int, int], str]]] = field(default_factory=dict)
 
     def unavailable_line(self) -> str:
         return f"Tint cross-check unavailable: {self.reason}"

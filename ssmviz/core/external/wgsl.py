@@ -605,20 +605,6 @@ def uniformity(mod: Module) -> list[Problem]:
     return out
 
 
-def call_statement_span(mod: Module, line: int, col: int) -> tuple[int, int] | None:
-    """Character offsets (start, end) of the call ``NAME(...)`` at (line, col) when it is a
-    whole statement (``NAME(...);``), else None. Blanking it keeps the module valid."""
-    toks = mod.toks
-    k = next((i for i, t in enumerate(toks) if (t.line, t.col) == (line, col)), None)
-    if k is None or k + 1 >= len(toks) or toks[k + 1].text != "(" or \
-            (k and toks[k - 1].text not in (";", "{", "}")):
-        return None
-    close = _match(toks, k + 1, "(", ")")
-    if close + 1 >= len(toks) or toks[close + 1].text != ";":
-        return None
-    return toks[k].off, toks[close].off + 1
-
-
 def _bindings(mod: Module, fn: Function) -> dict[int, str]:
     """Token index -> the declaration an identifier refers to, by lexical scope.
 

@@ -4,7 +4,11 @@
 //                      "pipelines": [{"entry": str, "constants": {NAME: number}}]}]}
 // stdout: one JSON object: {"adapter": str, "features": [str],
 //   "results": [{"name": str, "missing": [feature], "messages": [{type, lineNum, linePos,
-//                offset, length, message}], "pipelines": [{"entry": str, "message": str}]}]}
+//                offset, length, message}], "pipelines": [{"entry": str, "message": str}],
+//                "more": [[message, ...]]}]}
+// "more": Tint stops at a module's first uniformity error; each further group is the next
+// one (an error and its notes), found by blanking the barrier call before it and compiling
+// again in this same process (lines and columns stay).
 // Every source goes through one adapter and device: Node and Dawn start once per call.
 // The null backend runs Tint's front end (and pipeline validation) without a GPU.
 
@@ -37,23 +41,76 @@ async function readStdin() {
   return JSON.parse(Buffer.concat(chunks).toString('utf8'));
 }
 
+const NONUNIFORM = 'must only be called from uniform control flow';
+const MAX_MORE = 8;
+
+function plain(m) {
+  return {
+    type: m.type, lineNum: m.lineNum, linePos: m.linePos, offset: m.offset,
+    length: m.length, message: m.message,
+  };
+}
+
+async function messagesOf(device, code, label) {
+  device.pushErrorScope('validation');
+  const module = device.createShaderModule({ code, label });
+  const info = await module.getCompilationInfo();
+  await device.popErrorScope(); // the same errors as the messages
+  return { module, messages: info.messages.map(plain) };
+}
+
+// The call statement `NAME(...);` whose NAME starts at `off`: [start, end) without the
+// `;` (blanked, an empty statement stays), or null when it is not a whole statement.
+function callStatement(code, off, len) {
+  const before = code.slice(0, off).replace(/\s+$/, '');
+  if (before.length && !';{}'.includes(before[before.length - 1])) return null;
+  let i = off + len;
+  while (/\s/.test(code[i] || '')) i++;
+  if (code[i] !== '(') return null;
+  let depth = 0;
+  for (; i < code.length; i++) {
+    if (code[i] === '(') depth++;
+    else if (code[i] === ')' && --depth === 0) break;
+  }
+  let j = i + 1;
+  while (/\s/.test(code[j] || '')) j++;
+  return code[j] === ';' ? [off, i + 1] : null;
+}
+
+async function moreUniformityErrors(device, code, messages, label) {
+  const groups = [];
+  for (let round = 0; round < MAX_MORE; round++) {
+    const at = messages.findIndex((m) => m.type === 'error' && m.message.includes(NONUNIFORM));
+    if (at < 0) break;
+    const span = callStatement(code, messages[at].offset, messages[at].length);
+    if (!span) break;
+    code = code.slice(0, span[0]) + code.slice(span[0], span[1]).replace(/[^\n]/g, ' ') +
+      code.slice(span[1]);
+    ({ messages } = await messagesOf(device, code, label));
+    const next = messages.findIndex((m) => m.type === 'error' && m.message.includes(NONUNIFORM));
+    if (next < 0) break;
+    let end = next + 1;
+    while (end < messages.length && messages[end].type === 'info') end++;
+    groups.push(messages.slice(next, end));
+    messages = messages.slice(next);
+  }
+  return groups;
+}
+
 async function compile(device, src) {
   const missing = enables(src.code)
     .map((e) => FEATURE_OF[e])
     .filter((f) => f && !device.features.has(f));
-  const result = { name: src.name, missing: [...new Set(missing)], messages: [], pipelines: [] };
+  const result = {
+    name: src.name, missing: [...new Set(missing)], messages: [], pipelines: [], more: [],
+  };
   if (result.missing.length) return result; // Tint would only report the absent feature
-  device.pushErrorScope('validation');
-  const module = device.createShaderModule({ code: src.code, label: src.name });
-  const info = await module.getCompilationInfo();
-  await device.popErrorScope(); // the same errors as the messages below
-  for (const m of info.messages) {
-    result.messages.push({
-      type: m.type, lineNum: m.lineNum, linePos: m.linePos, offset: m.offset,
-      length: m.length, message: m.message,
-    });
+  const { module, messages } = await messagesOf(device, src.code, src.name);
+  result.messages = messages;
+  if (messages.some((m) => m.type === 'error')) {
+    result.more = await moreUniformityErrors(device, src.code, messages, src.name);
+    return result;
   }
-  if (result.messages.some((m) => m.type === 'error')) return result;
   for (const p of src.pipelines || []) {
     device.pushErrorScope('validation');
     device.createComputePipeline({
