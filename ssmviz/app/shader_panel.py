@@ -7,7 +7,8 @@ or a kernel file (``.wgsl`` or a JS/TS module), with a recent-files list in QSet
 a file under another ABI profile, e.g. builderforce, runs through
 ``ssmviz.core.external.live.run_live``, the check of ``ssmviz check --kernel``);
 the diagnostics (and that check's notes) come back with the run, in the file's own line
-numbers, and clicking one puts the cursor on its line. A file source is polled with the core's
+numbers, naga's and Tint's (Chrome's compiler) each marked, and clicking one puts the
+cursor on its line. A file source is polled with the core's
 :class:`~ssmviz.core.external.FileWatcher` from a QTimer: a save on disk reloads the
 text and re-runs; a bad save shows diagnostics, never a traceback.
 """
@@ -36,7 +37,7 @@ from PySide6.QtWidgets import (
 from ssmviz.app.highlighter import WgslHighlighter
 from ssmviz.app.runner import KernelChoice, RunResult
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.external import FileWatcher
+from ssmviz.core.external import Diagnostic, FileWatcher
 from ssmviz.core.external.loader import read_text
 from ssmviz.core.resources import shaders_dir
 
@@ -285,14 +286,14 @@ class ShaderPanel(QWidget):
             self.note.setText(result.kernel_note or
                               f"{self.path}: ran {used} ({warnings} warning(s))")
 
-    def _show_diagnostics(self, diags: list) -> None:
+    def _show_diagnostics(self, diags: list[Diagnostic]) -> None:
+        """One item per finding, each compiler's marked ``[naga]`` / ``[tint]`` in its
+        message, then its notes (indented); a file-level note has no line."""
         self.diagnostics.clear()
         for d in diags:
-            item = QListWidgetItem(f"{d.line}:{d.col}: {d.severity}: {d.message}")
-            item.setForeground(QColor(SEVERITY_COLOR.get(d.severity, "#000000")))
-            item.setData(Qt.ItemDataRole.UserRole, (d.line, d.col))
-            item.setToolTip(d.render())
-            self.diagnostics.addItem(item)
+            self._add_item(d, "")
+            for r in d.related:
+                self._add_item(r, "    ")
         marks = []
         for d in diags:
             if d.severity not in ("error", "warning"):
@@ -304,6 +305,14 @@ class ShaderPanel(QWidget):
             sel.cursor = self._cursor_at(d.line, 1)
             marks.append(sel)
         self.editor.setExtraSelections(marks)
+
+    def _add_item(self, d: Diagnostic, indent: str) -> None:
+        where = f"{d.line}:{d.col}: " if d.line >= 1 else ""
+        item = QListWidgetItem(f"{indent}{where}{d.severity}: {d.message}")
+        item.setForeground(QColor(SEVERITY_COLOR.get(d.severity, "#000000")))
+        item.setData(Qt.ItemDataRole.UserRole, (max(d.line, 1), max(d.col, 1)))
+        item.setToolTip(d.render())
+        self.diagnostics.addItem(item)
 
     def _cursor_at(self, line: int, col: int) -> QTextCursor:
         doc = self.editor.document()
