@@ -186,6 +186,24 @@ def test_barrier_lint_is_the_fallback_without_tint(runtime, monkeypatch):
     assert res.exit_code == 2
 
 
+def test_barrier_only_tint_finds(runtime, tint_ready, monkeypatch):
+    # naga accepts it, ssmviz's own lint misses it (the non-uniform value is a parameter),
+    # Tint refuses it: the kernel does not build, and the report names Tint.
+    name = "fault_barrier_in_helper_s6.js"
+    res = check_kernel(str(KERNELS / name), runs=1, probe=False)
+    assert res.exit_code == 2
+    errs = [d for d in res.diagnostics if d.severity == "error"]
+    assert [(d.code, d.line) for d in errs] == [("tint", fault_line(name))]
+    assert "note: naga accepts this, Tint (Chrome) rejects it" in res.render()
+    assert "parameter 't' of 'tile_barrier' may be non-uniform" in errs[0].render()
+    assert res.report is not None and res.report.passed  # it runs right on lavapipe
+    # Without Tint nothing finds it: the check passes, and says Tint did not run.
+    monkeypatch.setenv("SSMVIZ_TINT", "0")
+    res = check_kernel(str(KERNELS / name), runs=1, probe=False)
+    assert res.exit_code == 0
+    assert "Tint cross-check unavailable: disabled by SSMVIZ_TINT=0" in res.render()
+
+
 def test_off_by_one_at_chunk_boundaries(runtime):
     name = "fault_off_by_one_ssd.js"
     res = check_kernel(str(KERNELS / name), runs=2)

@@ -56,6 +56,8 @@ def test_tint_runs_and_refuses_what_chrome_refuses(tint_ready) -> None:
     ("fault_shadowed_binding_s6.js", 0, "u[i]", "cannot index type 'f32'"),
     ("fault_barrier_nonuniform_s6.wgsl", 0, "workgroupBarrier",
      "'workgroupBarrier' must only be called from uniform control flow"),
+    ("fault_barrier_in_helper_s6.js", 0, "workgroupBarrier",
+     "'workgroupBarrier' must only be called from uniform control flow"),
 ])
 def test_tint_locates_each_planted_compile_fault(tint_ready, name, below, at, words) -> None:
     path = KERNELS / name
