@@ -344,3 +344,52 @@ def test_ssmviz_pipelines_pass_tint_with_their_constants(runtime, tint_ready, mo
         # default 8 storage buffers per stage, so those passes cannot be made there.
         other = [(e, m) for e, m in res.pipelines if "number of storage buffers" not in m]
         assert other == [], (i.name, other)
+
+
+# -- setup: the bootstrap installs Node, npm and the package --------------------------------
+
+
+def test_bootstrap_runs_npm_ci_only_when_the_lock_changes(tmp_path, monkeypatch):
+    import subprocess
+
+    from ssmviz import bootstrap
+
+    lock = tmp_path / "package-lock.json"
+    lock.write_text('{"v": 1}')
+    (tmp_path / "node_modules").mkdir()
+    monkeypatch.setattr(bootstrap, "TINT_DIR", tmp_path)
+    monkeypatch.setattr(bootstrap, "_node_tools", lambda: ("/usr/bin/node", "/usr/bin/npm"))
+    calls: list[list[str]] = []
+
+    def fake_run(cmd, **kw):
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, stdout="v20.0.0\n", stderr="")
+
+    monkeypatch.setattr(bootstrap.subprocess, "run", fake_run)
+    ci = ["/usr/bin/npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"]
+    assert bootstrap.ensure_tint() and calls.count(ci) == 1
+    assert bootstrap.ensure_tint() and calls.count(ci) == 1  # stamp matches: nothing to do
+    lock.write_text('{"v": 2}')
+    assert bootstrap.ensure_tint() and calls.count(ci) == 2
+
+
+def test_bootstrap_without_node_says_tint_is_unavailable(monkeypatch, capsys):
+    from ssmviz import bootstrap
+
+    monkeypatch.setattr(bootstrap, "_node_tools", lambda: (None, None))
+    monkeypatch.setattr(bootstrap.shutil, "which", lambda name: None)  # no apt-get either
+    assert not bootstrap.ensure_tint()
+    assert "Tint cross-check unavailable: Node.js and npm not found" in capsys.readouterr().out
+
+
+def test_bootstrap_installs_debians_nodejs_and_npm_when_missing(monkeypatch):
+    from ssmviz import bootstrap
+
+    found = iter([(None, None), (None, None)])
+    monkeypatch.setattr(bootstrap, "_node_tools", lambda: next(found))
+    monkeypatch.setattr(bootstrap.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(bootstrap, "_missing_debs", lambda names: list(names))
+    installed: list[list[str]] = []
+    monkeypatch.setattr(bootstrap, "_apt_install", installed.append)
+    assert not bootstrap.ensure_tint()  # the fake apt installed nothing: still no Node
+    assert installed == [["nodejs", "npm"]]

@@ -12,6 +12,7 @@ name (``error: [naga] …``, ``error: [tint] …``).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from ssmviz.core.errors import SsmvizError
@@ -183,9 +184,7 @@ def tint_diagnostics(kf: KernelFile, modules: dict[str, Module]
             verdict
     verdict = tint.TintVerdict(True, seconds=run.seconds)
     out: list[Diagnostic] = []
-    per_source: dict[str, int] = {}
-    for src, _, _ in builds:
-        per_source[src.name] = per_source.get(src.name, 0) + 1
+    per_source = Counter(src.name for src, _, _ in builds)  # builds of each source
     seen: dict[tuple, tuple[list[str], int]] = {}  # key -> (builds that said it, length)
     verdict.checked = {src.name for src, _, _ in builds}
     for src, label, inp in builds:
