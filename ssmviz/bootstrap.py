@@ -9,7 +9,11 @@ It installs the system packages that are missing (Mesa's lavapipe Vulkan driver
 when no Vulkan driver is present, the libraries Qt needs, Xvfb for the window
 tests), creates ``.venv`` in the project root, installs ssmviz into it
 (editable, with the ``test`` extra for ``test``) and reinstalls only when
-``pyproject.toml`` changes.
+``pyproject.toml`` changes. For the Tint cross-check (Chrome's WGSL compiler beside
+naga) it installs Debian's ``nodejs`` and ``npm`` when missing and runs ``npm ci`` in
+``ssmviz/core/external/tint_node`` when ``node_modules`` is missing or
+``package-lock.json`` changed; where Node cannot be had it says so and goes on (every
+kernel report then says "Tint cross-check unavailable").
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
+TINT_DIR = ROOT / "ssmviz" / "core" / "external" / "tint_node"
 
 #: Vulkan driver manifests live in one of these folders (the loader's search path).
 _ICD_DIRS = (
@@ -146,6 +151,41 @@ def ensure_venv(*, extra: str) -> Path:
     return python
 
 
+def _node_tools() -> tuple[str | None, str | None]:
+    return shutil.which("node") or shutil.which("nodejs"), shutil.which("npm")
+
+
+def ensure_tint() -> bool:
+    """Node.js, npm and the pinned ``webgpu`` package (dawn.node, with Tint) in
+    ``TINT_DIR/node_modules``; True when Tint can run. Never fatal: without it ssmviz
+    works and its kernel reports say the cross-check is unavailable."""
+    node, npm = _node_tools()
+    if (node is None or npm is None) and shutil.which("apt-get") and shutil.which("dpkg-query"):
+        wanted = (("nodejs",) if node is None else ()) + (("npm",) if npm is None else ())
+        try:
+            _apt_install(_missing_debs(wanted))
+        except (subprocess.CalledProcessError, SystemExit) as exc:
+            _say(f"warning: could not install {' '.join(wanted)}: {exc}")
+        node, npm = _node_tools()
+    if node is None or npm is None:
+        _say("warning: Tint cross-check unavailable: Node.js and npm not found")
+        return False
+    lock = TINT_DIR / "package-lock.json"
+    stamp = TINT_DIR / "node_modules" / ".ssmviz-installed"
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=False)
+    want = f"{hashlib.sha256(lock.read_bytes()).hexdigest()}:{version.stdout.strip()}"
+    if stamp.exists() and stamp.read_text() == want:
+        return True
+    _say(f"installing Tint (npm package webgpu, dawn.node) into {TINT_DIR / 'node_modules'}")
+    done = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+                          cwd=TINT_DIR, check=False)
+    if done.returncode != 0:
+        _say(f"warning: Tint cross-check unavailable: npm ci failed (status {done.returncode})")
+        return False
+    stamp.write_text(want)
+    return True
+
+
 def _runtime_env(*, offscreen: bool) -> dict[str, str]:
     env = dict(os.environ)
     if not env.get("XDG_RUNTIME_DIR") or not os.path.isdir(env["XDG_RUNTIME_DIR"]):
@@ -167,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("ssmviz needs Python 3.11 or newer")
     install_system_packages(for_tests=mode == "test")
     python = ensure_venv(extra="test" if mode == "test" else "")
+    ensure_tint()
     bindir = python.parent
     if mode == "app":
         env = _runtime_env(offscreen=False)

@@ -122,9 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", metavar="PATH", help="write the figures as JSON")
     bench.add_argument(
         "--family",
-        choices=("s6", "ssd", "all", "reference"),
+        choices=("s6", "ssd", "all", "reference", "tint"),
         default="all",
-        help="reference: only the float64 references' times (no GPU)",
+        help="reference: only the float64 references' times (no GPU); tint: the Tint "
+        "cross-check's cost per kernel file",
     )
     bench.add_argument(
         "--size",

@@ -25,3 +25,17 @@ def runtime():
         if ON_CI:
             pytest.fail(f"CI needs a wgpu adapter (lavapipe): {exc}")
         pytest.skip(f"no wgpu adapter: {exc}")
+
+
+@pytest.fixture
+def tint_ready() -> None:
+    """For tests of Tint's own findings: on CI Tint must run (the bootstrap installs it);
+    elsewhere, without Node.js or the npm package, they skip and say why."""
+    from ssmviz.core.external.tint import unavailable_reason
+
+    reason = unavailable_reason()
+    if reason is None:
+        return
+    if ON_CI:
+        pytest.fail(f"CI must run the Tint cross-check: {reason}")
+    pytest.skip(f"Tint cross-check unavailable: {reason}")

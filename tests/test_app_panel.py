@@ -63,6 +63,11 @@ def test_broken_kernel_file_shows_diagnostic_and_click_jumps_to_line(
     items = [panel.diagnostics.item(i) for i in range(panel.diagnostics.count())]
     errors = [it for it in items if ": error:" in it.text()]
     assert errors and errors[0].text().startswith(f"{BROKEN_LINE}:")
+    # Both compilers' errors, each marked; the click below goes to Tint's.
+    by = {c: [it for it in errors if f"error: [{c}] " in it.text()] for c in ("naga", "tint")}
+    assert all(it.text().startswith(f"{BROKEN_LINE}:") for c in by for it in by[c]), by
+    assert by["naga"] and by["tint"]
+    errors = by["tint"]
     assert panel.recent_files() == [str(path.resolve())]
     assert panel.sources.currentText() == f"file: {path.resolve()}"
     panel.editor.moveCursor(panel.editor.textCursor().MoveOperation.End)
@@ -138,13 +143,35 @@ def test_saving_the_kernel_file_on_disk_reloads_and_reruns(qtbot, make_window, t
         _write_later(path, broken)
     assert panel.hot_reloads == 2
     assert "does not build" in w.result.error
-    assert any(": error:" in panel.diagnostics.item(i).text()
-               for i in range(panel.diagnostics.count()))
+    texts = [panel.diagnostics.item(i).text() for i in range(panel.diagnostics.count())]
+    assert any(": error: [naga] " in t for t in texts) and any(": error: [tint] " in t
+                                                                for t in texts), texts
     with qtbot.waitSignal(w.plotsUpdated, timeout=RUN_TIMEOUT_MS):
         _write_later(path, good)
     assert w.result.error == "" and w.result.report.passed
     assert panel.diagnostics.count() == 0 or not any(
         ": error:" in panel.diagnostics.item(i).text() for i in range(panel.diagnostics.count()))
+
+
+def test_a_kernel_only_tint_refuses_lists_tints_notes(qtbot, make_window, tint_ready) -> None:
+    # naga builds the barrier sample and it runs; Tint (Chrome) refuses it. The panel says
+    # which compiler did, lists Tint's error and its notes, and a click on a note jumps.
+    w = make_window()
+    panel = w.shader_panel
+    path = ROOT / "assets" / "kernels" / "fault_barrier_nonuniform_s6.wgsl"
+    _run(qtbot, w, lambda: panel.open_file(path))
+    texts = [panel.diagnostics.item(i).text() for i in range(panel.diagnostics.count())]
+    assert texts[0] == ("note: naga accepts this, Tint (Chrome) rejects it: it runs here but "
+                        "will not build in Chrome")
+    at = next(i for i, t in enumerate(texts) if ": error: [tint] " in t)
+    assert texts[at].startswith("95:5: error: [tint] 'workgroupBarrier' must only be called")
+    assert texts[at + 1] == ("    88:3: note: [tint] control flow depends on possibly "
+                             "non-uniform value")
+    assert "does not build" in panel.note.text()
+    item = panel.diagnostics.item(at + 1)
+    rect = panel.diagnostics.visualItemRect(item)
+    qtbot.mouseClick(panel.diagnostics.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    assert panel.editor.textCursor().blockNumber() == 88 - 1
 
 
 def test_edit_and_apply_runs_the_edited_text(qtbot, make_window) -> None:

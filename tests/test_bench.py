@@ -60,3 +60,16 @@ def test_reference_bench_runs() -> None:
     proc = ssmviz("bench", "--family", "reference", "--repeats", "1")
     assert proc.returncode == 0, proc.stderr
     assert "reference s6 fwd+bwd" in proc.stdout and "reference ssd" in proc.stdout
+
+
+def test_tint_bench_times_every_kernel_file(tmp_path: Path, tint_ready) -> None:
+    out = tmp_path / "tint.json"
+    proc = ssmviz("bench", "--family", "tint", "--repeats", "1", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(out.read_text())["results"]
+    root = Path(__file__).resolve().parent.parent
+    files = [p.name for p in sorted((root / "assets" / "kernels").glob("*"))]
+    files += [p.name for p in sorted((root / "shaders").glob("*.wgsl"))]
+    assert [r["name"] for r in results] == [f"tint {f}" for f in files]
+    assert all(r["seconds"] > 0 and "error" not in r for r in results)
+    assert "tint selective_scan.wgsl" in proc.stdout

@@ -72,6 +72,10 @@ def test_wheel_ships_shaders_and_assets(tmp_path: Path) -> None:
     for name in shaders:
         assert f"ssmviz/shaders/{name}" in names
     assert any(n.startswith("ssmviz/assets/") for n in names)
+    # The Tint front end's script and lock ship; its node_modules (npm ci) do not.
+    for name in ("tint.mjs", "package.json", "package-lock.json"):
+        assert f"ssmviz/core/external/tint_node/{name}" in names
+    assert not any("node_modules" in n for n in names)
     # Installed from the wheel (not the source tree), the resources are found.
     target = tmp_path / "site"
     subprocess.run(

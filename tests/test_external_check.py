@@ -150,19 +150,58 @@ def test_wrong_scan_operator(runtime):
     assert origin.line == fault_line(name)
 
 
-def test_barrier_in_nonuniform_control_flow(runtime):
+def test_barrier_in_nonuniform_control_flow(runtime, tint_ready):
     name = "fault_barrier_nonuniform_s6.wgsl"
-    code, _ = run_cli(KERNELS / name)
+    code, text = run_cli(KERNELS / name)
     assert code == 2
+    # naga builds it (the runtime checks run and pass); Tint refuses it, and the report
+    # says which compiler did.
+    assert "note: naga accepts this, Tint (Chrome) rejects it" in text
+    res = check_kernel(str(KERNELS / name), runs=1, probe=False)
+    errs = [d for d in res.diagnostics if d.severity == "error"]
+    assert [(d.code, d.line) for d in errs] == [("tint", fault_line(name))]
+    assert "[tint] 'workgroupBarrier' must only be called from uniform control flow" \
+        in errs[0].message
+    # Tint's notes follow its error: the `if` and the non-uniform builtin behind it.
+    assert [n.line for n in errs[0].related] == [fault_line(name) - 7, fault_line(name) - 14]
+    assert "builtin 'lid'" in errs[0].related[1].message
+    shown = errs[0].render().splitlines()  # one line, the source line, a caret under the call
+    assert shown[2].index("^") == shown[1].index("workgroupBarrier")
+    assert shown[2].count("~") == len("workgroupBarrier") - 1
+    assert res.report is not None and res.report.passed
+
+
+def test_barrier_lint_is_the_fallback_without_tint(runtime, monkeypatch):
+    # Without Tint, ssmviz's own uniformity lint says it (and the report says Tint is
+    # missing, once).
+    monkeypatch.setenv("SSMVIZ_TINT", "0")
+    name = "fault_barrier_nonuniform_s6.wgsl"
     res = check_kernel(str(KERNELS / name), runs=1, probe=False)
     errs = [d for d in res.diagnostics if d.severity == "error"]
     assert [(d.code, d.line) for d in errs] == [("nonuniform-barrier", fault_line(name))]
     assert "`if` on line" in errs[0].message and "local_invocation_id" in errs[0].message
-    shown = errs[0].render().splitlines()  # one line, the source line, a caret under the call
+    shown = errs[0].render().splitlines()
     assert shown[2].index("^") == shown[1].index("workgroupBarrier")
-    assert shown[2].count("~") == len("workgroupBarrier") - 1
-    # naga itself built it: the runtime checks still ran and passed.
-    assert res.report is not None and res.report.passed
+    assert res.render().count("Tint cross-check unavailable: disabled by SSMVIZ_TINT=0") == 1
+    assert res.exit_code == 2
+
+
+def test_barrier_only_tint_finds(runtime, tint_ready, monkeypatch):
+    # naga accepts it, ssmviz's own lint misses it (the non-uniform value is a parameter),
+    # Tint refuses it: the kernel does not build, and the report names Tint.
+    name = "fault_barrier_in_helper_s6.js"
+    res = check_kernel(str(KERNELS / name), runs=1, probe=False)
+    assert res.exit_code == 2
+    errs = [d for d in res.diagnostics if d.severity == "error"]
+    assert [(d.code, d.line) for d in errs] == [("tint", fault_line(name))]
+    assert "note: naga accepts this, Tint (Chrome) rejects it" in res.render()
+    assert "parameter 't' of 'tile_barrier' may be non-uniform" in errs[0].render()
+    assert res.report is not None and res.report.passed  # it runs right on lavapipe
+    # Without Tint nothing finds it: the check passes, and says Tint did not run.
+    monkeypatch.setenv("SSMVIZ_TINT", "0")
+    res = check_kernel(str(KERNELS / name), runs=1, probe=False)
+    assert res.exit_code == 0
+    assert "Tint cross-check unavailable: disabled by SSMVIZ_TINT=0" in res.render()
 
 
 def test_off_by_one_at_chunk_boundaries(runtime):
@@ -188,7 +227,22 @@ def test_missing_gradient_term(runtime):
     assert [d.line for d in where] == [fault_line(name)]
 
 
-def test_shadowed_binding(runtime):
+def test_shadowed_binding(runtime, tint_ready):
+    name = "fault_shadowed_binding_s6.js"
+    code, text = run_cli(KERNELS / name)
+    assert code == 2
+    line = fault_line(name)
+    col = (KERNELS / name).read_text().split("\n")[line - 1].index("u[i]") + 1
+    assert f"{KERNELS / name}:{line}:{col}: error: [tint] cannot index type 'f32'" in text
+    # ssmviz's finder says why, as a note on Tint's error.
+    assert f"{KERNELS / name}:{line}:{col}: note: `u` is indexed here, but the `let u` on line " \
+        f"{line - 5} shadows the storage buffer `u`" in text
+    assert "[naga] Invalid access into expression" in text  # naga's own words, kept
+    assert "note: naga and Tint (Chrome) both reject this" in text
+
+
+def test_shadowed_binding_without_tint(runtime, monkeypatch):
+    monkeypatch.setenv("SSMVIZ_TINT", "0")
     name = "fault_shadowed_binding_s6.js"
     code, text = run_cli(KERNELS / name)
     assert code == 2
@@ -196,15 +250,16 @@ def test_shadowed_binding(runtime):
     col = (KERNELS / name).read_text().split("\n")[line - 1].index("u[i]") + 1
     assert f"{KERNELS / name}:{line}:{col}: error: `u` is indexed here, but the `let u` on line " \
         f"{line - 5} shadows the storage buffer `u`" in text
-    assert "Invalid access into expression" in text  # naga's own words, kept
 
 
-def test_syntax_error_in_js_module(runtime):
+def test_syntax_error_in_js_module(runtime, tint_ready):
     name = "fault_syntax_ssd.js"
     code, text = run_cli(KERNELS / name)
     assert code == 2
     line = fault_line(name)
-    assert re.search(rf":{line + 1}:3: error: expected `;`, found \"let\"", text)
+    assert re.search(rf":{line + 1}:3: error: \[naga\] expected `;`, found \"let\"", text)
+    assert re.search(rf":{line + 1}:3: error: \[tint\] expected ';' for variable declaration",
+                     text)
     assert f":{line}:" in text and "the statement above probably lacks its `;`" in text
 
 
@@ -223,8 +278,7 @@ def test_naga_error_maps_to_module_coordinates_with_first_line_offset(runtime, t
     assert rendered[1].endswith("return zzz; }`;") and rendered[2].endswith("^~~")
 
 
-def test_every_static_problem_is_reported(runtime):
-    src = """
+MULTI = """
 @group(0) @binding(0) var<storage, read_write> y: array<f32>;
 var<workgroup> s: array<f32, 64>;
 @compute @workgroup_size(64)
@@ -245,11 +299,23 @@ fn second(@builtin(local_invocation_id) lid: vec3<u32>) {
   y[lid.x] = ok;
 }
 """
-    kf = load_kernel_text(src, "multi.wgsl")
-    an = analyze(kf, runtime.device)
-    errs = [d for d in an.diagnostics if d.code == "nonuniform-barrier"]
+
+
+def test_every_static_problem_is_reported(runtime, tint_ready):
     # After a non-uniform return; in a loop bounded by read_write data. The barrier under a
-    # workgroupUniformLoad result is fine.
+    # workgroupUniformLoad result is fine. Tint stops at its first uniformity error: the
+    # second comes from Tint too, asked again with the first barrier blanked.
+    an = analyze(load_kernel_text(MULTI, "multi.wgsl"), runtime.device)
+    errs = [d for d in an.diagnostics if d.severity == "error"]
+    assert [(d.code, d.line) for d in errs] == [("tint", 9), ("tint", 15)]
+    assert "shows once those before it are removed" in errs[1].message
+    assert "read_write storage buffer 'y'" in errs[1].related[-1].message
+
+
+def test_every_static_problem_is_reported_by_the_fallback_lint(runtime, monkeypatch):
+    monkeypatch.setenv("SSMVIZ_TINT", "0")  # ssmviz's own uniformity lint
+    an = analyze(load_kernel_text(MULTI, "multi.wgsl"), runtime.device)
+    errs = [d for d in an.diagnostics if d.code == "nonuniform-barrier"]
     assert [d.line for d in errs] == [9, 15]
     assert "earlier `return` on line 7" in errs[0].message
     assert "`v` (derived from `y` (read from a read_write storage buffer))" in errs[1].message
@@ -274,6 +340,10 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 """
     an = analyze(load_kernel_text(src, "ok.wgsl"), runtime.device)
     assert [d for d in an.diagnostics if d.severity == "error"] == []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SSMVIZ_TINT", "0")
+        an = analyze(load_kernel_text(src, "ok.wgsl"), runtime.device)
+    assert [d for d in an.diagnostics if d.severity == "error"] == []
 
 
 def test_portability_warnings(runtime):
@@ -286,7 +356,9 @@ def test_portability_warnings(runtime):
 
     _, diags = static_diagnostics(kf, kf.sources[0], naga_failed_without_location=False)
     words = " ".join(d.message for d in diags if d.code == "portability")
-    assert "shader-f16" in words and "atomic<f32>" in words
+    assert "shader-f16" in words
+    assert [d.message for d in diags if d.code == "not-webgpu"] == \
+        ["atomic<f32> is not part of WGSL/WebGPU (naga extension)"]
 
 
 def test_parse_naga_error_without_location():

@@ -9,7 +9,8 @@ check of ``ssmviz check --kernel``), all of it in the kernel worker process unde
 watchdog (``ssmviz.core.external.isolated``), so a kernel that hangs or crashes ends in
 a one-line error;
 the diagnostics (and that check's notes) come back with the run, in the file's own line
-numbers, and clicking one puts the cursor on its line. A file source is polled with the core's
+numbers, naga's and Tint's (Chrome's compiler) each marked, and clicking one puts the
+cursor on its line. A file source is polled with the core's
 :class:`~ssmviz.core.external.FileWatcher` from a QTimer: a save on disk reloads the
 text and re-runs; a bad save shows diagnostics, never a traceback.
 """
@@ -38,7 +39,7 @@ from PySide6.QtWidgets import (
 from ssmviz.app.highlighter import WgslHighlighter
 from ssmviz.app.runner import KernelChoice, RunResult
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.external import FileWatcher
+from ssmviz.core.external import Diagnostic, FileWatcher
 from ssmviz.core.external.loader import read_text
 from ssmviz.core.resources import shaders_dir
 
@@ -287,14 +288,14 @@ class ShaderPanel(QWidget):
             self.note.setText(result.kernel_note or
                               f"{self.path}: ran {used} ({warnings} warning(s))")
 
-    def _show_diagnostics(self, diags: list) -> None:
+    def _show_diagnostics(self, diags: list[Diagnostic]) -> None:
+        """One item per finding, each compiler's marked ``[naga]`` / ``[tint]`` in its
+        message, then its notes (indented); a file-level note has no line."""
         self.diagnostics.clear()
         for d in diags:
-            item = QListWidgetItem(f"{d.line}:{d.col}: {d.severity}: {d.message}")
-            item.setForeground(QColor(SEVERITY_COLOR.get(d.severity, "#000000")))
-            item.setData(Qt.ItemDataRole.UserRole, (d.line, d.col))
-            item.setToolTip(d.render())
-            self.diagnostics.addItem(item)
+            self._add_item(d, "")
+            for r in d.related:
+                self._add_item(r, "    ")
         marks = []
         for d in diags:
             if d.severity not in ("error", "warning"):
@@ -306,6 +307,14 @@ class ShaderPanel(QWidget):
             sel.cursor = self._cursor_at(d.line, 1)
             marks.append(sel)
         self.editor.setExtraSelections(marks)
+
+    def _add_item(self, d: Diagnostic, indent: str) -> None:
+        where = f"{d.line}:{d.col}: " if d.line >= 1 else ""
+        item = QListWidgetItem(f"{indent}{where}{d.severity}: {d.message}")
+        item.setForeground(QColor(SEVERITY_COLOR.get(d.severity, "#000000")))
+        item.setData(Qt.ItemDataRole.UserRole, (max(d.line, 1), max(d.col, 1)))
+        item.setToolTip(d.render())
+        self.diagnostics.addItem(item)
 
     def _cursor_at(self, line: int, col: int) -> QTextCursor:
         doc = self.editor.document()

@@ -303,6 +303,37 @@ def bench_reference(repeats: int) -> list[dict[str, Any]]:
     return out
 
 
+def bench_tint(repeats: int) -> list[dict[str, Any]]:
+    """The Tint cross-check's cost per kernel file (sample kernels and ssmviz's shaders):
+    one Node + Dawn process per file, cache cleared, median wall time (target: ≤ 1 s)."""
+    from ssmviz.core.external import tint
+    from ssmviz.core.external.diagnostics import tint_diagnostics
+    from ssmviz.core.external.loader import load_kernel_file
+    from ssmviz.core.external.wgsl import parse_module
+    from ssmviz.core.resources import assets_dir, shaders_dir
+
+    reason = tint.unavailable_reason()
+    if reason is not None:
+        return [{"name": "tint", "error": f"Tint cross-check unavailable: {reason}"}]
+    files = sorted((assets_dir() / "kernels").glob("*")) + sorted(shaders_dir().glob("*.wgsl"))
+    out = []
+    for path in files:
+        kf = load_kernel_file(str(path))
+        modules = {s.name: parse_module(s.text) for s in kf.sources}
+        samples = []
+        for _ in range(repeats):
+            tint.clear_cache()
+            t0 = time.perf_counter()
+            _, verdict = tint_diagnostics(kf, modules)
+            samples.append(time.perf_counter() - t0)
+        if not verdict.ran:
+            out.append({"name": f"tint {path.name}", "error": verdict.unavailable_line()})
+            continue
+        out.append({"name": f"tint {path.name}", "sources": len(kf.sources),
+                    "seconds": statistics.median(samples), "timing": "wall-clock (Node + Dawn)"})
+    return out
+
+
 def _release(prepared: Any) -> None:
     # Free the benchmark's big buffers now rather than at garbage collection.
     release = getattr(prepared, "release", None)
@@ -316,6 +347,8 @@ def run_bench(
     """Run the benchmarks; returns a JSON-ready dict."""
     if family == "reference":
         return {"adapter": "CPU (numpy float64)", "size": size, "results": bench_reference(repeats)}
+    if family == "tint":
+        return {"adapter": "Dawn null backend (Tint)", "size": "-", "results": bench_tint(repeats)}
     rt = get_runtime()
     results: dict[str, Any] = {"adapter": rt.description(), "size": size, "results": []}
     copy = copy_bandwidth(rt, COPY_BYTES[size], repeats)

@@ -1,5 +1,6 @@
 """Debugging kernels written by others: load WGSL from .wgsl files or JS/TS modules, map
-every line back to the original file, lint what naga misses, run under an ABI profile and
+every line back to the original file, build it with naga and with Tint (Chrome's compiler,
+:mod:`ssmviz.core.external.tint`), lint what both miss, run under an ABI profile and
 judge against the float64 reference, with race probes and hot reload. Qt-free.
 """
 

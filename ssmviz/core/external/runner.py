@@ -38,6 +38,7 @@ from ssmviz.core.external.diagnostics import (
     naga_diagnostics,
     sort_diagnostics,
     static_diagnostics,
+    tint_diagnostics,
 )
 from ssmviz.core.external.expr import evaluate
 from ssmviz.core.external.loader import (
@@ -59,6 +60,7 @@ from ssmviz.core.external.profiles import (
     detect_profiles,
     get_profile,
 )
+from ssmviz.core.external.tint import TintVerdict
 from ssmviz.core.external.wgsl import (
     Module,
     access_sites,
@@ -133,13 +135,21 @@ class _Analysis:
     modules: dict[str, Module]  # source name -> module
     diagnostics: list[Diagnostic]
     naga_ok: dict[str, bool]
+    tint: TintVerdict = field(default_factory=lambda: TintVerdict(False, "not run"))
+
+
+#: ssmviz's own findings that Tint, when it ran over the source, reports itself as located
+#: errors (tests/test_tint.py shows each): kept only as the fallback where Tint cannot run.
+TINT_COVERS = {"nonuniform-barrier", "not-webgpu"}
 
 
 def analyze(kf: KernelFile, device: Any = None) -> _Analysis:
-    """naga (when a device is given) plus ssmviz's static checks for every source."""
+    """naga (when a device is given), Tint (Chrome's compiler, in its own process) and
+    ssmviz's static checks for every source."""
     diags: list[Diagnostic] = []
     modules: dict[str, Module] = {}
     ok: dict[str, bool] = {}
+    own: dict[str, list[Diagnostic]] = {}
     for src in kf.sources:
         if device is not None:
             progress.report("compile", f"`{src.name}`")
@@ -152,8 +162,45 @@ def analyze(kf: KernelFile, device: Any = None) -> _Analysis:
             found = [d for d in found if d.code != "syntax"]
         modules[src.name] = mod
         ok[src.name] = not naga
-        diags += naga + found
-    return _Analysis(kf, modules, sort_diagnostics(diags), ok)
+        own[src.name] = found
+        diags += naga
+    found_tint, verdict = tint_diagnostics(kf, modules)
+    tint_errors = {(d.export, d.line, d.col): d for d in found_tint if d.severity == "error"}
+    for src in kf.sources:
+        if src.name not in verdict.checked:
+            diags += own[src.name]
+            continue
+        for d in own[src.name]:
+            if d.code in TINT_COVERS:
+                continue
+            told = tint_errors.get((d.export, d.line, d.col))
+            if d.code == "shadowed-binding" and told is not None:
+                # Tint located it ("cannot index type 'f32'"); ssmviz's finder says why.
+                d.severity = "note"
+                told.related.append(d)
+            else:
+                diags.append(d)
+    diags += found_tint + _compilers_note(kf, ok if device is not None else None, verdict)
+    return _Analysis(kf, modules, sort_diagnostics(diags), ok, verdict)
+
+
+def _compilers_note(kf: KernelFile, naga_ok: Mapping[str, bool] | None,
+                    tint: TintVerdict) -> list[Diagnostic]:
+    """Which compiler refused the file, when they disagree or both refuse it."""
+    if not tint.ran or naga_ok is None:
+        return []
+    naga_refuses = not all(naga_ok.values())
+    tint_refuses = bool(tint.rejected)
+    if naga_refuses and tint_refuses:
+        words = "naga and Tint (Chrome) both reject this"
+    elif tint_refuses:
+        words = ("naga accepts this, Tint (Chrome) rejects it: it runs here but will not build "
+                 "in Chrome")
+    elif naga_refuses:
+        words = "Tint (Chrome) accepts this, naga rejects it: ssmviz (wgpu) cannot build it"
+    else:
+        return []
+    return [Diagnostic("note", kf.path, 0, 0, words, code="compilers")]
 
 
 def _source_for(kf: KernelFile, modules: dict[str, Module], p: PassSpec) -> KernelSource | None:
@@ -208,7 +255,8 @@ def _consistency(an: _Analysis, prof: AbiProfile, passes: list[tuple[PassSpec, K
             out.append(at(src, fn.line, fn.col, "warning",
                           f"`{p.entry}` declares @workgroup_size{wg}; profile '{prof.name}' "
                           f"says {p.workgroup_size} (its dispatch formula assumes that)", "abi"))
-        if storage > WEBGPU_DEFAULT_STORAGE_BUFFERS:
+        # Where Tint ran, its pipeline check says this (for every entry point).
+        if storage > WEBGPU_DEFAULT_STORAGE_BUFFERS and src.name not in an.tint.checked:
             out.append(at(src, fn.line, fn.col, "warning",
                           f"`{p.entry}` binds {storage} storage buffers; WebGPU's default limit "
                           f"is {WEBGPU_DEFAULT_STORAGE_BUFFERS} (maxStorageBuffersPerShaderStage "

@@ -829,14 +829,19 @@ def _assign_taint(toks: list[Tok], a: int, b: int, tainted: dict[str, str],
 
 
 def portability(mod: Module) -> list[Problem]:
-    """Features outside core WebGPU, one warning per feature (its first use)."""
+    """Features outside core WebGPU, one warning per feature (its first use).
+
+    Code "portability": optional features a device may lack (Tint compiles with them
+    enabled, so it cannot say); "not-webgpu": what WGSL in WebGPU does not have at all
+    (Tint refuses it, so these are the fallback where Tint cannot run)."""
     out: list[Problem] = []
     seen: set[str] = set()
 
-    def warn(key: str, line: int, col: int, msg: str, length: int = 1) -> None:
+    def warn(key: str, line: int, col: int, msg: str, length: int = 1,
+             code: str = "portability") -> None:
         if key not in seen:
             seen.add(key)
-            out.append(Problem("warning", line, col, msg, length, "portability"))
+            out.append(Problem("warning", line, col, msg, length, code))
 
     for name, line, col in mod.enables:
         warn(
@@ -860,12 +865,16 @@ def portability(mod: Module) -> list[Problem]:
         elif tx == "atomic" and k + 2 < len(toks) and toks[k + 1].text == "<" and \
                 toks[k + 2].text in ("f32", "f16"):
             warn("atomic-float", t.line, t.col,
-                 f"atomic<{toks[k + 2].text}> is not part of WGSL/WebGPU (naga extension)", 6)
+                 f"atomic<{toks[k + 2].text}> is not part of WGSL/WebGPU (naga extension)", 6,
+                 "not-webgpu")
         elif tx in ("push_constant", "immediate") and k and toks[k - 1].text == "<":
+            # Tint refuses push_constant but accepts immediate (not in the WebGPU spec yet).
             warn("push", t.line, t.col,
-                 f"var<{tx}> is not core WebGPU (push constants / immediates)", len(tx))
+                 f"var<{tx}> is not core WebGPU (push constants / immediates)", len(tx),
+                 "not-webgpu" if tx == "push_constant" else "portability")
         elif tx in ("i64", "u64", "f64"):
-            warn(tx, t.line, t.col, f"{tx} is not a WGSL type in core WebGPU", len(tx))
+            warn(tx, t.line, t.col, f"{tx} is not a WGSL type in core WebGPU", len(tx),
+                 "not-webgpu")
     return out
 
 
