@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -228,9 +229,23 @@ def cmd_app(argv: Sequence[str]) -> int:
     return run_app(list(argv))
 
 
+def _quiet_runtime_dir() -> None:
+    """A private XDG_RUNTIME_DIR when the current one is unusable (lavapipe and Qt print
+    an error for it otherwise), removed at exit."""
+    import atexit
+    import shutil
+
+    from ssmviz.bootstrap import private_runtime_dir
+
+    folder = private_runtime_dir(os.environ)
+    if folder is not None:
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ssmviz`` command."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    _quiet_runtime_dir()
     if not argv or argv[0] not in ("check", "sweep", "bench", "-h", "--help"):
         try:
             return cmd_app(argv)

@@ -20,6 +20,17 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     return p.parse_args(list(argv))
 
 
+#: Qt platform-plugin chatter that says nothing to a user (the offscreen plugin prints it
+#: for every dock under --screenshot).
+QT_NOISE = ("This plugin does not support propagateSizeHints()",)
+
+
+def _qt_messages(mode, context, message: str) -> None:
+    """Qt's messages on stderr as Qt prints them, less :data:`QT_NOISE`."""
+    if not any(message.startswith(n) for n in QT_NOISE):
+        print(message, file=sys.stderr)
+
+
 def _set_icon(app) -> None:
     from PySide6.QtGui import QIcon
 
@@ -50,7 +61,7 @@ def run_app(argv: Sequence[str]) -> int:
             )
             return 2
         os.environ["QT_QPA_PLATFORM"] = "offscreen"  # a screenshot needs no screen
-    from PySide6.QtCore import QEventLoop, QTimer
+    from PySide6.QtCore import QEventLoop, QTimer, qInstallMessageHandler
     from PySide6.QtWidgets import QApplication
 
     from ssmviz.app.session import Session
@@ -60,6 +71,7 @@ def run_app(argv: Sequence[str]) -> int:
 
     if args.cpu:
         gpu.configure(force_cpu=True)
+    qInstallMessageHandler(_qt_messages)
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "ssmviz"])
     app.setOrganizationName("ssmviz")
     app.setApplicationName("ssmviz")

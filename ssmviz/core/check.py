@@ -153,8 +153,10 @@ class CheckReport:
     def failures(self) -> list[str]:
         return [f"{v.name}: {v.reason()}" for v in self.verdicts if not v.passed]
 
-    def table(self) -> str:
-        """The verdict table the CLI prints."""
+    def table(self, verdict: str | None = None) -> str:
+        """The verdict table the CLI prints; ``verdict`` replaces the last line's status
+        when the caller's judgement goes beyond the tensors (e.g. a file that does not
+        build)."""
         head = (
             f"{self.family} / {self.convention}  "
             + " ".join(f"{k}={v}" for k, v in self.sizes.items())
@@ -174,16 +176,16 @@ class CheckReport:
             if not v.checked:
                 rows.append((v.name, "-", "-", "-", f"not checked: {v.note}"))
                 continue
-            verdict = "PASS" if v.passed else "FAIL: " + v.reason()
+            cell = "PASS" if v.passed else "FAIL: " + v.reason()
             if v.note:
-                verdict += f" ({v.note})"
+                cell += f" ({v.note})"
             rows.append(
                 (
                     v.name,
                     f"{v.rel_err:.2e}",
                     f"{v.max_abs_err:.2e}",
                     "-" if v.first_bad is None else str(v.first_bad),
-                    verdict,
+                    cell,
                 )
             )
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
@@ -192,7 +194,8 @@ class CheckReport:
             for r in rows
         ]
         lines.insert(1, "-" * (sum(widths) + 8 + 7))
-        status = "PASS" if self.passed else f"FAIL ({len(self.failures())} tensor(s))"
+        status = verdict or (
+            "PASS" if self.passed else f"FAIL ({len(self.failures())} tensor(s))")
         return head + "\n" + "\n".join(lines) + f"\nverdict: {status}"
 
     def to_json(self) -> dict[str, Any]:

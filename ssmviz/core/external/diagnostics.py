@@ -21,6 +21,7 @@ from ssmviz.core.external.wgsl import (
     shadowing,
     uniformity,
 )
+from ssmviz.core.gpu import create_shader_module
 from ssmviz.core.shader_variants import specialize
 
 _SPAN = re.compile(r"wgsl:(\d+):(\d+)")
@@ -111,7 +112,7 @@ def naga_diagnostics(kf: KernelFile, src: KernelSource, device) -> list[Diagnost
     have) is built as the branch this device can compile, with the same line numbers."""
     text = specialize(src.text, subgroups="subgroup" in device.features)
     try:
-        device.create_shader_module(code=text, label=src.name)
+        create_shader_module(device, text, src.name)
     except Exception as exc:  # GPUValidationError and friends
         message, line, col, length = parse_naga_error(str(exc))
         if line is None:
@@ -149,7 +150,7 @@ def static_diagnostics(
     probs = list(mod.problems)
     probs += shadowing(mod, naga_failed_without_location)
     probs += uniformity(mod)
-    probs += portability(mod)
+    probs += portability(mod, src.text)
     return mod, [_locate(kf, src, p) for p in probs]
 
 

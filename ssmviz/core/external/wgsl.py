@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ssmviz.core.shader_variants import feature_lines
+
 _TOKEN = re.compile(
     r"(?P<ws>[ \t\f\v]+)|(?P<nl>\n)|(?P<lc>//[^\n]*)|(?P<bc>/\*)"
     r"|(?P<num>0[xX][0-9a-fA-F]+[iu]?|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?[fhiu]?)"
@@ -801,12 +803,20 @@ def _assign_taint(toks: list[Tok], a: int, b: int, tainted: dict[str, str],
 # -- portability ---------------------------------------------------------------------------------
 
 
-def portability(mod: Module) -> list[Problem]:
-    """Features outside core WebGPU, one warning per feature (its first use)."""
+def portability(mod: Module, source: str = "") -> list[Problem]:
+    """Features outside core WebGPU, one warning per feature (its first use).
+
+    Subgroup operations inside a ``// #if subgroups`` block of ``source`` are not
+    warned about: that branch is only built on devices with the feature, and the
+    ``#else`` branch elsewhere (ssmviz's own kernels are written so).
+    """
     out: list[Problem] = []
     seen: set[str] = set()
+    guarded = feature_lines(source, "subgroups") if source else set()
 
     def warn(key: str, line: int, col: int, msg: str, length: int = 1) -> None:
+        if key == "subgroup" and line in guarded:
+            return
         if key not in seen:
             seen.add(key)
             out.append(Problem("warning", line, col, msg, length, "portability"))
