@@ -143,3 +143,13 @@ def test_third_party_noise_is_silenced() -> None:
     assert proc.returncode == 2, out
     assert "shadows the storage buffer `u`" in out  # the finding itself still shows
     assert [ln for ln in out.splitlines() if any(n in ln for n in NOISE)] == []
+
+
+def test_a_long_check_shows_progress_and_a_short_one_does_not() -> None:
+    long = ssmviz("check", "--seq-len", "65536", "--d-inner", "4", "--d-state", "16", "--runs", "1")
+    assert long.returncode == 0, long.stdout + long.stderr
+    steps = [ln.split(" (")[0] for ln in long.stderr.splitlines()]
+    assert steps == ["check [1/3] float64 reference", "check [2/3] GPU run 1/1",
+                     "check [3/3] GPU run with workgroups in reverse order"], long.stderr
+    short = ssmviz("check", "--seq-len", "64", "--d-inner", "4", "--runs", "1")
+    assert short.returncode == 0 and "check [" not in short.stderr, short.stderr

@@ -524,6 +524,22 @@ def preflight(sizes: Mapping[str, int], family: str, *, runtime: Any = None) -> 
     rt.require(**need, what=f"{family} at " + ", ".join(f"{k}={v}" for k, v in sizes.items()))
 
 
+#: A check of at least this many hidden-state elements (batch·seq_len·d_inner·d_state)
+#: shows progress on the command line (seconds on lavapipe).
+LONG_CHECK_STATES = 1 << 22
+
+
+def check_steps(runs: int, race_probe: bool = True) -> int:
+    """How many times :func:`check_arrays` calls its ``step`` (not concurrent)."""
+    return 1 + runs + int(race_probe)
+
+
+def is_long_check(sizes: Mapping[str, int]) -> bool:
+    """Whether a check of these sizes takes long enough to show progress."""
+    n = sizes["batch"] * sizes["seq_len"] * sizes["d_inner"] * sizes["d_state"]
+    return n >= LONG_CHECK_STATES
+
+
 def check_arrays(
     family: str,
     arrays: Mapping[str, np.ndarray],
@@ -536,6 +552,7 @@ def check_arrays(
     store_states: bool | None = None,
     race_probe: bool = True,
     concurrent_reference: bool = False,
+    step: Callable[[str], Any] | None = None,
 ) -> CheckReport:
     """Check a GPU kernel against the reference on the given input arrays.
 
@@ -546,7 +563,8 @@ def check_arrays(
     them). ``concurrent_reference`` computes the float64 reference on a helper thread
     while the GPU runs (numpy and wgpu both release the GIL; the app's live re-runs use
     it; ``reference_seconds`` is then the reference thread's CPU time, as its wall time
-    would count the time slices the GPU driver's threads took).
+    would count the time slices the GPU driver's threads took). ``step`` (progress) is
+    called after the reference and after each GPU run: :func:`check_steps` in all.
     Raises SsmvizError (one line) for bad inputs or a problem past the device limits.
     """
     if family not in FAMILIES:
@@ -605,9 +623,18 @@ def check_arrays(
     def ref_run() -> dict[str, np.ndarray]:
         return reference(family, inputs, convention, sizes.get("chunk_len"))
 
+    done = step or (lambda label: None)
+
     def gpu_runs() -> tuple[list[Any], dict[str, np.ndarray]]:
-        results = [gpu_run() for _ in range(runs)]
-        return results, (gpu_run(reverse_wg=True).outputs if race_probe else {})
+        results = []
+        for i in range(runs):
+            results.append(gpu_run())
+            done(f"GPU run {i + 1}/{runs}")
+        if not race_probe:
+            return results, {}
+        reversed_outputs = gpu_run(reverse_wg=True).outputs
+        done("GPU run with workgroups in reverse order")
+        return results, reversed_outputs
 
     if concurrent_reference:
         pending = _reference_pool().submit(_timed, ref_run, time.thread_time)
@@ -620,6 +647,7 @@ def check_arrays(
         ref, ref_s = pending.result()
     else:
         ref, ref_s = _timed(ref_run)
+        done("float64 reference")
         results, reversed_run = gpu_runs()
     if not store_states:
         ref.pop(all_states)
