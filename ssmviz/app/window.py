@@ -109,10 +109,15 @@ class MainWindow(QMainWindow):
         }
         self.tabifyDockWidget(self.docks["gradients"], self.docks["shader"])
         self.docks["gradients"].raise_()
-        self.resizeDocks([self.docks["controls"]], [360], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.docks["controls"], self.docks["readout"]], [520, 330],
+        # The docks' share of PREFERRED_SIZE (360 and 560 of 1500 px), on smaller screens too.
+        size = self.size()
+        self.resizeDocks([self.docks["controls"]], [size.width() * 360 // 1500],
+                         Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks["controls"], self.docks["readout"]],
+                         [size.height() * 520 // 950, size.height() * 330 // 950],
                          Qt.Orientation.Vertical)
-        self.resizeDocks([self.docks["gradients"]], [560], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks["gradients"]], [size.width() * 560 // 1500],
+                         Qt.Orientation.Horizontal)
         self.status = RunStatusBar()
         self.setStatusBar(self.status)
 
