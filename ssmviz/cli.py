@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -83,7 +84,18 @@ def _with_defaults(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="ssmviz", description="Visualise and debug SSM GPU kernels.")
+    from ssmviz.app.main import app_parser
+
+    app_help = app_parser().format_help().replace("usage: ", "", 1)
+    parser = _Parser(
+        prog="ssmviz",
+        usage="ssmviz [session.json] [--screenshot PATH.png] [--cpu]\n"
+              "       ssmviz {check,sweep,bench} ...",
+        description="Visualise and debug SSM GPU kernels. Without a command, ssmviz opens\n"
+                    "the desktop app; `ssmviz COMMAND --help` describes a command.",
+        epilog="the app:\n" + textwrap.indent(app_help.strip(), "  "),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     check = sub.add_parser("check", help="run a kernel against the float64 reference")

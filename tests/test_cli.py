@@ -153,3 +153,35 @@ def test_a_long_check_shows_progress_and_a_short_one_does_not() -> None:
                      "check [3/3] GPU run with workgroups in reverse order"], long.stderr
     short = ssmviz("check", "--seq-len", "64", "--d-inner", "4", "--runs", "1")
     assert short.returncode == 0 and "check [" not in short.stderr, short.stderr
+
+
+def test_help_lists_the_apps_own_options_beside_the_commands() -> None:
+    proc = ssmviz("--help", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    for word in ("check", "sweep", "bench", "session", "--screenshot PATH.png", "--cpu",
+                 "assets/sessions"):
+        assert word in text, word
+
+
+def test_readme_usage_commands_parse() -> None:
+    """Every command line in the README's Usage section is one ssmviz accepts."""
+    import shlex
+
+    from ssmviz.app.main import app_parser
+    from ssmviz.cli import build_parser
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    usage = text.split("## Usage", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    lines = [ln.split("#", 1)[0].strip() for ln in usage.splitlines()]
+    commands = [shlex.split(ln.replace("[session.json]", "s.json"))[1:] for ln in lines
+                if ln.startswith("ssmviz")]
+    assert len(commands) >= 10
+    for argv in commands:
+        parser = build_parser() if argv and argv[0] in ("check", "sweep", "bench") \
+            else app_parser()
+        parser.parse_args(argv)  # exits 2 (failing the test) on anything it does not know
+    for session in ("default", "s6_builderforce_impulse", "ssd_chunks"):
+        assert f"assets/sessions/{session}.json" in text
+        assert (ROOT / "assets" / "sessions" / f"{session}.json").is_file()
+    assert "kernel-abi.md" not in text and "Controls → kernel" not in text

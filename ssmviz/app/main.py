@@ -11,13 +11,19 @@ from collections.abc import Sequence
 SCREENSHOT_TIMEOUT_S = 300
 
 
-def _parse(argv: Sequence[str]) -> argparse.Namespace:
+def app_parser() -> argparse.ArgumentParser:
+    """The app's options (``ssmviz --help`` lists them beside the commands)."""
     p = argparse.ArgumentParser(prog="ssmviz", description="SSM kernel visualiser (desktop app).")
-    p.add_argument("session", nargs="?", help="a session .json to open")
+    p.add_argument("session", nargs="?",
+                   help="a session .json to open (samples: assets/sessions/*.json)")
     p.add_argument("--screenshot", metavar="PATH.png",
                    help="open, wait for the first run, save the window as PNG and exit")
     p.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
-    return p.parse_args(list(argv))
+    return p
+
+
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    return app_parser().parse_args(list(argv))
 
 
 #: Qt platform-plugin chatter that says nothing to a user (the offscreen plugin prints it
