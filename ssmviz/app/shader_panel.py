@@ -67,7 +67,10 @@ class ShaderPanel(QWidget):
         super().__init__(parent)
         self.settings: QSettings | None = None
         self.sources = QComboBox()
-        self.sources.setMinimumContentsLength(20)
+        # Short enough for the buttons beside it in a 1366 px window; the popup is wider.
+        self.sources.setMinimumContentsLength(12)
+        self.sources.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.open_button = QPushButton("Open…")
         self.apply_button = QPushButton("Apply && run")
         self.apply_button.setToolTip("Run the edited text (Ctrl+Return)")

@@ -109,9 +109,10 @@ class MainWindow(QMainWindow):
         }
         self.tabifyDockWidget(self.docks["gradients"], self.docks["shader"])
         self.docks["gradients"].raise_()
-        # The docks' share of PREFERRED_SIZE (360 and 560 of 1500 px), on smaller screens too.
+        # The docks' share of PREFERRED_SIZE (360 and 560 of 1500 px), on smaller screens too;
+        # the controls and read-out keep their 360 px down to a 1366 px screen.
         size = self.size()
-        self.resizeDocks([self.docks["controls"]], [size.width() * 360 // 1500],
+        self.resizeDocks([self.docks["controls"]], [min(360, size.width() * 360 // 1366)],
                          Qt.Orientation.Horizontal)
         self.resizeDocks([self.docks["controls"], self.docks["readout"]],
                          [size.height() * 520 // 950, size.height() * 330 // 950],
