@@ -79,11 +79,13 @@ class MainWindow(QMainWindow):
     viewApplied = Signal()
 
     def __init__(self, settings: QSettings | None = None, *, restore: bool = True,
-                 parent: QWidget | None = None) -> None:
+                 fit_screen: bool = True, parent: QWidget | None = None) -> None:
+        """``fit_screen=False``: PREFERRED_SIZE whatever the screen (a screenshot on the
+        offscreen platform, whose screen is a made-up 800×800)."""
         super().__init__(parent)
         self.setWindowTitle("ssmviz")
         self.setObjectName("ssmvizMainWindow")
-        self.resize(first_size(self))
+        self.resize(first_size(self) if fit_screen else PREFERRED_SIZE)
         self.settings = settings if settings is not None else app_settings()
         self.result: RunResult | None = None
         self.trace: Trace | None = None
@@ -150,7 +152,7 @@ class MainWindow(QMainWindow):
         self._first_result = True
         self._build_actions()
         self._closed = False
-        self._fitted = False
+        self._fitted = not fit_screen
         if restore:
             self._restore_settings()
 
