@@ -185,3 +185,22 @@ def test_readme_usage_commands_parse() -> None:
         assert f"assets/sessions/{session}.json" in text
         assert (ROOT / "assets" / "sessions" / f"{session}.json").is_file()
     assert "kernel-abi.md" not in text and "Controls → kernel" not in text
+
+
+def test_sweep_shows_a_line_per_finished_case(monkeypatch, capsys) -> None:
+    from ssmviz import cli
+    from ssmviz.core import sweep
+    from ssmviz.core.check import CheckReport
+
+    def fake_check(family, arrays, **kw):  # the matrix's figures are not the point here
+        return CheckReport(family, kw["convention"], {"seq_len": len(arrays["dy"][0])},
+                           "fake adapter", kw["runs"], [])
+
+    monkeypatch.setattr(sweep, "check_arrays", fake_check)
+    monkeypatch.setattr(sweep.Problem, "build", lambda self: {"dy": np.zeros((1, self.seq_len))})
+    assert cli.main(["sweep", "--family", "ssd", "--quick", "--runs", "1"]) == 0
+    out = capsys.readouterr()
+    total = len(sweep.cases("ssd", quick=True))
+    steps = [ln.split("] ")[0] + "]" for ln in out.err.splitlines()]
+    assert steps == [f"sweep ssd [{i}/{total}]" for i in range(1, total + 1)], out.err
+    assert out.out.count("PASS  ") == total and f"{total}/{total} cases passed" in out.out
