@@ -91,7 +91,10 @@ def run_app(argv: Sequence[str]) -> int:
             return 2
     # A screenshot is reproducible: it neither reads nor writes the remembered session.
     screenshot = bool(args.screenshot)
-    window = MainWindow(restore=not screenshot and session is None)
+    # Offscreen (no display) a screenshot has no real screen to fit: the preferred size.
+    offscreen = QApplication.platformName() == "offscreen"
+    window = MainWindow(restore=not screenshot and session is None,
+                        fit_screen=not (screenshot and offscreen))
     window.show()
     if session is not None:
         window.apply_session(session)
