@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import MutableMapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -186,12 +187,25 @@ def ensure_tint() -> bool:
     return True
 
 
+def private_runtime_dir(env: MutableMapping[str, str]) -> str | None:
+    """Point ``env``'s XDG_RUNTIME_DIR at a new private folder when it is unset or not a
+    folder; returns that folder (None when the current one is kept).
+
+    lavapipe prints "error: XDG_RUNTIME_DIR is invalid or not set" for each instance it
+    creates, and Qt warns too; a private folder (mode 0700) silences both.
+    """
+    current = env.get("XDG_RUNTIME_DIR")
+    if current and os.path.isdir(current):
+        return None
+    folder = tempfile.mkdtemp(prefix="ssmviz-xdg-")
+    os.chmod(folder, 0o700)
+    env["XDG_RUNTIME_DIR"] = folder
+    return folder
+
+
 def _runtime_env(*, offscreen: bool) -> dict[str, str]:
     env = dict(os.environ)
-    if not env.get("XDG_RUNTIME_DIR") or not os.path.isdir(env["XDG_RUNTIME_DIR"]):
-        # lavapipe and Qt complain when it is unset; a private folder silences both.
-        env["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="ssmviz-xdg-")
-        os.chmod(env["XDG_RUNTIME_DIR"], 0o700)
+    private_runtime_dir(env)
     if offscreen:
         env["QT_QPA_PLATFORM"] = "offscreen"
     return env

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -95,7 +97,18 @@ def _with_defaults(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="ssmviz", description="Visualise and debug SSM GPU kernels.")
+    from ssmviz.app.main import app_parser
+
+    app_help = app_parser().format_help().replace("usage: ", "", 1)
+    parser = _Parser(
+        prog="ssmviz",
+        usage="ssmviz [session.json] [--screenshot PATH.png] [--cpu]\n"
+              "       ssmviz {check,sweep,bench} ...",
+        description="Visualise and debug SSM GPU kernels. Without a command, ssmviz opens\n"
+                    "the desktop app; `ssmviz COMMAND --help` describes a command.",
+        epilog="the app:\n" + textwrap.indent(app_help.strip(), "  "),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     check = sub.add_parser("check", help="run a kernel against the float64 reference")
@@ -130,8 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--size",
         choices=("full", "small", "tiny"),
-        default="full",
-        help="full: the issue's sizes (a real GPU); small: sizes lavapipe can run; tiny: tests",
+        default=None,
+        help="full (default on a GPU): S6 (8, 8192, 1024, 16) and (1, 1048576, 4, 16), SSD "
+        "(1, 16384, 32 heads × 64, d_state 128, chunk 256), matmul 4096³, 1 GiB copy; "
+        "small (default on a CPU adapter): S6 (2, 2048, 256, 16) and (1, 65536, 4, 16), SSD "
+        "(1, 2048, 8 heads × 32, d_state 64, chunk 64), matmul 512³; tiny: the tests' sizes",
     )
     bench.add_argument("--repeats", type=_positive("repeats"), default=5)
     bench.add_argument(
@@ -170,8 +186,16 @@ def _problem_from_args(args: argparse.Namespace):
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from ssmviz.core.check import check_arrays, load_inputs_npz, preflight
+    from ssmviz.core.check import (
+        check_arrays,
+        check_steps,
+        is_long_check,
+        load_inputs_npz,
+        preflight,
+    )
     from ssmviz.core.errors import SsmvizError
+    from ssmviz.core.problem import infer_sizes
+    from ssmviz.core.progress import Progress
 
     if args.kernel:
         from ssmviz.core.external.command import main_check_kernel
@@ -186,13 +210,21 @@ def cmd_check(args: argparse.Namespace) -> int:
         problem = _problem_from_args(args)
         preflight(problem.sizes(), args.family)
         arrays = problem.build()
-    report = check_arrays(
-        args.family,
-        arrays,
-        convention=args.convention,
-        chunk_len=args.chunk_len if args.family == "ssd" else None,
-        runs=args.runs,
-    )
+    progress = None
+    if is_long_check(infer_sizes(args.family, arrays)):
+        progress = Progress(check_steps(args.runs), "check")
+    try:
+        report = check_arrays(
+            args.family,
+            arrays,
+            convention=args.convention,
+            chunk_len=args.chunk_len if args.family == "ssd" else None,
+            runs=args.runs,
+            step=progress.step if progress is not None else None,
+        )
+    finally:
+        if progress is not None:
+            progress.close()
     print(report.table())
     if args.json:
         _write_text(args.json, json.dumps(report.to_json(), indent=2))
@@ -216,24 +248,43 @@ def _write_text(path: str, text: str) -> None:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from ssmviz.core import bench
+    from ssmviz.core.progress import Progress
 
     if args.ui:
         from ssmviz.app.uibench import run_ui_bench
 
         return run_ui_bench(args.json)
-    results = bench.run_bench(
-        family=args.family, size=args.size, repeats=args.repeats, reference=args.reference
-    )
-    print(bench.format_results(results, passes=args.passes))
+    size, note = args.size or "full", ""
+    if args.family == "reference":
+        adapter = bench.REFERENCE_ADAPTER
+    else:
+        from ssmviz.core.gpu import get_runtime
+
+        rt = get_runtime()
+        adapter = rt.description()
+        if args.size is None:
+            size = bench.default_size(rt)
+            if size != "full":
+                note = ("  (a CPU adapter: --size small by default; --size full forces the "
+                        "full sizes)")
+    # The adapter first: the figures can take minutes.
+    print(bench.header_line(adapter, size) + note, flush=True)
+    with Progress(bench.step_count(args.family, size, args.reference), "bench") as progress:
+        results = bench.run_bench(family=args.family, size=size, repeats=args.repeats,
+                                  reference=args.reference, step=progress.step)
+    print(bench.format_results(results, passes=args.passes, header=False))
     if args.json:
         _write_text(args.json, json.dumps(results, indent=2))
     return EXIT_PASS
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from ssmviz.core.sweep import run_sweep
+    from ssmviz.core.progress import Progress
+    from ssmviz.core.sweep import cases, run_sweep
 
-    result = run_sweep(args.family, quick=args.quick, runs=args.runs)
+    with Progress(len(cases(args.family, args.quick)), f"sweep {args.family}") as progress:
+        result = run_sweep(args.family, quick=args.quick, runs=args.runs, out=progress.write,
+                           step=progress.step)
     if args.json:
         _write_text(args.json, json.dumps(result, indent=2))
     return EXIT_PASS if result["passed"] else EXIT_FAIL
@@ -245,9 +296,23 @@ def cmd_app(argv: Sequence[str]) -> int:
     return run_app(list(argv))
 
 
+def _quiet_runtime_dir() -> None:
+    """A private XDG_RUNTIME_DIR when the current one is unusable (lavapipe and Qt print
+    an error for it otherwise), removed at exit."""
+    import atexit
+    import shutil
+
+    from ssmviz.bootstrap import private_runtime_dir
+
+    folder = private_runtime_dir(os.environ)
+    if folder is not None:
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ssmviz`` command."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    _quiet_runtime_dir()
     if not argv or argv[0] not in ("check", "sweep", "bench", "-h", "--help"):
         try:
             return cmd_app(argv)

@@ -225,12 +225,15 @@ def test_fd_points_match_gpu_gradients_ssd(make_window) -> None:
 def test_no_fd_points_for_large_problems(qtbot, make_window) -> None:
     w = make_window(SMALL)  # small: FD points drawn
     assert any(len(row.fd.getData()[0]) for row in w.grad_plots.rows.values())
+    assert not any("finite differences only" in row.title for row in w.grad_plots.rows.values())
     _run(qtbot, w, lambda: w.controls.set_value("seq_len", 700))  # 700·3 > 2000
     assert not fd_small_enough("s6", w.result.inputs)
     assert w.view.fd == {}
     rows = w.grad_plots.rows.values()
     assert rows and all(len(row.fd.getData()[0]) == 0 for row in rows)  # cleared
     assert not any("FD" in row.title for row in rows)
+    # ... and each title says why the points are gone.
+    assert all("finite differences only up to 2000 elements" in row.title for row in rows)
 
 
 def test_ui_bench_returns_sane_numbers(qapp, runtime) -> None:

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import json
+import re
 from pathlib import Path
 
+import pytest
+
+from ssmviz import cli
+from ssmviz.core import bench
+from ssmviz.core.progress import Progress
 from tests.test_cli import ssmviz
 
 
@@ -51,6 +58,13 @@ def test_bench_passes_flag_prints_the_breakdown() -> None:
     proc = ssmviz("bench", "--size", "tiny", "--family", "s6", "--repeats", "1", "--passes")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
+    assert lines[0].startswith("adapter: ") and lines[0].endswith("sizes: tiny")
+    # Progress on stderr (not a terminal here): one line per timed row, in order.
+    steps = [ln for ln in proc.stderr.splitlines() if ln.startswith("bench [")]
+    total = bench.step_count("s6", "tiny")
+    assert [ln.split("]")[0] for ln in steps] == [f"bench [{i}/{total}" for i in
+                                                    range(1, total + 1)], proc.stderr
+    assert steps[0].startswith(f"bench [1/{total}] copy vec4 (")
     at = next(i for i, ln in enumerate(lines) if ln.startswith("s6 backward wide"))
     below = [ln.split()[0] for ln in lines[at + 1:] if ln.startswith("    ")]
     assert "s6_bwd_output" in below and "%" in lines[at + 1]
@@ -73,3 +87,54 @@ def test_tint_bench_times_every_kernel_file(tmp_path: Path, tint_ready) -> None:
     assert [r["name"] for r in results] == [f"tint {f}" for f in files]
     assert all(r["seconds"] > 0 and "error" not in r for r in results)
     assert "tint selective_scan.wgsl" in proc.stdout
+
+
+def test_progress_is_a_line_per_step_off_a_terminal_and_a_bar_on_one() -> None:
+    log = io.StringIO()
+    with Progress(2, "sweep", stream=log) as p:
+        p.step("first")
+        p.step("second")
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 2 and re.fullmatch(r"sweep \[2/2\] second \(\d+\.\d s\)", lines[1])
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty = Terminal()
+    with Progress(4, "bench", stream=tty) as p:
+        p.step("copy vec4")
+    assert "bench:  25%|" in tty.getvalue() and "copy vec4" in tty.getvalue()
+    assert "[1/4]" not in tty.getvalue()  # the bar, not the lines
+
+
+@pytest.mark.parametrize(("argv", "size", "note"), [
+    (["bench"], "small", True),  # lavapipe: a CPU adapter
+    (["bench", "--size", "full"], "full", False),
+    (["bench", "--size", "tiny"], "tiny", False),
+])
+def test_bench_on_a_cpu_adapter_defaults_to_small_and_says_so(
+    runtime, monkeypatch, capsys, argv, size, note
+) -> None:
+    assert runtime.adapter_info.get("adapter_type") == "CPU"
+    asked = {}
+
+    def fake_run_bench(**kw):  # the figures themselves are timed by the tests above
+        asked.update(kw)
+        return {"adapter": runtime.description(), "size": kw["size"], "results": []}
+
+    monkeypatch.setattr(bench, "run_bench", fake_run_bench)
+    assert cli.main(argv) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert asked["size"] == size and first.startswith(f"adapter: {runtime.description()}")
+    assert first.split("sizes: ")[1].startswith(size)
+    assert ("--size small by default; --size full forces the full sizes" in first) == note
+
+
+def test_bench_help_names_the_sizes(capsys) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for figure in ("(8, 8192, 1024, 16)", "(1, 1048576, 4, 16)", "4096³", "(2, 2048, 256, 16)"):
+        assert figure in text, figure
+    assert "the issue's sizes" not in text

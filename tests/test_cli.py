@@ -128,3 +128,79 @@ def test_app_without_display_says_so_in_one_line() -> None:
     hidden = ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")
     env = {k: v for k, v in os.environ.items() if k not in hidden}
     _one_line_error(ssmviz(env=env, timeout=120), "no display")
+
+
+#: Third-party output that must never reach a user: lavapipe's complaint about the runtime
+#: folder, naga's debug print for an invalid access, Qt's offscreen-plugin chatter.
+NOISE = ("XDG_RUNTIME_DIR", "Access type", "propagateSizeHints")
+
+
+def test_third_party_noise_is_silenced() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    proc = ssmviz("check", "--kernel", "assets/kernels/fault_shadowed_binding_s6.js", env=env,
+                  timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert "shadows the storage buffer `u`" in out  # the finding itself still shows
+    assert [ln for ln in out.splitlines() if any(n in ln for n in NOISE)] == []
+
+
+def test_a_long_check_shows_progress_and_a_short_one_does_not() -> None:
+    long = ssmviz("check", "--seq-len", "65536", "--d-inner", "4", "--d-state", "16", "--runs", "1")
+    assert long.returncode == 0, long.stdout + long.stderr
+    steps = [ln.split(" (")[0] for ln in long.stderr.splitlines()]
+    assert steps == ["check [1/3] float64 reference", "check [2/3] GPU run 1/1",
+                     "check [3/3] GPU run with workgroups in reverse order"], long.stderr
+    short = ssmviz("check", "--seq-len", "64", "--d-inner", "4", "--runs", "1")
+    assert short.returncode == 0 and "check [" not in short.stderr, short.stderr
+
+
+def test_help_lists_the_apps_own_options_beside_the_commands() -> None:
+    proc = ssmviz("--help", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    for word in ("check", "sweep", "bench", "session", "--screenshot PATH.png", "--cpu",
+                 "assets/sessions"):
+        assert word in text, word
+
+
+def test_readme_usage_commands_parse() -> None:
+    """Every command line in the README's Usage section is one ssmviz accepts."""
+    import shlex
+
+    from ssmviz.app.main import app_parser
+    from ssmviz.cli import build_parser
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    usage = text.split("## Usage", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    lines = [ln.split("#", 1)[0].strip() for ln in usage.splitlines()]
+    commands = [shlex.split(ln.replace("[session.json]", "s.json"))[1:] for ln in lines
+                if ln.startswith("ssmviz")]
+    assert len(commands) >= 10
+    for argv in commands:
+        parser = build_parser() if argv and argv[0] in ("check", "sweep", "bench") \
+            else app_parser()
+        parser.parse_args(argv)  # exits 2 (failing the test) on anything it does not know
+    for session in ("default", "s6_builderforce_impulse", "ssd_chunks"):
+        assert f"assets/sessions/{session}.json" in text
+        assert (ROOT / "assets" / "sessions" / f"{session}.json").is_file()
+    assert "kernel-abi.md" not in text and "Controls → kernel" not in text
+
+
+def test_sweep_shows_a_line_per_finished_case(monkeypatch, capsys) -> None:
+    from ssmviz import cli
+    from ssmviz.core import sweep
+    from ssmviz.core.check import CheckReport
+
+    def fake_check(family, arrays, **kw):  # the matrix's figures are not the point here
+        return CheckReport(family, kw["convention"], {"seq_len": len(arrays["dy"][0])},
+                           "fake adapter", kw["runs"], [])
+
+    monkeypatch.setattr(sweep, "check_arrays", fake_check)
+    monkeypatch.setattr(sweep.Problem, "build", lambda self: {"dy": np.zeros((1, self.seq_len))})
+    assert cli.main(["sweep", "--family", "ssd", "--quick", "--runs", "1"]) == 0
+    out = capsys.readouterr()
+    total = len(sweep.cases("ssd", quick=True))
+    steps = [ln.split("] ")[0] + "]" for ln in out.err.splitlines()]
+    assert steps == [f"sweep ssd [{i}/{total}]" for i in range(1, total + 1)], out.err
+    assert out.out.count("PASS  ") == total and f"{total}/{total} cases passed" in out.out

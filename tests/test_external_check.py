@@ -467,3 +467,55 @@ def test_size_probe_judges_with_the_profiles_tolerance(tmp_path, runtime):
                          sizes=sizes, runs=1)
     assert loose.exit_code == 0, loose.render()
     assert any("size probe" in ln and "within tolerance" in ln for ln in loose.probe_lines)
+
+
+# -- one voice: the verdict lines agree, no warning against ssmviz's own kernels ----------------
+
+
+def test_a_file_that_does_not_build_never_says_pass(runtime):
+    res = check_kernel(str(KERNELS / "fault_barrier_nonuniform_s6.wgsl"), runs=1)
+    lines = res.render().splitlines()
+    verdicts = [ln for ln in lines if ln.startswith("verdict:")]
+    assert verdicts and all("DOES NOT BUILD" in ln for ln in verdicts), verdicts
+    assert lines[-1].endswith(": DOES NOT BUILD (1 error(s), 0 warning(s))")
+    probe = [ln for ln in lines if ln.startswith("size probe (")]
+    assert probe == ["size probe (seq_len=168): every output within tolerance"]  # S6: no chunks
+
+
+def test_a_file_without_the_profiles_entry_points_says_what_is_wrong(runtime, tmp_path):
+    path = tmp_path / "other.wgsl"
+    path.write_text("@compute @workgroup_size(1) fn other() {}\n")
+    res = check_kernel(str(path), abi="builderforce-s6")
+    assert res.exit_code == 2
+    last = res.render().splitlines()[-1]
+    assert last.startswith(f"{path}: INVALID: defines none of profile 'builderforce-s6' entry "
+                           "points"), last
+    assert "found other" in last
+
+
+@pytest.mark.parametrize("shader", ["selective_scan.wgsl", "ssd.wgsl"])
+def test_no_portability_warning_against_ssmviz_own_kernels(shader):
+    from ssmviz.core.external.diagnostics import static_diagnostics
+
+    kf = load_kernel_file(ROOT / "shaders" / shader)
+    _, diags = static_diagnostics(kf, kf.sources[0], naga_failed_without_location=False)
+    assert [d.one_line() for d in diags] == []
+
+
+def test_subgroup_use_outside_a_feature_block_still_warns():
+    from ssmviz.core.external.diagnostics import static_diagnostics
+
+    src = """@group(0) @binding(0) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(32) fn main(@builtin(local_invocation_index) i: u32) {
+// #if subgroups
+    y[i] = subgroupAdd(y[i]);
+// #else
+    y[i] = y[i];
+// #endif
+    y[i] = subgroupShuffleXor(y[i], 1u);
+}
+"""
+    kf = load_kernel_text(src, "sg.wgsl")
+    _, diags = static_diagnostics(kf, kf.sources[0], naga_failed_without_location=False)
+    assert [(d.code, d.line) for d in diags] == [("portability", 8)]
+    assert "subgroupShuffleXor" in diags[0].message

@@ -164,4 +164,4 @@ def test_size_probe_prefix_is_judged_against_the_given_inputs(runtime):
     res = check_kernel(str(REFERENCE), arrays=p.build(), family="s6", runs=1)
     assert res.exit_code == 0, res.render()
     assert not [ln for ln in res.probe_lines if "causal scan" in ln], res.probe_lines
-    assert "size probe (seq_len=155, - chunks): every output within tolerance" in res.probe_lines
+    assert "size probe (seq_len=155): every output within tolerance" in res.probe_lines

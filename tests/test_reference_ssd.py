@@ -185,7 +185,7 @@ def test_semiseparable_matrix_diagonal_is_scaled_cb() -> None:
 
 
 def naive_ssd(inp: dict[str, np.ndarray], convention: str) -> tuple[np.ndarray, np.ndarray]:
-    """Scalar loops straight from the definitions in kernel-abi.md."""
+    """Scalar loops straight from the definitions in ssmviz.core.reference._common."""
     x, dt, B, C = inp["x"], inp["dt"], inp["B"], inp["C"]
     batch, seq_len, n_heads, d_head = x.shape
     n_groups, d_state = B.shape[2:]

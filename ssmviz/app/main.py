@@ -11,13 +11,30 @@ from collections.abc import Sequence
 SCREENSHOT_TIMEOUT_S = 300
 
 
-def _parse(argv: Sequence[str]) -> argparse.Namespace:
+def app_parser() -> argparse.ArgumentParser:
+    """The app's options (``ssmviz --help`` lists them beside the commands)."""
     p = argparse.ArgumentParser(prog="ssmviz", description="SSM kernel visualiser (desktop app).")
-    p.add_argument("session", nargs="?", help="a session .json to open")
+    p.add_argument("session", nargs="?",
+                   help="a session .json to open (samples: assets/sessions/*.json)")
     p.add_argument("--screenshot", metavar="PATH.png",
                    help="open, wait for the first run, save the window as PNG and exit")
     p.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
-    return p.parse_args(list(argv))
+    return p
+
+
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    return app_parser().parse_args(list(argv))
+
+
+#: Qt platform-plugin chatter that says nothing to a user (the offscreen plugin prints it
+#: for every dock under --screenshot).
+QT_NOISE = ("This plugin does not support propagateSizeHints()",)
+
+
+def _qt_messages(mode, context, message: str) -> None:
+    """Qt's messages on stderr as Qt prints them, less :data:`QT_NOISE`."""
+    if not any(message.startswith(n) for n in QT_NOISE):
+        print(message, file=sys.stderr)
 
 
 def _set_icon(app) -> None:
@@ -50,7 +67,7 @@ def run_app(argv: Sequence[str]) -> int:
             )
             return 2
         os.environ["QT_QPA_PLATFORM"] = "offscreen"  # a screenshot needs no screen
-    from PySide6.QtCore import QEventLoop, QTimer
+    from PySide6.QtCore import QEventLoop, QTimer, qInstallMessageHandler
     from PySide6.QtWidgets import QApplication
 
     from ssmviz.app.session import Session
@@ -60,6 +77,7 @@ def run_app(argv: Sequence[str]) -> int:
 
     if args.cpu:
         gpu.configure(force_cpu=True)
+    qInstallMessageHandler(_qt_messages)
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "ssmviz"])
     app.setOrganizationName("ssmviz")
     app.setApplicationName("ssmviz")
@@ -73,7 +91,10 @@ def run_app(argv: Sequence[str]) -> int:
             return 2
     # A screenshot is reproducible: it neither reads nor writes the remembered session.
     screenshot = bool(args.screenshot)
-    window = MainWindow(restore=not screenshot and session is None)
+    # Offscreen (no display) a screenshot has no real screen to fit: the preferred size.
+    offscreen = QApplication.platformName() == "offscreen"
+    window = MainWindow(restore=not screenshot and session is None,
+                        fit_screen=not (screenshot and offscreen))
     window.show()
     if session is not None:
         window.apply_session(session)

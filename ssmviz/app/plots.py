@@ -15,8 +15,10 @@ from collections.abc import Mapping
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, QTimer, Signal
-from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene
+from PySide6.QtCore import QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QFont, QFontMetricsF
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsView
+from shiboken6 import isValid
 
 from ssmviz.app.derived import LOG_FLOOR, GradView, Trace
 from ssmviz.app.viewdata import (
@@ -59,30 +61,86 @@ TIME_ROWS = (
 )
 
 
-def shrinkable_label(label: pg.LabelItem) -> None:
-    """Let a plot title be narrower than its text, clipped at its edges.
+class TitleLabel(pg.LabelItem):
+    """A one-line plot title that fits its width: elided at its end with "…", so its
+    start (the tensor's or series' name) always shows; ``text`` and the tooltip keep the
+    whole title.
 
-    pyqtgraph makes a LabelItem's minimum (and preferred) width its text's width on every
-    setText and resize, so one long title (an external kernel's file and profile) would
-    widen the whole dock past the window: the label's updateMin is wrapped once.
+    pyqtgraph makes a LabelItem's minimum (and preferred) width its text's width, so one
+    long title (an external kernel's file and profile) would widen the whole dock past the
+    window: this one asks for no width and takes what the layout gives it.
     """
-    if getattr(label, "_ssmviz_shrinkable", False):
-        return
-    label._ssmviz_shrinkable = True
 
-    def update_min() -> None:
-        pg.LabelItem.updateMin(label)
-        label.setMinimumWidth(0)
-        hints = getattr(label, "_sizeHint", None)  # pyqtgraph keeps its size hints here
-        if isinstance(hints, dict):
-            for which in (Qt.SizeHint.MinimumSize, Qt.SizeHint.PreferredSize):
-                if which in hints:
-                    hints[which] = (0, hints[which][1])
+    def __init__(self, text: str = " ", **args: object) -> None:
+        self._full = text
+        self._shown: str | None = None
+        self._fitting = False
+        super().__init__(text, **args)
+        # Clipped at its edges while a resize is under way (the elision follows it).
+        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemClipsChildrenToShape, True)
 
-    label.updateMin = update_min
-    label.setFlag(QGraphicsItem.GraphicsItemFlag.ItemClipsChildrenToShape, True)
-    update_min()
-    label.updateGeometry()
+    def setText(self, text: str, **args: object) -> None:
+        self._full = text
+        self._shown = None
+        self.setToolTip(text.strip())
+        self._fit(args)
+
+    def _fit(self, args: Mapping[str, object] | None = None) -> None:
+        width = self.rect().width()
+        shown = self._elided(width) if width > 0 else self._full
+        if shown != self._shown or args:
+            self._shown = shown
+            self._fitting = True  # LabelItem.setText calls resizeEvent
+            try:
+                super().setText(shown, **(args or {}))
+            finally:
+                self._fitting = False
+        self.text = self._full
+
+    def _elided(self, width: float) -> str:
+        font = QFont(self.item.font())
+        size = str(self.opts.get("size", ""))
+        if size.endswith("pt"):
+            font.setPointSizeF(float(size[:-2]))
+        room = width - 2 * self.item.document().documentMargin() - 2
+        return QFontMetricsF(font).elidedText(self._full, Qt.TextElideMode.ElideRight, room)
+
+    def resizeEvent(self, ev: object) -> None:  # Qt override
+        super().resizeEvent(ev)
+        if not self._fitting:
+            self._fit()
+
+    def updateMin(self) -> None:  # pyqtgraph override: no minimum or preferred width
+        super().updateMin()
+        self.setMinimumWidth(0)
+        for which in (Qt.SizeHint.MinimumSize, Qt.SizeHint.PreferredSize):
+            if which in self._sizeHint:
+                self._sizeHint[which] = (0, self._sizeHint[which][1])
+        self.updateGeometry()
+
+
+class Plot(pg.PlotItem):
+    """A PlotItem whose title is a :class:`TitleLabel`; ``sigClicked(x)`` gives the view
+    x coordinate of a left click inside the plot (a drag is not a click)."""
+
+    sigClicked = Signal(float)
+
+    def __init__(self, title: str | None = None, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.layout.removeItem(self.titleLabel)
+        self.titleLabel.setParentItem(None)
+        self.titleLabel = TitleLabel("", size="11pt", parent=self)
+        self.layout.addItem(self.titleLabel, 0, 1)
+        self.setTitle(title)
+
+    def mouseClickEvent(self, ev: object) -> None:  # pyqtgraph override
+        if ev.button() == Qt.MouseButton.LeftButton:
+            vb = self.getViewBox()
+            if vb.sceneBoundingRect().contains(ev.scenePos()):
+                ev.accept()
+                self.sigClicked.emit(float(vb.mapSceneToView(ev.scenePos()).x()))
+                return
+        super().mouseClickEvent(ev)
 
 
 TITLES = dict(TIME_ROWS)
@@ -365,6 +423,16 @@ def release_menus(plots: list[pg.PlotItem]) -> None:
         p.getViewBox().menu = None
 
 
+def layout_minimum(view: pg.GraphicsLayoutWidget) -> QSize:
+    """The minimum size of a view's plots: in a scroll area, a view shorter than this
+    scrolls instead of squeezing its plots past their minimum heights."""
+    base = QGraphicsView.minimumSizeHint(view)
+    if not isValid(view.ci):  # released: the window is closing
+        return base
+    height = view.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize).height()
+    return QSize(base.width(), max(base.height(), int(height) + 2))
+
+
 def unindexed(view: pg.GraphicsLayoutWidget) -> None:
     """No BSP index for the view's scene: nearly every item moves or changes shape on each
     update, and re-indexing them cost more than the linear search of a few hundred."""
@@ -385,7 +453,9 @@ class TimePlots(pg.GraphicsLayoutWidget):
         unindexed(self)
         self.plots: dict[str, pg.PlotItem] = {}
         for row, (name, title) in enumerate(TIME_ROWS):
-            p = self.addPlot(row=row, col=0, title=title)
+            p = Plot(title=title)
+            self.addItem(p, row=row, col=0)
+            p.sigClicked.connect(self._clicked)
             _style(p)
             p.setMinimumHeight(90)
             if row:
@@ -440,6 +510,9 @@ class TimePlots(pg.GraphicsLayoutWidget):
         quiet_axes(list(self.plots.values()))
         cache_static(list(self.plots.values()))
 
+    def minimumSizeHint(self) -> QSize:  # Qt override
+        return layout_minimum(self)
+
     # -- cursor --------------------------------------------------------------------------------
     @property
     def cursor(self) -> int:
@@ -457,6 +530,10 @@ class TimePlots(pg.GraphicsLayoutWidget):
             self._syncing = False
         if emit:
             self.cursorMoved.emit(t)
+
+    def _clicked(self, x: float) -> None:
+        """A click in a time plot puts the cursor at that step."""
+        self.set_cursor(round(x))
 
     def _cursor_dragged(self, line: pg.InfiniteLine) -> None:
         if self._syncing:
@@ -484,7 +561,9 @@ class TimePlots(pg.GraphicsLayoutWidget):
         n = tr.sel.state
         self._title("input", f"input {tr.names['input']} (channel {tr.sel.channel})")
         self._title("delta", tr.names["delta"])
-        self._title("a_bar", f"{tr.names['a_bar']}, state {n}")
+        # SSD's Ā is one scalar per head and step: no state to name.
+        self._title("a_bar", f"{tr.names['a_bar']}, state {n}" if tr.family == "s6" else
+                    f"{tr.names['a_bar']}: one scalar per step, shared by its states")
         self.h_lines.set_highlight(n)
         items = dict(self.curves) | {"h": self.h_lines}
         series = {k: (items[k], v) for k, v in time_series(tr).items()}
@@ -527,7 +606,6 @@ class TimePlots(pg.GraphicsLayoutWidget):
         if self._titles.get(name) != text:  # a new title re-lays out the plot's header
             self._titles[name] = text
             self.plots[name].setTitle(text)
-            shrinkable_label(self.plots[name].titleLabel)
 
     def _visible_window(self) -> tuple[int, int]:
         L = self.seq_len
@@ -603,10 +681,11 @@ class _GradRow:
         self.fd = pg.ScatterPlotItem(size=10, pen=FD_PEN, brush=FD_BRUSH, symbol="o")
         self.fd.setZValue(30)
         self.fd.setVisible(False)  # shown with points only: an empty scatter still paints
-        self.label = None
+        self.label: TitleLabel | None = None
         self.title: str | None = None
         if view.kind in ("line", "bars"):
-            p = layout.addPlot(row=2 * row, col=0, colspan=3)
+            p = Plot()
+            layout.addItem(p, row=2 * row, col=0, colspan=3)
             _style(p)
             p.setLabel("bottom", view.x_label)
             if view.kind == "line":  # over time: PlotDataItems downsample long ones
@@ -627,9 +706,11 @@ class _GradRow:
             self.images = []
             # The long title (verdict, FD) spans the three heatmaps on its own row, so it
             # never widens the first column.
-            self.label = layout.addLabel("", row=2 * row, col=0, colspan=3)
+            self.label = TitleLabel("")
+            layout.addItem(self.label, row=2 * row, col=0, colspan=3)
             for col, title in enumerate(("GPU", "reference", "GPU − reference")):
-                p = layout.addPlot(row=2 * row + 1, col=col, title=title)
+                p = Plot(title=title)
+                layout.addItem(p, row=2 * row + 1, col=col)
                 p.setLabel("bottom", view.x_label)
                 img = heatmap_item()
                 p.addItem(img)
@@ -659,10 +740,8 @@ class _GradRow:
             self.title = title
             if self.label is not None:
                 self.label.setText(title)
-                shrinkable_label(self.label)
             else:
                 self.plots[0].setTitle(title)
-                shrinkable_label(self.plots[0].titleLabel)
         if self.kind in ("line", "bars"):
             n = view.ref.shape[0]
             x = np.arange(n, dtype=np.float64)
@@ -746,9 +825,13 @@ class GradPlots(pg.GraphicsLayoutWidget):
             for col in range(3):
                 self.ci.layout.setColumnStretchFactor(col, 1)
             self.family = family
+            self.updateGeometry()  # new rows: a new minimum height for the scroll area
         for v in views:
             self.rows[v.key].update(v, titles.get(v.key, v.key))
         settle_geometry([p for row in self.rows.values() for p in row.plots])
+
+    def minimumSizeHint(self) -> QSize:  # Qt override
+        return layout_minimum(self)
 
     def release(self) -> None:
         """Free pyqtgraph's menus and the scene (the window is closing)."""

@@ -42,7 +42,8 @@ class _Table(QWidget):
         return QSize(width, self._line() * len(self.rows))
 
     def minimumSizeHint(self) -> QSize:
-        return QSize(0, self._line() * len(self.rows))
+        # Whole rows: a narrower dock scrolls (it is in a scroll area) instead of clipping.
+        return self.sizeHint()
 
     def paintEvent(self, event: object) -> None:
         painter = QPainter(self)

@@ -51,6 +51,12 @@ POLL_MS = 150
 SEVERITY_COLOR = {"error": "#c62828", "warning": "#b26a00", "note": "#555555"}
 
 
+def source_key(kind: str, path: str) -> str:
+    """A picker item's data: "builtin:NAME" or "file:PATH". A string, since PySide6's
+    findData compares tuple data by identity, not by value."""
+    return f"{kind}:{path}"
+
+
 class ShaderPanel(QWidget):
     """Kernel source chooser, WGSL editor and clickable diagnostics.
 
@@ -64,7 +70,10 @@ class ShaderPanel(QWidget):
         super().__init__(parent)
         self.settings: QSettings | None = None
         self.sources = QComboBox()
-        self.sources.setMinimumContentsLength(20)
+        # Short enough for the buttons beside it in a 1366 px window; the popup is wider.
+        self.sources.setMinimumContentsLength(12)
+        self.sources.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.open_button = QPushButton("Open…")
         self.apply_button = QPushButton("Apply && run")
         self.apply_button.setToolTip("Run the edited text (Ctrl+Return)")
@@ -138,19 +147,19 @@ class ShaderPanel(QWidget):
         self.sources.blockSignals(True)
         self.sources.clear()
         for name in FAMILY_SHADER.values():
-            self.sources.addItem(f"built-in: {name}", ("builtin", name))
+            self.sources.addItem(f"built-in: {name}", source_key("builtin", name))
         for path in self.recent_files():
-            self.sources.addItem(f"file: {path}", ("file", path))
-        idx = self.sources.findData((self.kind, self.path))
+            self.sources.addItem(f"file: {path}", source_key("file", path))
+        idx = self.sources.findData(source_key(self.kind, self.path))
         if idx < 0 and self.kind == "file":
-            self.sources.addItem(f"file: {self.path}", ("file", self.path))
+            self.sources.addItem(f"file: {self.path}", source_key("file", self.path))
             idx = self.sources.count() - 1
         self.sources.setCurrentIndex(max(idx, 0))
         self.sources.blockSignals(False)
 
     # -- choosing a source ---------------------------------------------------------------------
     def _source_chosen(self, index: int) -> None:
-        kind, path = self.sources.itemData(index)
+        kind, path = str(self.sources.itemData(index)).split(":", 1)
         self.set_source(kind, path)
 
     def _open_dialog(self) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QPainter
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QSizePolicy, QStatusBar, QWidget
+from PySide6.QtWidgets import QLabel, QProgressBar, QSizePolicy, QStatusBar, QWidget
 
 from ssmviz.app.runner import RunResult
 from ssmviz.core.check import TensorVerdict
@@ -22,10 +22,13 @@ class ElidedLabel(QLabel):
     The full text stays in ``text()`` and in the tooltip.
     """
 
-    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+    def __init__(self, text: str = "", parent: QWidget | None = None, *,
+                 hint: str | None = None) -> None:
         super().__init__(text, parent)
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.setToolTip(text)
+        #: The width asked for, whatever the text (None: the text's own width).
+        self.hint = hint
 
     def setText(self, text: str) -> None:
         super().setText(text)
@@ -34,6 +37,11 @@ class ElidedLabel(QLabel):
     def minimumSizeHint(self) -> QSize:
         height = super().minimumSizeHint().height()
         return QSize(self.fontMetrics().horizontalAdvance("…") * 4, height)
+
+    def sizeHint(self) -> QSize:
+        if self.hint is None:
+            return super().sizeHint()
+        return QSize(self.fontMetrics().horizontalAdvance(self.hint), super().sizeHint().height())
 
     def paintEvent(self, event: object) -> None:
         painter = QPainter(self)
@@ -44,23 +52,89 @@ class ElidedLabel(QLabel):
         painter.drawText(rect, int(self.alignment() | Qt.AlignmentFlag.AlignVCenter), shown)
 
 
+class BadgeBox(QWidget):
+    """The verdict badges, as many as fit its width; the rest behind a "+N" badge whose
+    tooltip lists them (a kernel file has a dozen tensors, more than a small screen's
+    status bar holds beside the times and the message)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.labels: list[QLabel] = []
+        self.more = QLabel(self)
+        self.more.setStyleSheet(SKIP_STYLE)
+        self.more.setVisible(False)
+        self._count = 0
+        self._gap = 3
+
+    def set_count(self, n: int) -> None:
+        """Use the first ``n`` labels (the caller fills them)."""
+        while len(self.labels) < n:
+            self.labels.append(QLabel(self))
+        self._count = n
+        self._place()
+        self.updateGeometry()
+
+    def sizeHint(self) -> QSize:  # every badge
+        widths = [lb.sizeHint().width() for lb in self.labels[: self._count]]
+        height = max([lb.sizeHint().height() for lb in self.labels] + [self._more_hint().height()])
+        return QSize(sum(widths) + self._gap * max(len(widths) - 1, 0), height)
+
+    def minimumSizeHint(self) -> QSize:  # the "+N" badge alone
+        hint = self._more_hint()
+        return QSize(hint.width() if self._count else 0, hint.height())
+
+    def _more_hint(self) -> QSize:
+        return QSize(self.more.fontMetrics().horizontalAdvance(f"+{self._count}") + 10,
+                     self.more.sizeHint().height())
+
+    def resizeEvent(self, event: object) -> None:  # Qt override
+        super().resizeEvent(event)
+        self._place()
+
+    def _place(self) -> None:
+        n, x = self._count, 0
+        room = self.width()
+        shown = 0
+        for i, label in enumerate(self.labels):
+            if i >= n:
+                label.setVisible(False)
+                continue
+            w = label.sizeHint().width()
+            reserve = 0 if i == n - 1 else self._more_hint().width() + self._gap
+            if shown == i and x + w + reserve <= room:
+                label.setGeometry(x, 0, w, self.height())
+                label.setVisible(True)
+                x += w + self._gap
+                shown += 1
+            else:
+                label.setVisible(False)
+        hidden = self.labels[shown:n]
+        self.more.setVisible(bool(hidden))
+        if hidden:
+            self.more.setText(f"+{len(hidden)}")
+            self.more.setToolTip("\n".join(f"{lb.text()}: {lb.toolTip()}" for lb in hidden))
+            self.more.setGeometry(x, 0, self._more_hint().width(), self.height())
+
+
 class RunStatusBar(QStatusBar):
     """Shows the latest run; ``badges`` maps tensor name → (label, passed)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.adapter = ElidedLabel("adapter: –")
-        # Its full name when there is room (at most 60 characters' width), elided before
+        # Its full name when there is room (at most 48 characters' width), elided before
         # the message is squeezed to nothing.
         self.adapter.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
-        self.adapter.setMaximumWidth(self.adapter.fontMetrics().horizontalAdvance("x" * 60))
-        # Fixed width (elided past it): a new figure then repaints this label, not the
-        # whole status bar after a re-layout.
-        self.times = ElidedLabel("")
-        self.times.setFixedWidth(self.times.fontMetrics().horizontalAdvance(
-            "GPU 9999.99 ms (gpu-timestamps) · reference 9999.9 ms "))
+        self.adapter.setMaximumWidth(self.adapter.fontMetrics().horizontalAdvance("x" * 48))
+        # A size hint that does not follow the text (elided past its width): a new figure
+        # then repaints this label, not the whole status bar after a re-layout.
+        self.times = ElidedLabel("", hint="GPU 9999.99 ms (gpu-timestamps) · reference 9999.9 ms ")
+        self.times.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Preferred)
         self.message = ElidedLabel("")
         self.message.setObjectName("runMessage")
+        # Room for the start of a message (an error, a kernel file's summary) before the
+        # badges are folded into "+N": they have their plots' titles too.
+        self.message.setMinimumWidth(self.message.fontMetrics().horizontalAdvance("x" * 32))
         self.busy = QProgressBar()
         self.busy.setRange(0, 0)  # indeterminate
         self.busy.setMaximumWidth(90)
@@ -73,13 +147,9 @@ class RunStatusBar(QStatusBar):
         self.addWidget(self.adapter)
         self.addWidget(self.times)
         self.addWidget(self.message, 1)
-        self.badge_box = QWidget()
-        self._badge_layout = QHBoxLayout(self.badge_box)
-        self._badge_layout.setContentsMargins(0, 0, 0, 0)
-        self._badge_layout.setSpacing(3)
+        self.badge_box = BadgeBox()
         self.addPermanentWidget(self.badge_box)
         self.addPermanentWidget(self.busy)
-        self._badges: list[QLabel] = []
         self._shown = ("", False)
         self.badges: dict[str, bool] = {}
 
@@ -114,24 +184,19 @@ class RunStatusBar(QStatusBar):
             self.times.setText(f"GPU – · reference {result.reference_seconds * 1e3:.1f} ms")
             entries = []
         self.show_error(result.error)
-        while len(self._badges) < len(entries):
-            label = QLabel()
-            self._badge_layout.addWidget(label)
-            self._badges.append(label)
+        box = self.badge_box
+        while len(box.labels) < len(entries):
+            box.labels.append(QLabel(box))
         self.badges = {}
-        for i, label in enumerate(self._badges):
-            if i >= len(entries):
-                label.setVisible(False)
-                continue
-            name, passed, checked, tip = entries[i]
+        for label, (name, passed, checked, tip) in zip(box.labels, entries, strict=False):
             style = SKIP_STYLE if not checked else PASS_STYLE if passed else FAIL_STYLE
             if label.text() != name:
                 label.setText(name)
             label.setToolTip(tip)
             if label.styleSheet() != style:  # re-polishing every badge on every run is slow
                 label.setStyleSheet(style)
-            label.setVisible(True)
             self.badges[name] = passed
+        box.set_count(len(entries))
 
 
 def _tip(v: TensorVerdict) -> str:

@@ -9,13 +9,18 @@ kernel does not produce, and why, instead of leaving an empty plot unexplained.
 from __future__ import annotations
 
 from ssmviz.app.runner import RunResult
+from ssmviz.app.viewdata import FD_MAX_ELEMENTS, fd_small_enough
 
 
 def grad_titles(result: RunResult) -> dict[str, str]:
-    """Gradient key -> title: verdict mark and relative error, or why it is absent."""
+    """Gradient key -> title: verdict mark and relative error, or why it is absent; past
+    FD_MAX_ELEMENTS, why there are no finite-difference points."""
     titles: dict[str, str] = {}
     if result.report is None:
         return titles
+    no_fd = ""
+    if result.inputs and not fd_small_enough(result.problem.family, result.inputs):
+        no_fd = f" · finite differences only up to {FD_MAX_ELEMENTS} elements"
     ext = result.external
     for v in result.report.verdicts:
         key = ext.keys.get(v.name, v.name) if ext is not None else v.name
@@ -28,5 +33,5 @@ def grad_titles(result: RunResult) -> dict[str, str]:
         title = f"{key} {mark} rel err {v.rel_err:.0e}"  # one digit: changes less often
         if ext is not None and key in ext.mapped:
             title += f" · GPU = {ext.mapped[key]}"
-        titles[key] = title
+        titles[key] = title + no_fd
     return titles

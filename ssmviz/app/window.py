@@ -10,9 +10,16 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QWidget
+from PySide6.QtCore import QByteArray, QSettings, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence, QShowEvent
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFileDialog,
+    QFrame,
+    QMainWindow,
+    QScrollArea,
+    QWidget,
+)
 
 from ssmviz.app.controls import ControlsPanel
 from ssmviz.app.derived import Selection, Trace, clamp_selection
@@ -30,6 +37,8 @@ from ssmviz.core.errors import SsmvizError
 from ssmviz.core.problem import Problem
 
 ORG, APP = "ssmviz", "ssmviz"
+#: The first size of the window, where the screen has room for it.
+PREFERRED_SIZE = QSize(1500, 950)
 PLAY_INTERVAL_MS = 40
 #: Steps per play tick: the whole sequence plays in about this many ticks.
 PLAY_TICKS = 250
@@ -39,6 +48,24 @@ SPLIT_ABOVE = 8192
 
 def app_settings() -> QSettings:
     return QSettings(ORG, APP)
+
+
+def first_size(window: QWidget) -> QSize:
+    """PREFERRED_SIZE, clamped to the screen's available geometry (a 1366×768 laptop)."""
+    screen = window.screen() or QGuiApplication.primaryScreen()
+    if screen is None:
+        return PREFERRED_SIZE
+    return PREFERRED_SIZE.boundedTo(screen.availableGeometry().size())
+
+
+def scrolling(widget: QWidget) -> QScrollArea:
+    """``widget`` in a frameless scroll area: a dock (or the centre) smaller than the
+    widget's minimum size scrolls instead of pushing the window past the screen."""
+    area = QScrollArea()
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    area.setWidget(widget)
+    return area
 
 
 class MainWindow(QMainWindow):
@@ -52,11 +79,13 @@ class MainWindow(QMainWindow):
     viewApplied = Signal()
 
     def __init__(self, settings: QSettings | None = None, *, restore: bool = True,
-                 parent: QWidget | None = None) -> None:
+                 fit_screen: bool = True, parent: QWidget | None = None) -> None:
+        """``fit_screen=False``: PREFERRED_SIZE whatever the screen (a screenshot on the
+        offscreen platform, whose screen is a made-up 800×800)."""
         super().__init__(parent)
         self.setWindowTitle("ssmviz")
         self.setObjectName("ssmvizMainWindow")
-        self.resize(1500, 950)
+        self.resize(first_size(self) if fit_screen else PREFERRED_SIZE)
         self.settings = settings if settings is not None else app_settings()
         self.result: RunResult | None = None
         self.trace: Trace | None = None
@@ -66,7 +95,7 @@ class MainWindow(QMainWindow):
         self.update_seconds = 0.0
 
         self.time_plots = TimePlots()
-        self.setCentralWidget(self.time_plots)
+        self.setCentralWidget(scrolling(self.time_plots))
         self.controls = ControlsPanel()
         self.grad_plots = GradPlots()
         self.readout = ReadoutPanel()
@@ -82,10 +111,16 @@ class MainWindow(QMainWindow):
         }
         self.tabifyDockWidget(self.docks["gradients"], self.docks["shader"])
         self.docks["gradients"].raise_()
-        self.resizeDocks([self.docks["controls"]], [360], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.docks["controls"], self.docks["readout"]], [520, 330],
+        # The docks' share of PREFERRED_SIZE (360 and 560 of 1500 px), on smaller screens too;
+        # the controls and read-out keep their 360 px down to a 1366 px screen.
+        size = self.size()
+        self.resizeDocks([self.docks["controls"]], [min(360, size.width() * 360 // 1366)],
+                         Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks["controls"], self.docks["readout"]],
+                         [size.height() * 520 // 950, size.height() * 330 // 950],
                          Qt.Orientation.Vertical)
-        self.resizeDocks([self.docks["gradients"]], [560], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks["gradients"]], [size.width() * 560 // 1500],
+                         Qt.Orientation.Horizontal)
         self.status = RunStatusBar()
         self.setStatusBar(self.status)
 
@@ -122,6 +157,7 @@ class MainWindow(QMainWindow):
         self._first_result = True
         self._build_actions()
         self._closed = False
+        self._fitted = not fit_screen
         if restore:
             self._restore_settings()
 
@@ -129,7 +165,7 @@ class MainWindow(QMainWindow):
     def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self)
         dock.setObjectName(f"dock_{title.split()[0].lower()}")
-        dock.setWidget(widget)
+        dock.setWidget(scrolling(widget))
         self.addDockWidget(area, dock)
         return dock
 
@@ -448,6 +484,32 @@ class MainWindow(QMainWindow):
         self.view_worker.stop()
         self.time_plots.release()
         self.grad_plots.release()
+
+    def showEvent(self, event: QShowEvent) -> None:  # Qt override
+        super().showEvent(event)
+        if not self._fitted:
+            self._fitted = True
+            # The frame (title bar, borders) is known once shown; a window manager may
+            # add it a moment later.
+            self.fit_screen()
+            QTimer.singleShot(0, self.fit_screen)
+
+    def fit_screen(self) -> None:
+        """Shrink and move the window, frame included, into its screen's available area."""
+        screen = self.screen()
+        if screen is None or self.isMaximized() or self.isFullScreen():
+            return
+        avail = screen.availableGeometry()
+        frame = self.frameGeometry()
+        extra = frame.size() - self.size()
+        size = self.size().boundedTo(avail.size() - extra)
+        if size != self.size():
+            self.resize(size)
+            frame = self.frameGeometry()
+        x = min(max(frame.x(), avail.x()), avail.x() + avail.width() - frame.width())
+        y = min(max(frame.y(), avail.y()), avail.y() + avail.height() - frame.height())
+        if (x, y) != (frame.x(), frame.y()):
+            self.move(x, y)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # Qt override
         if not self._closed:

@@ -74,6 +74,23 @@ WARMUP_S = 1.0
 COPY_BYTES = {"full": 1 << 30, "small": 1 << 26, "tiny": 1 << 20}
 _NOISE = SignalSpec(name="noise")  # the input signal of every benchmark problem
 
+REFERENCE_ADAPTER = "CPU (numpy float64)"
+#: ``step(label, n=1)``: n timed rows finished (a :class:`~ssmviz.core.progress.Progress`).
+Step = Callable[..., None]
+
+
+def _no_step(label: str, n: int = 1) -> None:
+    pass
+
+
+def step_count(family: str = "all", size: str = "full", reference: bool = False) -> int:
+    """How many rows :func:`run_bench` times (each is one progress step)."""
+    if family == "reference":
+        return 2
+    s6 = 3 * len(S6_SIZES[size]) if family in ("s6", "all") else 0
+    ssd = 4 if family in ("ssd", "all") else 0
+    return 1 + s6 + ssd + (2 if reference else 0)
+
 
 def _median_time(rt: GpuRuntime, dispatches: Sequence[Dispatch], repeats: int) -> tuple[float, str]:
     t, source, _ = _median_time_per_pass(rt, dispatches, repeats)
@@ -134,7 +151,8 @@ def copy_bandwidth(rt: GpuRuntime, nbytes: int, repeats: int) -> dict[str, Any]:
     }
 
 
-def bench_s6(rt: GpuRuntime, size: str, repeats: int, copy_bw: float) -> list[dict[str, Any]]:
+def bench_s6(rt: GpuRuntime, size: str, repeats: int, copy_bw: float,
+             step: Step = _no_step) -> list[dict[str, Any]]:
     """S6 forward alone, the forward of a training step (it also writes the backward's
     checkpoints) and the backward, at the wide and the long, thin size."""
     from ssmviz.core.kernels.s6 import S6Kernel
@@ -177,10 +195,12 @@ def bench_s6(rt: GpuRuntime, size: str, repeats: int, copy_bw: float) -> list[di
                                 "passes": per_pass,
                             }
                         )
+                        step(f"s6 {phase} {label}")
                 finally:
                     _release(prepared)
         except SsmvizError as exc:
             out.append({"name": f"s6 {label}", "sizes": s, "error": str(exc)})
+            step(f"s6 {label}: does not run", 3 - len(rows))
             continue
         rows[-1]["backward_over_forward"] = times["backward"] / times["forward"]
         rows[-1]["backward_over_training_forward"] = times["backward"] / times["training forward"]
@@ -188,7 +208,8 @@ def bench_s6(rt: GpuRuntime, size: str, repeats: int, copy_bw: float) -> list[di
     return out
 
 
-def bench_ssd(rt: GpuRuntime, size: str, repeats: int) -> list[dict[str, Any]]:
+def bench_ssd(rt: GpuRuntime, size: str, repeats: int,
+              step: Step = _no_step) -> list[dict[str, Any]]:
     """SSD forward and backward, an fp32 matmul ceiling, and S6 on the same problem."""
     from ssmviz.core.kernels.matmul import MatmulKernel
     from ssmviz.core.kernels.s6 import S6Kernel
@@ -207,10 +228,12 @@ def bench_ssd(rt: GpuRuntime, size: str, repeats: int) -> list[dict[str, Any]]:
             "flops_per_s": mm_rate,
         }
     ]
+    step(f"matmul fp32 {m}³")
     try:
         inputs = Problem(family="ssd", signal=_NOISE, **s).build()
         prepared = SSDKernel(rt).prepare(inputs, chunk_len=s["chunk_len"], convention="mamba")
     except SsmvizError as exc:
+        step("ssd: does not run", 3)
         return [*out, {"name": "ssd", "sizes": s, "error": str(exc)}]
     flops = SSDKernel.flops(
         s["batch"], s["seq_len"], s["n_heads"], s["d_head"], s["d_state"], s["chunk_len"]
@@ -232,6 +255,7 @@ def bench_ssd(rt: GpuRuntime, size: str, repeats: int) -> list[dict[str, Any]]:
                 "passes": per_pass,
             }
         )
+        step(f"ssd {phase}")
     _release(prepared)
     ssd_forward = out[1]["seconds"]
     # S6 on the equivalent problem: one channel per (head, d_head) element, same state size.
@@ -257,10 +281,11 @@ def bench_ssd(rt: GpuRuntime, size: str, repeats: int) -> list[dict[str, Any]]:
         )
     except SsmvizError as exc:
         out.append({"name": "s6 forward on the SSD problem", "sizes": s6_sizes, "error": str(exc)})
+    step("s6 forward on the SSD problem")
     return out
 
 
-def bench_reference(repeats: int) -> list[dict[str, Any]]:
+def bench_reference(repeats: int, step: Step = _no_step) -> list[dict[str, Any]]:
     """Float64 reference forward + backward at the sizes the app re-runs on every change."""
     from ssmviz.core.check import s6_reference, ssd_reference
 
@@ -300,6 +325,7 @@ def bench_reference(repeats: int) -> list[dict[str, Any]]:
                 "timing": "wall-clock (CPU)",
             }
         )
+        step(name)
     return out
 
 
@@ -341,31 +367,46 @@ def _release(prepared: Any) -> None:
         release()
 
 
+def default_size(rt: GpuRuntime) -> str:
+    """"small" on a CPU adapter (lavapipe takes many minutes at the full sizes), else "full"."""
+    return "small" if rt.adapter_info.get("adapter_type") == "CPU" else "full"
+
+
+def header_line(adapter: str, size: str) -> str:
+    """The table's first line: the adapter and the sizes."""
+    return f"adapter: {adapter}   sizes: {size}"
+
+
 def run_bench(
-    *, family: str = "all", size: str = "full", repeats: int = 5, reference: bool = False
+    *, family: str = "all", size: str = "full", repeats: int = 5, reference: bool = False,
+    step: Step = _no_step,
 ) -> dict[str, Any]:
-    """Run the benchmarks; returns a JSON-ready dict."""
+    """Run the benchmarks; returns a JSON-ready dict. ``step`` is called as each of the
+    :func:`step_count` rows finishes."""
     if family == "reference":
-        return {"adapter": "CPU (numpy float64)", "size": size, "results": bench_reference(repeats)}
+        return {"adapter": REFERENCE_ADAPTER, "size": size,
+                "results": bench_reference(repeats, step)}
     if family == "tint":
         return {"adapter": "Dawn null backend (Tint)", "size": "-", "results": bench_tint(repeats)}
     rt = get_runtime()
     results: dict[str, Any] = {"adapter": rt.description(), "size": size, "results": []}
     copy = copy_bandwidth(rt, COPY_BYTES[size], repeats)
     results["results"].append(copy)
+    step("copy vec4")
     if family in ("s6", "all"):
-        results["results"] += bench_s6(rt, size, repeats, copy["bandwidth"])
+        results["results"] += bench_s6(rt, size, repeats, copy["bandwidth"], step)
     if family in ("ssd", "all"):
-        results["results"] += bench_ssd(rt, size, repeats)
+        results["results"] += bench_ssd(rt, size, repeats, step)
     if reference:
-        results["results"] += bench_reference(repeats)
+        results["results"] += bench_reference(repeats, step)
     return results
 
 
-def format_results(results: dict[str, Any], *, passes: bool = False) -> str:
+def format_results(results: dict[str, Any], *, passes: bool = False,
+                   header: bool = True) -> str:
     """A human-readable table of :func:`run_bench`'s figures (``passes``: each kernel's
-    time per entry point under its line)."""
-    lines = [f"adapter: {results['adapter']}   sizes: {results['size']}"]
+    time per entry point under its line; ``header``: the adapter line first)."""
+    lines = [header_line(results["adapter"], results["size"])] if header else []
     for r in results["results"]:
         if "error" in r:
             lines.append(f"{r['name']:<34} does not run: {r['error']}")

@@ -153,8 +153,10 @@ class CheckReport:
     def failures(self) -> list[str]:
         return [f"{v.name}: {v.reason()}" for v in self.verdicts if not v.passed]
 
-    def table(self) -> str:
-        """The verdict table the CLI prints."""
+    def table(self, verdict: str | None = None) -> str:
+        """The verdict table the CLI prints; ``verdict`` replaces the last line's status
+        when the caller's judgement goes beyond the tensors (e.g. a file that does not
+        build)."""
         head = (
             f"{self.family} / {self.convention}  "
             + " ".join(f"{k}={v}" for k, v in self.sizes.items())
@@ -174,16 +176,16 @@ class CheckReport:
             if not v.checked:
                 rows.append((v.name, "-", "-", "-", f"not checked: {v.note}"))
                 continue
-            verdict = "PASS" if v.passed else "FAIL: " + v.reason()
+            cell = "PASS" if v.passed else "FAIL: " + v.reason()
             if v.note:
-                verdict += f" ({v.note})"
+                cell += f" ({v.note})"
             rows.append(
                 (
                     v.name,
                     f"{v.rel_err:.2e}",
                     f"{v.max_abs_err:.2e}",
                     "-" if v.first_bad is None else str(v.first_bad),
-                    verdict,
+                    cell,
                 )
             )
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
@@ -192,7 +194,8 @@ class CheckReport:
             for r in rows
         ]
         lines.insert(1, "-" * (sum(widths) + 8 + 7))
-        status = "PASS" if self.passed else f"FAIL ({len(self.failures())} tensor(s))"
+        status = verdict or (
+            "PASS" if self.passed else f"FAIL ({len(self.failures())} tensor(s))")
         return head + "\n" + "\n".join(lines) + f"\nverdict: {status}"
 
     def to_json(self) -> dict[str, Any]:
@@ -521,6 +524,22 @@ def preflight(sizes: Mapping[str, int], family: str, *, runtime: Any = None) -> 
     rt.require(**need, what=f"{family} at " + ", ".join(f"{k}={v}" for k, v in sizes.items()))
 
 
+#: A check of at least this many hidden-state elements (batch·seq_len·d_inner·d_state)
+#: shows progress on the command line (seconds on lavapipe).
+LONG_CHECK_STATES = 1 << 22
+
+
+def check_steps(runs: int, race_probe: bool = True) -> int:
+    """How many times :func:`check_arrays` calls its ``step`` (not concurrent)."""
+    return 1 + runs + int(race_probe)
+
+
+def is_long_check(sizes: Mapping[str, int]) -> bool:
+    """Whether a check of these sizes takes long enough to show progress."""
+    n = sizes["batch"] * sizes["seq_len"] * sizes["d_inner"] * sizes["d_state"]
+    return n >= LONG_CHECK_STATES
+
+
 def check_arrays(
     family: str,
     arrays: Mapping[str, np.ndarray],
@@ -533,6 +552,7 @@ def check_arrays(
     store_states: bool | None = None,
     race_probe: bool = True,
     concurrent_reference: bool = False,
+    step: Callable[[str], Any] | None = None,
 ) -> CheckReport:
     """Check a GPU kernel against the reference on the given input arrays.
 
@@ -543,7 +563,8 @@ def check_arrays(
     them). ``concurrent_reference`` computes the float64 reference on a helper thread
     while the GPU runs (numpy and wgpu both release the GIL; the app's live re-runs use
     it; ``reference_seconds`` is then the reference thread's CPU time, as its wall time
-    would count the time slices the GPU driver's threads took).
+    would count the time slices the GPU driver's threads took). ``step`` (progress) is
+    called after the reference and after each GPU run: :func:`check_steps` in all.
     Raises SsmvizError (one line) for bad inputs or a problem past the device limits.
     A lost device is rebuilt and the check run once more (``kernel`` rebuilt on the new
     device from its source); lost again, DeviceLostError says the GPU was lost.
@@ -556,7 +577,8 @@ def check_arrays(
             kern = type(kern)(rt, source=kern.source)
         return _check_arrays(family, arrays, convention=convention, chunk_len=chunk_len,
                              runs=runs, kernel=kern, runtime=rt, store_states=store_states,
-                             race_probe=race_probe, concurrent_reference=concurrent_reference)
+                             race_probe=race_probe, concurrent_reference=concurrent_reference,
+                             step=step)
 
     return with_device_retry(attempt, runtime)
 
@@ -573,6 +595,7 @@ def _check_arrays(
     store_states: bool | None,
     race_probe: bool,
     concurrent_reference: bool,
+    step: Callable[[str], Any] | None,
 ) -> CheckReport:
     if family not in FAMILIES:
         raise SsmvizError(f"family must be s6 or ssd; got '{family}'")
@@ -628,9 +651,18 @@ def _check_arrays(
     def ref_run() -> dict[str, np.ndarray]:
         return reference(family, inputs, convention, sizes.get("chunk_len"))
 
+    done = step or (lambda label: None)
+
     def gpu_runs() -> tuple[list[Any], dict[str, np.ndarray]]:
-        results = [gpu_run() for _ in range(runs)]
-        return results, (gpu_run(reverse_wg=True).outputs if race_probe else {})
+        results = []
+        for i in range(runs):
+            results.append(gpu_run())
+            done(f"GPU run {i + 1}/{runs}")
+        if not race_probe:
+            return results, {}
+        reversed_outputs = gpu_run(reverse_wg=True).outputs
+        done("GPU run with workgroups in reverse order")
+        return results, reversed_outputs
 
     if concurrent_reference:
         pending = _reference_pool().submit(_timed, ref_run, time.thread_time)
@@ -643,6 +675,7 @@ def _check_arrays(
         ref, ref_s = pending.result()
     else:
         ref, ref_s = _timed(ref_run)
+        done("float64 reference")
         results, reversed_run = gpu_runs()
     if not store_states:
         ref.pop(all_states)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import threading
 import time
@@ -139,6 +140,32 @@ class SubmitCache:
                 obj.destroy()
         self.staging = self.query_set = self.resolve = None
         self.n_queries = 0
+
+
+class _NativeLogFilter(logging.Filter):
+    """Drops wgpu-native's own log lines while this thread builds a shader module.
+
+    naga's validator logs debug text at error level (e.g. "Access type Scalar(...)" for
+    an invalid access); it reaches stderr through the "wgpu" logger. A failed build
+    arrives as the exception, with naga's whole message, so those lines only add noise.
+    Other wgpu messages (and native lines outside a build) pass.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (getattr(_building, "active", False) and record.funcName == "_logger_callback")
+
+
+_building = threading.local()
+logging.getLogger("wgpu").addFilter(_NativeLogFilter())
+
+
+def create_shader_module(device: Any, code: str, label: str = "") -> Any:
+    """``device.create_shader_module`` without wgpu-native's stray log lines."""
+    _building.active = True
+    try:
+        return device.create_shader_module(code=code, label=label)
+    finally:
+        _building.active = False
 
 
 def summarize_wgpu_error(exc: BaseException) -> str:
@@ -362,7 +389,7 @@ class GpuRuntime:
         groups = 4
         out = self.empty(groups * 64 * 8)
         # Built here, not by pipeline(): the caller holds the pipeline lock.
-        module = self.device.create_shader_module(code=_SUBGROUP_PROBE, label="subgroup probe")
+        module = create_shader_module(self.device, _SUBGROUP_PROBE, "subgroup probe")
         pipe = self.device.create_compute_pipeline(
             layout="auto", compute={"module": module, "entry_point": "main"}
         )
@@ -426,9 +453,7 @@ class GpuRuntime:
                 # One module per source: every entry point and constant set builds from it.
                 module = self._modules.get(digest)
                 if module is None:
-                    module = self.device.create_shader_module(
-                        code=source, label=label or entry_point
-                    )
+                    module = create_shader_module(self.device, source, label or entry_point)
                     self._modules[digest] = module
                 pipe = self.device.create_compute_pipeline(
                     layout="auto",

@@ -1,7 +1,7 @@
 """One dataclass that describes an SSM problem, and the arrays it builds.
 
 A :class:`Problem` names the family (``s6`` or ``ssd``), the numerical
-convention (``mamba`` or ``builderforce``, see ``kernel-abi.md``), the sizes,
+convention (``mamba`` or ``builderforce``, see :mod:`ssmviz.core.reference._common`), the sizes,
 the input signal, the parameter initialisation and the seed. ``build()`` turns
 it, deterministically, into every input array including the upstream gradient
 ``dy``. Arrays are float64; the GPU runners cast to float32.

@@ -63,3 +63,26 @@ def specialize(source: str, *, subgroups: bool) -> str:
 
 def _blank(line: str) -> str:
     return "//\n" if line.endswith("\n") else "//"
+
+
+def feature_lines(source: str, feature: str) -> set[int]:
+    """The 1-based lines inside the ``// #if FEATURE`` branch of each block (not the
+    ``#else`` branch): code there only builds on a device with the feature. Malformed
+    directives give no lines (:func:`specialize` reports them)."""
+    lines: set[int] = set()
+    inside: bool | None = None  # None outside a block, else whether in the #if branch
+    for number, line in enumerate(source.splitlines(), start=1):
+        m = _DIRECTIVE.match(line)
+        if m is None:
+            if inside:
+                lines.add(number)
+            continue
+        kind, name = m.groups()
+        if kind == "if":
+            inside = name == feature
+        elif kind == "else" and inside is not None:
+            inside = False
+        else:
+            inside = None
+    return lines
+

@@ -79,13 +79,19 @@ def _worst(report: CheckReport, grads: bool) -> float:
     return max(vals) if vals else 0.0
 
 
+def cases(family: str, quick: bool = False) -> list[Problem]:
+    """The problems of a family's matrix, in the order :func:`run_sweep` runs them."""
+    return list(s6_cases(quick) if family == "s6" else ssd_cases(quick))
+
+
 def run_sweep(
-    family: str, *, quick: bool = False, runs: int = 3, out: Callable[[str], Any] = print
+    family: str, *, quick: bool = False, runs: int = 3, out: Callable[[str], Any] = print,
+    step: Callable[[str], Any] | None = None,
 ) -> dict[str, Any]:
-    """Run the matrix; returns ``{"adapter", "cases": [...], "passed"}``."""
-    cases = list(s6_cases(quick) if family == "s6" else ssd_cases(quick))
+    """Run the matrix; returns ``{"adapter", "cases": [...], "passed"}``. ``out`` gets
+    one line per case, ``step`` (progress) its short name as each case finishes."""
     rows, adapter = [], ""
-    for p in cases:
+    for p in cases(family, quick):
         report = check_arrays(
             family,
             p.build(),
@@ -110,6 +116,8 @@ def run_sweep(
             f"fwd {row['worst_forward_rel_err']:.2e}  grad {row['worst_grad_rel_err']:.2e}"
             + ("" if report.passed else "  " + "; ".join(row["failures"]))
         )
+        if step is not None:
+            step(f"{p.convention} seq_len={p.seq_len}")
     passed = all(r["passed"] for r in rows)
     out(f"{family}: {sum(r['passed'] for r in rows)}/{len(rows)} cases passed on {adapter}")
     return {"adapter": adapter, "family": family, "cases": rows, "passed": passed}

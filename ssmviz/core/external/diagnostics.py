@@ -26,6 +26,7 @@ from ssmviz.core.external.wgsl import (
     shadowing,
     uniformity,
 )
+from ssmviz.core.gpu import create_shader_module
 from ssmviz.core.shader_variants import specialize
 
 _SPAN = re.compile(r"wgsl:(\d+):(\d+)")
@@ -122,7 +123,7 @@ def naga_diagnostics(kf: KernelFile, src: KernelSource, device) -> list[Diagnost
     have) is built as the branch this device can compile, with the same line numbers."""
     text = specialize(src.text, subgroups="subgroup" in device.features)
     try:
-        device.create_shader_module(code=text, label=src.name)
+        create_shader_module(device, text, src.name)
     except Exception as exc:  # GPUValidationError and friends
         from ssmviz.core.gpu import is_device_lost
 
@@ -239,7 +240,7 @@ def static_diagnostics(
     probs = list(mod.problems)
     probs += shadowing(mod, naga_failed_without_location)
     probs += uniformity(mod)
-    probs += portability(mod)
+    probs += portability(mod, src.text)
     return mod, [_locate(kf, src, p) for p in probs]
 
 

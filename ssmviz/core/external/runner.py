@@ -110,19 +110,30 @@ class KernelCheckResult:
             conv = self.report.convention if self.report else (self.profile.convention or "-")
             parts.append(f"profile: {self.profile.name} ({self.profile.family}, {conv}); "
                          f"stages run: {', '.join(self.stages_run) or 'none'}")
+        errors = sum(d.severity == "error" for d in self.diagnostics)
+        warnings = sum(d.severity == "warning" for d in self.diagnostics)
         if self.report is not None:
-            parts.append(self.report.table())
+            # A file with errors that naga still built ran: its rows are shown, but the
+            # verdict is the file's, never a PASS the last line contradicts.
+            built = None if self.exit_code != EXIT_BUILD else (
+                f"DOES NOT BUILD ({errors} error(s) above; the rows are from naga's build, "
+                "which accepts it)")
+            parts.append(self.report.table(verdict=built))
         parts.extend(self.probe_lines)
         for d in self.notes:
             parts.append(d.render())
-        errors = sum(d.severity == "error" for d in self.diagnostics)
-        warnings = sum(d.severity == "warning" for d in self.diagnostics)
-        word = {0: "PASS", 1: "FAIL", 2: "DOES NOT BUILD" if errors else "INVALID"}[self.exit_code]
-        # The reason ends the output: the first build error, else the check's message.
-        first = next((d for d in self.diagnostics if d.severity == "error"), None)
-        why = (f": {first.line}:{first.col}: {first.message}" if first
-               else f": {self.message}" if self.message else "")
-        parts.append(f"{self.path}: {word} ({errors} error(s), {warnings} warning(s)){why}")
+        counts = f"{errors} error(s), {warnings} warning(s)"
+        if self.exit_code == EXIT_BUILD and not errors:
+            # Not checked at all (no entry point of the profile, bad sizes...): say why.
+            why = self.message.removeprefix(f"{self.path}: ") or "not checked"
+            parts.append(f"{self.path}: INVALID: {why} ({counts})")
+        else:
+            word = {0: "PASS", 1: "FAIL", 2: "DOES NOT BUILD"}[self.exit_code]
+            # The reason ends the output: the first build error, else the check's message.
+            first = next((d for d in self.diagnostics if d.severity == "error"), None)
+            why = (f": {first.line}:{first.col}: {first.message}" if first
+                   else f": {self.message}" if self.message else "")
+            parts.append(f"{self.path}: {word} ({counts}){why}")
         return "\n".join(parts)
 
 
@@ -915,8 +926,9 @@ def _size_probe(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dic
         _add_note(v, "size probe")
         report.verdicts.append(v)
     if not bad:
-        res.probe_lines.append(f"size probe (seq_len={L2}, {sizes2.get('n_chunks', '-')} chunks): "
-                               "every output within tolerance")
+        chunks = f", {sizes2['n_chunks']} chunks" if "n_chunks" in sizes2 else ""
+        res.probe_lines.append(f"size probe (seq_len={L2}{chunks}): every output within "
+                               "tolerance")
 
 
 def _locate_failures(plan: _Plan, an: _Analysis, kf: KernelFile, report: CheckReport,

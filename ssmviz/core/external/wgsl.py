@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ssmviz.core.shader_variants import feature_lines
+
 _TOKEN = re.compile(
     r"(?P<ws>[ \t\f\v]+)|(?P<nl>\n)|(?P<lc>//[^\n]*)|(?P<bc>/\*)"
     r"|(?P<num>0[xX][0-9a-fA-F]+[iu]?|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?[fhiu]?)"
@@ -828,17 +830,24 @@ def _assign_taint(toks: list[Tok], a: int, b: int, tainted: dict[str, str],
 # -- portability ---------------------------------------------------------------------------------
 
 
-def portability(mod: Module) -> list[Problem]:
+def portability(mod: Module, source: str = "") -> list[Problem]:
     """Features outside core WebGPU, one warning per feature (its first use).
 
     Code "portability": optional features a device may lack (Tint compiles with them
     enabled, so it cannot say); "not-webgpu": what WGSL in WebGPU does not have at all
-    (Tint refuses it, so these are the fallback where Tint cannot run)."""
+    (Tint refuses it, so these are the fallback where Tint cannot run). Subgroup
+    operations inside a ``// #if subgroups`` block of ``source`` are not warned about:
+    that branch is only built on devices with the feature, and the ``#else`` branch
+    elsewhere (ssmviz's own kernels are written so).
+    """
     out: list[Problem] = []
     seen: set[str] = set()
+    guarded = feature_lines(source, "subgroups") if source else set()
 
     def warn(key: str, line: int, col: int, msg: str, length: int = 1,
              code: str = "portability") -> None:
+        if key == "subgroup" and line in guarded:
+            return
         if key not in seen:
             seen.add(key)
             out.append(Problem("warning", line, col, msg, length, code))

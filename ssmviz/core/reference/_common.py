@@ -1,8 +1,66 @@
-"""Float64 helpers shared by the S6 and SSD references: softplus and its kin, and
-the names of the two conventions.
+"""Float64 helpers shared by the S6 and SSD references (softplus and its kin), and the
+two numerical conventions every reference, kernel and check in ssmviz follows.
 
 All functions take array-likes, compute in float64 and return float64 arrays
 of the input's shape.
+
+Conventions
+-----------
+``mamba`` is state-spaces/mamba's, the one most users know; ``builderforce`` is the one
+the kernels of the builderforce-memory-engine npm package implement. Both share
+A = -exp(A_log), h_{-1} = 0 and a numerically stable softplus (x itself past 20).
+
+S6, per channel d and state n (Δ, A of shape (d_inner, d_state)):
+
+=================  ========================================  ===============================
+                   mamba                                     builderforce
+=================  ========================================  ===============================
+step size          Δ = softplus(delta + delta_bias)          Δ = softplus(delta) (no bias)
+decay              Ā = exp(Δ·A)                              Ā = exp(Δ·A)
+input term         B̄·u = Δ·B·u (Euler for B)                B̄ = (Ā − 1)/A · B (zero-order hold)
+recurrence         h_t = Ā_t h_{t-1} + B̄_t u_t, y_t = Σ_n C_t[n] h_t[n] + D·u_t (both)
+=================  ========================================  ===============================
+
+SSD (Mamba-2), per head h, with group g = h · n_groups / n_heads:
+
+=================  ========================================  ===============================
+step size          dt = softplus(dt + dt_bias)               the same
+decay              Ā = exp(dt·A), A = -exp(A_log)            Ā = exp(−softplus(A_log)·dt)
+input term         h_t = Ā_t h_{t-1} + dt_t · B_t ⊗ x_t       h_t = Ā_t h_{t-1} + B_t ⊗ x_t
+output             y_t = C_t · h_t + D_h · x_t (both)
+=================  ========================================  ===============================
+
+The builderforce ABI (how its WGSL kernels are bound and dispatched)
+---------------------------------------------------------------------
+The package ships WGSL as template literals exported from JavaScript modules (e.g.
+``export const SSD_FORWARD_WGSL = /* wgsl */ `...```); WGSL line N is line N − 1 after
+the backtick's line of the ``.js`` file. Every buffer is a row-major f32 array in
+@group(0); binding 0 is a uniform struct of u32 ``params``.
+
+- S6 forward. params ``seq_len, d_state, d_inner, batch``. Bindings 1 u, 2 delta (raw,
+  before softplus), 3 A (holds A_log), 4 B, 5 C, 6 D_vec, then read_write 7 y and 8
+  h_cache, which holds two (batch, seq_len, d_inner, d_state) halves: h, then C·h per
+  state. Entry ``forward_scan`` (workgroup size 64) runs over (d_inner, d_state, batch)
+  workgroups, d from workgroup_id.x and n from .y; then ``forward_reduce`` (64) over
+  (ceil(seq_len/64), d_inner, batch) sums y = Σ_n C·h + D_vec·u.
+- S6 backward. Entry ``backward_scan``, workgroup size 1, over (d_inner, d_state, batch).
+  Bindings 1 u, 2 delta, 3 A_log, 4 B, 5 C, 6 h_cache (read: the forward's h), 7 dy, then
+  read_write 8 dA (w.r.t. A_log), 9 dB, 10 dC, 11 dDelta (w.r.t. raw delta), 12 du. The
+  outputs accumulate with ``+=`` (they start zeroed). No D_vec binding: its du lacks the
+  D·dy skip term and there is no dD.
+- SSD forward. params ``seq_len, d_inner, n_heads, d_head, n_groups, d_state, chunk_len,
+  n_chunks, batch`` (d_inner = n_heads·d_head). Bindings 1 x_in (batch, seq_len,
+  d_inner), 2 B_proj, 3 C_proj (batch, seq_len, n_groups, d_state), 4 dt_in (batch,
+  seq_len, n_heads; raw), 5 A_log, 6 dt_bias, 7 D_vec (n_heads,), then read_write 8
+  out_buf and 9 state_carry (n_chunks + 1, batch, n_heads, d_state, d_head), slot 0 the
+  initial state. Entry ``ssd_chunk_forward``, workgroup size 1, over (n_chunks, n_heads,
+  batch).
+- SSD backward. Entry ``ssd_chunk_backward``, the same dispatch; bindings 1-6 as the
+  forward, 7 state_carry (read), 8 dy, then read_write 9 dx, 10 dB, 11 dC, 12 ddt, 13
+  dA_log, 14 dD_vec, shaped like the matching forward buffers; outputs accumulate.
+
+:mod:`ssmviz.core.external.profiles` holds this ABI as the ``builderforce-s6`` and
+``builderforce-ssd`` profiles.
 """
 
 from __future__ import annotations
@@ -12,7 +70,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ssmviz.core.errors import SsmvizError
 
-#: The numerical conventions both references implement (see ``kernel-abi.md``).
+#: The numerical conventions both references implement (see the module docstring).
 CONVENTIONS: tuple[str, ...] = ("mamba", "builderforce")
 
 # Above this the mamba CUDA kernels return x itself: log1p(exp(x)) - x < 2.1e-9 there.

@@ -31,7 +31,7 @@ g           ``g``               adjoint dL/dh_t (total), g_t = C_t·dy_t +
 ==========  ==================  ===============================================
 
 Both conventions apply ``delta_bias`` here; a ``builderforce`` problem passes a
-zero bias (its kernels have none). See ``/work/shared/kernel-abi.md``.
+zero bias (its kernels have none). See :mod:`ssmviz.core.reference._common`.
 
 Everything is vectorised over batch, channel and state; the only Python loops
 run over time, forward for h and in reverse for g. Time is walked in blocks
