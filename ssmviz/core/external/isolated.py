@@ -290,7 +290,7 @@ class KernelWorker:
     def _call(self, fn: Callable[..., Any], args: tuple, kwargs: dict, deadline: float,
               text: str | None) -> tuple[str, Any]:
         assert self._proc is not None and self._conn is not None
-        self._conn.send((fn, args, kwargs))
+        self._conn.send((fn, args, kwargs, _settings()))
         kind, detail = "step", "the check"
         since = time.monotonic()
         while True:
@@ -320,6 +320,23 @@ class KernelWorker:
                 raise _crash_error(kind, detail, code, log, text)
             self._relay_log()
             return msg[0], msg[1]
+
+
+#: Settings read per call (not only at the worker's start), so a change in the parent's
+#: environment reaches the persistent worker: the Tint switch.
+_CALL_SETTINGS = ("SSMVIZ_TINT",)
+
+
+def _settings() -> dict[str, str | None]:
+    return {k: os.environ.get(k) for k in _CALL_SETTINGS}
+
+
+def _apply_settings(settings: dict[str, str | None]) -> None:
+    for key, value in settings.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 _worker = KernelWorker()
@@ -374,9 +391,10 @@ def serve(fd: int) -> None:
     conn.send(("ready", rt.description()))
     while True:
         try:
-            fn, args, kwargs = conn.recv()
+            fn, args, kwargs, settings = conn.recv()
         except (EOFError, OSError):
             return
+        _apply_settings(settings)
         try:
             out: tuple = ("ok", fn(*args, **kwargs))
         except BaseException as exc:
