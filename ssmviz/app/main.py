@@ -37,6 +37,15 @@ def _set_icon(app) -> None:
 def run_app(argv: Sequence[str]) -> int:
     """Run the app; returns the exit code. ``argv`` excludes the program name."""
     args = _parse(argv)
+    if args.screenshot:
+        from ssmviz.core.errors import SsmvizError
+        from ssmviz.core.fileio import check_output_path
+
+        try:  # before the window opens: a bad path is refused at once
+            check_output_path(args.screenshot, ".png", "--screenshot")
+        except SsmvizError as exc:
+            print(f"ssmviz: error: {exc}", file=sys.stderr)
+            return 2
     headless = sys.platform.startswith("linux") and not any(
         os.environ.get(k) for k in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")
     )
@@ -57,6 +66,7 @@ def run_app(argv: Sequence[str]) -> int:
     from ssmviz.app.window import MainWindow
     from ssmviz.core import gpu
     from ssmviz.core.errors import SsmvizError
+    from ssmviz.core.fileio import write_file
 
     if args.cpu:
         gpu.configure(force_cpu=True)
@@ -90,10 +100,17 @@ def run_app(argv: Sequence[str]) -> int:
     QTimer.singleShot(SCREENSHOT_TIMEOUT_S * 1000, loop.quit)
     loop.exec()
     app.processEvents()
-    ok = window.grab().save(args.screenshot, "PNG")
+    pixmap = window.grab()
     window.shutdown()  # also keeps close() from saving the session
     window.close()
-    if not ok:
-        print(f"ssmviz: error: cannot write {args.screenshot}", file=sys.stderr)
+
+    def write(tmp) -> None:
+        if not pixmap.save(str(tmp), "PNG"):
+            raise OSError(f"Qt could not save a PNG to {tmp}")
+
+    try:
+        write_file(args.screenshot, write)  # atomic: an old screenshot survives a failure
+    except SsmvizError as exc:
+        print(f"ssmviz: error: {exc}", file=sys.stderr)
         return 1
     return 0

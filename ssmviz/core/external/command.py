@@ -33,25 +33,33 @@ def run_kernel_check(
     seed: int = 0,
     out: Callable[[str], Any] = print,
     runtime: Any = None,
+    arrays: Mapping[str, Any] | None = None,
+    collect: list | None = None,
 ) -> int:
     """Check one kernel file and print the result; returns the exit code.
 
     ``convention`` None uses the profile's own convention (builderforce for builderforce
     layouts, mamba for ssmviz's kernels). ``sizes`` overrides the small default problem
     (keys: batch, seq_len, d_inner, d_state, n_heads, d_head, n_groups, chunk_len).
+    ``arrays``: canonical inputs (``--inputs``) instead of the seeded problem. ``collect``
+    receives the KernelCheckResults (for ``--json`` / ``--export``).
     """
     try:
         results = check_kernel_file(path, abi=abi, convention=convention, sizes=sizes,
-                                    runs=runs, seed=seed, runtime=runtime)
+                                    runs=runs, seed=seed, runtime=runtime, arrays=arrays)
     except SsmvizError as exc:  # check_kernel catches these; belt and braces for the CLI
         out(f"error: {exc}")
         return EXIT_BUILD
+    if collect is not None:
+        collect.extend(results)
     out("\n\n".join(r.render() for r in results))
     return max(r.exit_code for r in results)
 
 
-def main_check_kernel(args: argparse.Namespace) -> int:
-    """Adapter for the CLI: reads kernel, abi, convention, runs, seed, watch and the sizes."""
+def main_check_kernel(args: argparse.Namespace, *, arrays: Mapping[str, Any] | None = None,
+                      collect: list | None = None) -> int:
+    """Adapter for the CLI: reads kernel, abi, convention, runs, seed, watch and the sizes;
+    ``arrays`` and ``collect`` as for :func:`run_kernel_check`."""
     sizes = {k: getattr(args, k) for k in _SIZE_ARGS if getattr(args, k, None) is not None}
     kw = {
         "abi": getattr(args, "abi", None),
@@ -63,7 +71,7 @@ def main_check_kernel(args: argparse.Namespace) -> int:
     if getattr(args, "watch", False):
         watch_kernel(args.kernel, **kw)
         return 0
-    return run_kernel_check(args.kernel, **kw)
+    return run_kernel_check(args.kernel, arrays=arrays, collect=collect, **kw)
 
 
 def file_signature(path: str) -> tuple[int, int, str] | None:
