@@ -497,15 +497,16 @@ def _can_store_states(sizes: Mapping[str, int]) -> bool:
 
 def preflight(sizes: Mapping[str, int], family: str, *, runtime: Any = None, runs: int = 3,
               device: bool = True) -> None:
-    """Check a problem's sizes against (``device``) the device limits, then against the
-    RAM the float64 reference and the results need, before any array is built.
+    """Check a problem's sizes against the RAM the float64 reference and the results
+    need, then (``device``) against the device limits, before any array is built. The RAM
+    check needs no GPU device.
 
     Raises LimitError naming the limit and by how much it is exceeded.
     """
     from ssmviz.core.memory import check_memory
 
+    check_memory(family, sizes, runs=runs)
     if not device:
-        check_memory(family, sizes, runs=runs)
         return
     from ssmviz.core.gpu import get_runtime
 
@@ -531,7 +532,6 @@ def preflight(sizes: Mapping[str, int], family: str, *, runtime: Any = None, run
             store_states=store,
         )
     rt.require(**need, what=f"{family} at " + ", ".join(f"{k}={v}" for k, v in sizes.items()))
-    check_memory(family, sizes, runs=runs)
 
 
 def check_arrays(

@@ -87,7 +87,8 @@ def _remove(path: Path) -> None:
 
 
 def _os_error(target: Path, exc: OSError) -> SsmvizError:
-    return SsmvizError(f"cannot write {target}: {exc.strerror or exc}; the old file is kept")
+    kept = "the old file is kept" if target.exists() else "no file was written"
+    return SsmvizError(f"cannot write {target}: {exc.strerror or exc}; {kept}")
 
 
 def write_files(items: Sequence[tuple[str | Path, Writer]]) -> list[Path]:
@@ -107,9 +108,9 @@ def write_files(items: Sequence[tuple[str | Path, Writer]]) -> list[Path]:
     temps: list[Path] = []
     try:
         for target, (_, writer) in zip(targets, items, strict=True):
-            tmp = _temporary_beside(target, "tmp")
-            temps.append(tmp)
             try:
+                tmp = _temporary_beside(target, "tmp")
+                temps.append(tmp)
                 writer(tmp)
                 _fsync(tmp)
             except OSError as exc:

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from ssmviz.core.errors import LimitError
 
 F64, F32 = 8, 4
+#: The process itself: Python, numpy, wgpu and the driver (lavapipe: ~250 MB resident).
+BASELINE = 256 << 20
 #: check.py's MAX_STORED_STATES (not imported: this module stays free of the GPU code).
 MAX_STORED_STATES = 1 << 24
 #: s6.py keeps Ā (and coef) of the whole sequence up to this many states (_KEEP_ELEMENTS).
@@ -52,7 +54,9 @@ def reference_bytes(family: str, sizes: Mapping[str, int], *, runs: int = 3) -> 
         ref = F64 * (states * (1 + keep) + stored * _S6_COMPARE_COPIES)
         ref += F64 * b * L * (_S6_ROW_ARRAYS * d + _S6_STATE_ARRAYS * n)
         gpu = F32 * (runs + 1) * (stored + 3 * b * L * d + 2 * b * L * n)
-        return ref + gpu
+        # The kernel's own h buffer: device memory, which on lavapipe is this RAM.
+        device = F32 * states
+        return BASELINE + ref + gpu + device
     h, p = int(sizes["n_heads"]), int(sizes["d_head"])
     q = max(1, min(int(sizes.get("chunk_len", 64)), L))
     chunks = math.ceil(L / q)
@@ -64,7 +68,7 @@ def reference_bytes(family: str, sizes: Mapping[str, int], *, runs: int = 3) -> 
         + _SSD_CHUNK_STATE_ARRAYS * b * (chunks + 1) * h * p * n
     )
     gpu = F32 * (runs + 1) * (3 * b * L * h * p + (chunks + 1) * b * h * p * n)
-    return ref + gpu
+    return BASELINE + ref + gpu
 
 
 def available_bytes() -> int | None:
