@@ -11,13 +11,18 @@ from collections.abc import Sequence
 SCREENSHOT_TIMEOUT_S = 300
 
 
-def _parse(argv: Sequence[str]) -> argparse.Namespace:
+def build_app_parser() -> argparse.ArgumentParser:
+    """The app's options (also read by the test that every option is honoured)."""
     p = argparse.ArgumentParser(prog="ssmviz", description="SSM kernel visualiser (desktop app).")
     p.add_argument("session", nargs="?", help="a session .json to open")
     p.add_argument("--screenshot", metavar="PATH.png",
                    help="open, wait for the first run, save the window as PNG and exit")
     p.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
-    return p.parse_args(list(argv))
+    return p
+
+
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    return build_app_parser().parse_args(list(argv))
 
 
 def _set_icon(app) -> None:
