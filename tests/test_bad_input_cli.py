@@ -233,9 +233,14 @@ def test_inputs_without_meta_say_which_convention(files: Path, tmp_path: Path, f
 
 def test_float16_inputs_run_with_a_note(files: Path, tmp_path: Path) -> None:
     shutil.copytree(files, tmp_path, dirs_exist_ok=True)
-    out = run_ssmviz(["check", "--inputs", "half.npz", "--runs", "1"], cwd=tmp_path)
-    assert_fails_well(out, 0, reason="verdict: PASS")
+    out = run_ssmviz(["check", "--inputs", "half.npz", "--runs", "1", "--export", "h.npz"],
+                     cwd=tmp_path)
+    assert_fails_well(out, 0, allowed_new=["h.npz"], reason="verdict: PASS")
     assert "stored as float16: widened to float32" in out.stdout
+    half, run = np.load(tmp_path / "half.npz"), np.load(tmp_path / "h.npz")
+    for key in S6_INPUT_KEYS:  # widened exactly: the values the user stored
+        assert run[key].dtype == np.float32
+        assert np.array_equal(run[key], half[key].astype(np.float32))
 
 
 def test_kernel_honours_json_export_and_inputs(files: Path, tmp_path: Path) -> None:
@@ -292,4 +297,3 @@ def test_memory_error_is_one_line_exit_2(where: str, files: Path, tmp_path: Path
 
 def test_matrix_is_large_enough() -> None:
     assert len(CASES) >= 45
-    assert sum(1 for k in S6_INPUT_KEYS if k) == 8
