@@ -52,6 +52,10 @@ def files(tmp_path_factory) -> Path:
     out = run_ssmviz(["check", "--family", "s6", "--convention", "builderforce", *SMALL,
                       "--runs", "1", "--export", "run.npz"], cwd=d)
     assert out.returncode == 0, out.output
+    out = run_ssmviz(["check", "--family", "ssd", "--seq-len", "20", "--n-heads", "2",
+                      "--d-head", "2", "--d-state", "3", "--chunk-len", "8", "--runs", "1",
+                      "--export", "ssd_run.npz"], cwd=d)
+    assert out.returncode == 0, out.output
     s6 = Problem(family="s6", seq_len=40, d_inner=2, d_state=3).build()
     np.savez(d / "nometa.npz", **s6)
     np.savez(d / "complex.npz", **_with(s6, "u", s6["u"] + 1j * s6["u"]))
@@ -120,6 +124,10 @@ CASES = [
     C("check --inputs run.npz --chunk-len 8", 2, "--chunk-len"),
     C("check --inputs nometa.npz --d-inner 7", 2, "d_inner is 2"),
     C("check --inputs nometa.npz --family ssd", 2, "'x'"),
+    C("check --inputs ssd_run.npz --chunk-len 16", 2, "chunk_len is 8"),
+    C("check --inputs ssd_run.npz --n-groups 2", 2, "n_groups is 1"),
+    C("check --inputs ssd_run.npz --d-inner 5", 2, "d_inner is 4"),
+    C("check --inputs ssd_run.npz --family s6", 2, "family is ssd"),
     C("check --family s6 --n-groups 2", 2, "--n-groups does not apply"),
     C("check --family s6 --d-head 8", 2, "--d-head does not apply"),
     C("check --abi builderforce-s6", 2, "--kernel"),
@@ -216,6 +224,13 @@ def test_readme_round_trip_reruns_in_builderforce(files: Path, tmp_path: Path) -
     first, again = np.load(tmp_path / "run.npz"), np.load(tmp_path / "again.npz")
     assert np.array_equal(first["gpu_y"], again["gpu_y"])
     assert json.loads(str(again["meta"]))["convention"] == "builderforce"
+
+
+def test_ssd_inputs_take_chunk_len_from_the_meta(files: Path, tmp_path: Path) -> None:
+    shutil.copytree(files, tmp_path, dirs_exist_ok=True)
+    out = run_ssmviz(["check", "--inputs", "ssd_run.npz", "--runs", "1"], cwd=tmp_path)
+    assert_fails_well(out, 0, reason="verdict: PASS")
+    assert "ssd / mamba" in out.stdout and "chunk_len=8" in out.stdout  # not the default 64
 
 
 @pytest.mark.parametrize(("flags", "shown"), [
