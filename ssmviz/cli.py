@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="run a kernel against the float64 reference")
     _add_problem_args(check)
     check.add_argument("--runs", type=_positive("runs"), default=3)
-    check.add_argument("--json", metavar="PATH", help="write the verdicts as JSON")
+    check.add_argument("--json", metavar="PATH.json", help="write the verdicts as JSON")
     check.add_argument("--export", metavar="PATH.npz", help="write inputs, gpu_ and ref_ arrays")
     check.add_argument("--inputs", metavar="PATH.npz", help="run on these inputs")
     check.add_argument("--kernel", metavar="PATH", help="check a .wgsl or .js/.ts kernel file")
@@ -117,11 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--family", choices=("s6", "ssd"), default="s6")
     sweep.add_argument("--quick", action="store_true", help="short sequences only")
     sweep.add_argument("--runs", type=_positive("runs"), default=3)
-    sweep.add_argument("--json", metavar="PATH", help="write every case's figures as JSON")
+    sweep.add_argument("--json", metavar="PATH.json", help="write every case's figures as JSON")
     sweep.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
 
     bench = sub.add_parser("bench", help="time the kernels against a copy / matmul ceiling")
-    bench.add_argument("--json", metavar="PATH", help="write the figures as JSON")
+    bench.add_argument("--json", metavar="PATH.json", help="write the figures as JSON")
     # Defaults are None so that --ui and --family reference can refuse what they ignore.
     bench.add_argument(
         "--family",
