@@ -1,8 +1,10 @@
 """Command line: ``ssmviz [session.json]``, ``ssmviz check ...``, ``ssmviz bench ...``.
 
 Exit codes of ``check``: 0 every tensor passed, 1 a check failed (or a kernel from a
-file hung or raced), 2 the kernel cannot be built (a compiler crash included) or an
-argument is invalid, 130 interrupted (Ctrl-C). Every error is one line.
+file hung or raced), 2 the kernel cannot be built (a compiler crash included), an
+argument is invalid or the problem does not fit (device limits, RAM), 130 interrupted
+(Ctrl-C). Every error is one line. No option is ignored: one that cannot apply to what
+runs is refused (exit 2) before any work.
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ import textwrap
 from collections.abc import Sequence
 from typing import NoReturn
 
+from ssmviz.core.errors import SsmvizError
+
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+OUT_OF_MEMORY = (
+    "ssmviz: error: out of memory (MemoryError): the problem needs more RAM than this "
+    "machine has free; reduce batch, seq_len or the state sizes"
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -68,7 +76,17 @@ CHECK_DEFAULTS = {
     "d_head": 16,
     "n_groups": 1,
     "chunk_len": 64,
+    "signal": "sine",
+    "seed": 0,
 }
+#: The sizes each family's problem uses; a size flag of the other family is refused.
+FAMILY_SIZES = {
+    "s6": ("batch", "seq_len", "d_inner", "d_state"),
+    "ssd": ("batch", "seq_len", "d_inner", "n_heads", "d_head", "n_groups", "d_state",
+            "chunk_len"),
+}
+SIZE_FLAGS = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups",
+              "chunk_len")
 
 
 def _add_problem_args(p: argparse.ArgumentParser) -> None:
@@ -83,8 +101,8 @@ def _add_problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--d-head", type=_positive("d_head"), default=None)
     p.add_argument("--n-groups", type=_positive("n_groups"), default=None)
     p.add_argument("--chunk-len", type=_positive("chunk_len"), default=None)
-    p.add_argument("--signal", default="sine", help="impulse, step, sine, square, ...")
-    p.add_argument("--seed", type=_int_at_least(0, "seed"), default=0)
+    p.add_argument("--signal", default=None, help="impulse, step, sine (default), square, ...")
+    p.add_argument("--seed", type=_int_at_least(0, "seed"), default=None, help="default 0")
     p.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
 
 
@@ -97,9 +115,9 @@ def _with_defaults(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ssmviz.app.main import app_parser
+    from ssmviz.app.main import build_app_parser
 
-    app_help = app_parser().format_help().replace("usage: ", "", 1)
+    app_help = build_app_parser().format_help().replace("usage: ", "", 1)
     parser = _Parser(
         prog="ssmviz",
         usage="ssmviz [session.json] [--screenshot PATH.png] [--cpu]\n"
@@ -114,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="run a kernel against the float64 reference")
     _add_problem_args(check)
     check.add_argument("--runs", type=_positive("runs"), default=3)
-    check.add_argument("--json", metavar="PATH", help="write the verdicts as JSON")
+    check.add_argument("--json", metavar="PATH.json", help="write the verdicts as JSON")
     check.add_argument("--export", metavar="PATH.npz", help="write inputs, gpu_ and ref_ arrays")
     check.add_argument("--inputs", metavar="PATH.npz", help="run on these inputs")
     check.add_argument("--kernel", metavar="PATH", help="check a .wgsl or .js/.ts kernel file")
@@ -128,17 +146,18 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--family", choices=("s6", "ssd"), default="s6")
     sweep.add_argument("--quick", action="store_true", help="short sequences only")
     sweep.add_argument("--runs", type=_positive("runs"), default=3)
-    sweep.add_argument("--json", metavar="PATH", help="write every case's figures as JSON")
+    sweep.add_argument("--json", metavar="PATH.json", help="write every case's figures as JSON")
     sweep.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
 
     bench = sub.add_parser("bench", help="time the kernels against a copy / matmul ceiling")
-    bench.add_argument("--json", metavar="PATH", help="write the figures as JSON")
+    bench.add_argument("--json", metavar="PATH.json", help="write the figures as JSON")
+    # Defaults are None so that --ui and --family reference can refuse what they ignore.
     bench.add_argument(
         "--family",
         choices=("s6", "ssd", "all", "reference", "tint"),
-        default="all",
-        help="reference: only the float64 references' times (no GPU); tint: the Tint "
-        "cross-check's cost per kernel file",
+        default=None,
+        help="default all; reference: only the float64 references' times (no GPU); tint: "
+        "the Tint cross-check's cost per kernel file",
     )
     bench.add_argument(
         "--size",
@@ -149,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
         "small (default on a CPU adapter): S6 (2, 2048, 256, 16) and (1, 65536, 4, 16), SSD "
         "(1, 2048, 8 heads × 32, d_state 64, chunk 64), matmul 512³; tiny: the tests' sizes",
     )
-    bench.add_argument("--repeats", type=_positive("repeats"), default=5)
+    bench.add_argument("--repeats", type=_positive("repeats"), default=None, help="default 5")
     bench.add_argument(
         "--passes", action="store_true", help="also print each kernel's time per entry point"
     )
@@ -161,6 +180,40 @@ def build_parser() -> argparse.ArgumentParser:
         help="the app's latency from a control change to updated plots, and UI-thread stalls",
     )
     return parser
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _given(args: argparse.Namespace, dests) -> list[str]:
+    return [d for d in dests if getattr(args, d, None) is not None]
+
+
+def _refuse_foreign_sizes(args: argparse.Namespace, families: Sequence[str], what: str) -> None:
+    """Refuse a size flag that none of ``families`` uses."""
+    used = {k for f in families for k in FAMILY_SIZES[f]}
+    for dest in _given(args, SIZE_FLAGS):
+        if dest not in used:
+            fams = " or ".join(families)
+            raise SsmvizError(
+                f"{_flag(dest)} does not apply to {what} ({fams} sizes: "
+                + ", ".join(_flag(k) for k in SIZE_FLAGS if k in used) + ")"
+            )
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse bad output paths before any work (directory, suffix, folder, duplicates)."""
+    from ssmviz.core.fileio import check_distinct_outputs, check_output_path
+
+    if getattr(args, "json", None):
+        check_output_path(args.json, ".json", "--json")
+    if getattr(args, "export", None):
+        check_output_path(args.export, ".npz", "--export")
+    check_distinct_outputs({"--json": getattr(args, "json", None),
+                            "--export": getattr(args, "export", None),
+                            "--inputs": getattr(args, "inputs", None),
+                            "--kernel": getattr(args, "kernel", None)})
 
 
 def _problem_from_args(args: argparse.Namespace):
@@ -185,78 +238,202 @@ def _problem_from_args(args: argparse.Namespace):
     return problem
 
 
+def _agree(name: str, from_file, flag, path: str):
+    """The file's value when it has one (a flag may only repeat it), else the flag's."""
+    if from_file is None:
+        return flag
+    if flag is not None and flag != from_file:
+        raise SsmvizError(
+            f"{_flag(name)} {flag} disagrees with {path}, whose {name} is {from_file}; "
+            "drop the flag or use another file"
+        )
+    return from_file
+
+
+def _resolve_inputs(args: argparse.Namespace, *, device: bool):
+    """Open ``--inputs``: family, convention and sizes from its meta and shapes, flags
+    checked against them, preflight, then the arrays. Returns (arrays, family,
+    convention or None, chunk_len or None, header notes)."""
+    from ssmviz.core.inputs import open_inputs
+
+    for dest in ("signal", "seed"):
+        if getattr(args, dest, None) is not None:
+            raise SsmvizError(f"{_flag(dest)} does not apply with --inputs: the arrays are "
+                              f"read from {args.inputs}, not generated")
+    f = open_inputs(args.inputs)
+    path = args.inputs
+    family = _agree("family", f.meta_family, args.family, path) or f.guess_family()
+    _refuse_foreign_sizes(args, [family], f"the {family} inputs of {path}")
+    sizes = f.sizes(family)
+    meta_sizes = f.meta_sizes
+    for k, v in sizes.items():
+        if k in meta_sizes and meta_sizes[k] != v:
+            raise SsmvizError(f"{path}: its meta says {k}={meta_sizes[k]} but its arrays have "
+                              f"{k}={v}")
+    for k, v in sizes.items():
+        _agree(k, v, getattr(args, k, None), path)
+    chunk_len = None
+    if family == "ssd":
+        chunk_len = _agree("chunk_len", meta_sizes.get("chunk_len"), args.chunk_len, path)
+        chunk_len = chunk_len or CHECK_DEFAULTS["chunk_len"]
+        sizes["chunk_len"] = chunk_len
+    convention = _agree("convention", f.meta_convention, args.convention, path)
+    if f.meta is not None:
+        notes = [f"inputs: {path} (family, convention and sizes from its meta)"]
+    else:
+        origin = "from --convention" if args.convention else "the default; set --convention"
+        run_as = convention or ("the kernel's own" if args.kernel else "mamba")
+        notes = [f"inputs: {path} has no meta: convention {run_as} ({origin})"]
+    from ssmviz.core.check import preflight
+
+    preflight(sizes, family, runs=args.runs, device=device)  # before any data is read
+    arrays = f.load(family)
+    return arrays, family, convention, chunk_len, notes + f.notes
+
+
 def cmd_check(args: argparse.Namespace) -> int:
-    from ssmviz.core.check import (
-        check_arrays,
-        check_steps,
-        is_long_check,
-        load_inputs_npz,
-        preflight,
-    )
-    from ssmviz.core.errors import SsmvizError
+    _check_outputs(args)
+    if args.kernel:
+        return _check_kernel(args)
+    if args.abi or args.watch or args.timeout is not None:
+        raise SsmvizError("--abi, --watch and --timeout need --kernel PATH")
+    notes: list[str] = []
+    if args.inputs:
+        arrays, family, convention, chunk_len, notes = _resolve_inputs(args, device=True)
+        convention = convention or CHECK_DEFAULTS["convention"]
+    else:
+        family = args.family or CHECK_DEFAULTS["family"]
+        _refuse_foreign_sizes(args, [family], f"--family {family}")
+        args = _with_defaults(args)
+        problem = _problem_from_args(args)
+        from ssmviz.core.check import preflight
+
+        preflight(problem.sizes(), args.family, runs=args.runs)
+        arrays = problem.build()
+        family, convention, chunk_len = args.family, args.convention, args.chunk_len
+    from ssmviz.core.check import check_arrays, check_steps, is_long_check
     from ssmviz.core.problem import infer_sizes
     from ssmviz.core.progress import Progress
 
-    if args.kernel:
-        from ssmviz.core.external.command import main_check_kernel
-
-        return main_check_kernel(args)
-    if args.abi or args.watch or args.timeout is not None:
-        raise SsmvizError("--abi, --watch and --timeout need --kernel PATH")
-    args = _with_defaults(args)
-    if args.inputs:
-        arrays = load_inputs_npz(args.inputs, args.family)
-    else:
-        problem = _problem_from_args(args)
-        preflight(problem.sizes(), args.family)
-        arrays = problem.build()
     progress = None
-    if is_long_check(infer_sizes(args.family, arrays)):
+    if is_long_check(infer_sizes(family, arrays)):
         progress = Progress(check_steps(args.runs), "check")
     try:
         report = check_arrays(
-            args.family,
+            family,
             arrays,
-            convention=args.convention,
-            chunk_len=args.chunk_len if args.family == "ssd" else None,
+            convention=convention,
+            chunk_len=chunk_len if family == "ssd" else None,
             runs=args.runs,
             step=progress.step if progress is not None else None,
         )
     finally:
         if progress is not None:
             progress.close()
+    report.notes += notes
     print(report.table())
-    if args.json:
-        _write_text(args.json, json.dumps(report.to_json(), indent=2))
-    if args.export:
-        report.export_npz(args.export)
+    _write_outputs(args, lambda: report.to_json(), report.export_npz)
     if not report.passed:
         for line in report.failures():
             print(f"FAIL {line}", file=sys.stderr)
     return EXIT_PASS if report.passed else EXIT_FAIL
 
 
-def _write_text(path: str, text: str) -> None:
-    from ssmviz.core.errors import SsmvizError
+def _write_outputs(args: argparse.Namespace, to_json, export) -> None:
+    from ssmviz.core.fileio import write_text
 
-    try:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text + "\n")
-    except OSError as exc:
-        raise SsmvizError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    if args.json:
+        write_text(args.json, json.dumps(to_json(), indent=2) + "\n")
+    if args.export:
+        export(args.export)
+
+
+def _check_kernel(args: argparse.Namespace) -> int:
+    """``check --kernel``: flags checked against the file's families, then the check,
+    then ``--json`` / ``--export`` from its results."""
+    if args.signal is not None:
+        raise SsmvizError("--signal does not apply to --kernel: the kernel check runs its own "
+                          "seeded problem (use --inputs PATH.npz for other inputs)")
+    if args.watch and (args.json or args.export or args.inputs):
+        raise SsmvizError("--json, --export and --inputs do not apply to --watch; "
+                          "run once without --watch to write or read files")
+    from ssmviz.core.external.command import main_check_kernel
+    from ssmviz.core.external.results_io import (
+        export_kernel_npz,
+        kernel_families,
+        write_kernel_json,
+    )
+    from ssmviz.core.external.runner import base_sizes
+    from ssmviz.core.memory import check_memory
+    arrays = None
+    if args.inputs:
+        arrays, family, convention, _, notes = _resolve_inputs(args, device=False)
+        args.family, args.convention = family, convention
+        for note in notes:
+            print(note)
+    families = kernel_families(args.kernel, args.abi)
+    if families is not None:
+        if args.family is not None and args.family not in families:
+            have = ", ".join(f"{f} (profile {p})" for f, p in families.items())
+            raise SsmvizError(f"--family {args.family}: {args.kernel} is checked as {have}")
+        if args.family is not None and args.abi is None and len(families) > 1:
+            args.abi = families[args.family]  # check that family's profile only
+        checked = [args.family] if args.family else list(families)
+        if not args.inputs:
+            _refuse_foreign_sizes(args, checked, f"the {' and '.join(checked)} kernels of "
+                                  f"{args.kernel}")
+            for fam in checked:
+                sizes = {k: getattr(args, k) for k in SIZE_FLAGS
+                         if getattr(args, k, None) is not None}
+                check_memory(fam, base_sizes(fam, sizes), runs=args.runs)
+        if args.export and len(checked) > 1:
+            raise SsmvizError(f"--export: {args.kernel} holds {' and '.join(checked)} kernels; "
+                              "choose one with --family")
+    if args.seed is None:
+        args.seed = CHECK_DEFAULTS["seed"]
+    results: list = []
+    code = main_check_kernel(args, arrays=arrays, collect=results)
+    if args.json:
+        write_kernel_json(args.json, args.kernel, results)
+    if args.export:
+        export_kernel_npz(args.export, results)
+    return code
+
+
+#: The benches that run no GPU kernel, and what they time.
+_CPU_BENCHES = {
+    "reference": "the float64 references at their own sizes, on the CPU",
+    "tint": "the Tint cross-check of every kernel file, on Dawn's null backend",
+}
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from ssmviz.core import bench
+    from ssmviz.core.fileio import check_output_path, write_text
     from ssmviz.core.progress import Progress
 
+    if args.json:
+        check_output_path(args.json, ".json", "--json")
+    given = [_flag(d) for d in ("family", "size", "repeats") if getattr(args, d) is not None]
+    given += [_flag(d) for d in ("passes", "reference") if getattr(args, d)]
     if args.ui:
+        if given:
+            raise SsmvizError(f"{given[0]} does not apply to bench --ui (it times the app's "
+                              "own live run; only --json and --cpu go with it)")
         from ssmviz.app.uibench import run_ui_bench
 
         return run_ui_bench(args.json)
+    family = args.family or "all"
+    if family in _CPU_BENCHES:
+        for flag in ("--size", "--passes", "--reference", "--cpu"):
+            if flag in given or (flag == "--cpu" and args.cpu):
+                raise SsmvizError(f"{flag} does not apply to bench --family {family} (it "
+                                  f"times {_CPU_BENCHES[family]})")
     size, note = args.size or "full", ""
-    if args.family == "reference":
+    if family == "reference":
         adapter = bench.REFERENCE_ADAPTER
+    elif family == "tint":
+        adapter = bench.TINT_ADAPTER
     else:
         from ssmviz.core.gpu import get_runtime
 
@@ -269,24 +446,27 @@ def cmd_bench(args: argparse.Namespace) -> int:
                         "full sizes)")
     # The adapter first: the figures can take minutes.
     print(bench.header_line(adapter, size) + note, flush=True)
-    with Progress(bench.step_count(args.family, size, args.reference), "bench") as progress:
-        results = bench.run_bench(family=args.family, size=size, repeats=args.repeats,
+    with Progress(bench.step_count(family, size, args.reference), "bench") as progress:
+        results = bench.run_bench(family=family, size=size, repeats=args.repeats or 5,
                                   reference=args.reference, step=progress.step)
     print(bench.format_results(results, passes=args.passes, header=False))
     if args.json:
-        _write_text(args.json, json.dumps(results, indent=2))
+        write_text(args.json, json.dumps(results, indent=2) + "\n")
     return EXIT_PASS
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from ssmviz.core.fileio import check_output_path, write_text
     from ssmviz.core.progress import Progress
     from ssmviz.core.sweep import cases, run_sweep
 
+    if args.json:
+        check_output_path(args.json, ".json", "--json")
     with Progress(len(cases(args.family, args.quick)), f"sweep {args.family}") as progress:
         result = run_sweep(args.family, quick=args.quick, runs=args.runs, out=progress.write,
                            step=progress.step)
     if args.json:
-        _write_text(args.json, json.dumps(result, indent=2))
+        write_text(args.json, json.dumps(result, indent=2) + "\n")
     return EXIT_PASS if result["passed"] else EXIT_FAIL
 
 
@@ -318,10 +498,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_app(argv)
         except KeyboardInterrupt:
             return 130
+        except MemoryError:
+            print(OUT_OF_MEMORY, file=sys.stderr)
+            return EXIT_USAGE
     parser = build_parser()
     args = parser.parse_args(argv)
-    from ssmviz.core.errors import SsmvizError
-
     try:
         if getattr(args, "cpu", False):  # every subcommand has --cpu
             from ssmviz.core import gpu
@@ -335,6 +516,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_sweep(args)
     except SsmvizError as exc:
         print(f"ssmviz: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except MemoryError:
+        print(OUT_OF_MEMORY, file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("ssmviz: interrupted (Ctrl-C)", file=sys.stderr)

@@ -1,5 +1,8 @@
 """Export: plots to PNG (pyqtgraph) and SVG (Qt), the selection's time series to CSV, arrays to NPZ.
 
+Every file is written atomically (:mod:`ssmviz.core.fileio`): a failed export keeps the
+old file and leaves no partial one.
+
 The NPZ has the keys of ``ssmviz check --export`` (inputs under their names,
 ``gpu_<name>``, ``ref_<name>``, a JSON ``meta``): CheckReport.export_npz writes it.
 When the GPU part failed, the same layout is written without ``gpu_`` keys.
@@ -22,6 +25,7 @@ from PySide6.QtWidgets import QGraphicsItem
 from ssmviz.app.derived import Trace, csv_columns
 from ssmviz.app.runner import RunResult
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.fileio import write_file
 
 
 def _export_svg(widget: pg.GraphicsLayoutWidget, path: Path) -> None:
@@ -48,12 +52,16 @@ def export_image(widget: pg.GraphicsLayoutWidget, path: str | Path) -> Path:
     Items cached as screen pixmaps (axes, titles) are drawn afresh for it, so an SVG gets
     vector text and a PNG of another size no scaled pixmaps.
     """
+    path = Path(path)
+    if path.suffix.lower() not in (".png", ".svg"):
+        raise SsmvizError(f"image export needs .png or .svg; got '{path.suffix}'")
     cached = [(it, it.cacheMode()) for it in widget.scene().items()
               if it.cacheMode() != QGraphicsItem.CacheMode.NoCache]
     for it, _ in cached:
         it.setCacheMode(QGraphicsItem.CacheMode.NoCache)
     try:
-        return _export_image(widget, Path(path))
+        # Atomic: written beside the target (same suffix) and renamed over it.
+        return write_file(path, lambda tmp: _export_image(widget, tmp))
     finally:
         for it, mode in cached:
             it.setCacheMode(mode)
@@ -85,16 +93,15 @@ def _export_image(widget: pg.GraphicsLayoutWidget, path: Path) -> Path:
 def export_csv(tr: Trace, path: str | Path) -> Path:
     """One row per time step of the selection: t, input, Δ, Ā, B̄u, h, y, error, tolerance."""
     cols = csv_columns(tr)
-    path = Path(path)
-    try:
-        with path.open("w", newline="", encoding="utf-8") as fh:
+
+    def write(tmp: Path) -> None:
+        with tmp.open("w", newline="", encoding="utf-8") as fh:
             w = csv.writer(fh)
             w.writerow(list(cols))
             for row in zip(*cols.values(), strict=True):
                 w.writerow([f"{v:.17g}" if isinstance(v, float | np.floating) else v for v in row])
-    except OSError as exc:
-        raise SsmvizError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    return path
+
+    return write_file(path, write)
 
 
 def export_npz(result: RunResult, path: str | Path) -> Path:
@@ -113,8 +120,4 @@ def export_npz(result: RunResult, path: str | Path) -> Path:
         "reference_seconds": result.reference_seconds,
     }
     data["meta"] = np.array(json.dumps(meta))
-    try:
-        np.savez(path, **data)
-    except OSError as exc:
-        raise SsmvizError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    return path
+    return write_file(path, lambda tmp: np.savez(tmp, **data))

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 SCREENSHOT_TIMEOUT_S = 300
 
 
-def app_parser() -> argparse.ArgumentParser:
+def build_app_parser() -> argparse.ArgumentParser:
     """The app's options (``ssmviz --help`` lists them beside the commands)."""
     p = argparse.ArgumentParser(prog="ssmviz", description="SSM kernel visualiser (desktop app).")
     p.add_argument("session", nargs="?",
@@ -23,7 +23,7 @@ def app_parser() -> argparse.ArgumentParser:
 
 
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
-    return app_parser().parse_args(list(argv))
+    return build_app_parser().parse_args(list(argv))
 
 
 #: Qt platform-plugin chatter that says nothing to a user (the offscreen plugin prints it
@@ -54,6 +54,15 @@ def _set_icon(app) -> None:
 def run_app(argv: Sequence[str]) -> int:
     """Run the app; returns the exit code. ``argv`` excludes the program name."""
     args = _parse(argv)
+    if args.screenshot:
+        from ssmviz.core.errors import SsmvizError
+        from ssmviz.core.fileio import check_output_path
+
+        try:  # before the window opens: a bad path is refused at once
+            check_output_path(args.screenshot, ".png", "--screenshot")
+        except SsmvizError as exc:
+            print(f"ssmviz: error: {exc}", file=sys.stderr)
+            return 2
     headless = sys.platform.startswith("linux") and not any(
         os.environ.get(k) for k in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")
     )
@@ -74,6 +83,7 @@ def run_app(argv: Sequence[str]) -> int:
     from ssmviz.app.window import MainWindow
     from ssmviz.core import gpu
     from ssmviz.core.errors import SsmvizError
+    from ssmviz.core.fileio import write_file
 
     if args.cpu:
         gpu.configure(force_cpu=True)
@@ -111,10 +121,17 @@ def run_app(argv: Sequence[str]) -> int:
     QTimer.singleShot(SCREENSHOT_TIMEOUT_S * 1000, loop.quit)
     loop.exec()
     app.processEvents()
-    ok = window.grab().save(args.screenshot, "PNG")
+    pixmap = window.grab()
     window.shutdown()  # also keeps close() from saving the session
     window.close()
-    if not ok:
-        print(f"ssmviz: error: cannot write {args.screenshot}", file=sys.stderr)
+
+    def write(tmp) -> None:
+        if not pixmap.save(str(tmp), "PNG"):
+            raise OSError(f"Qt could not save a PNG to {tmp}")
+
+    try:
+        write_file(args.screenshot, write)  # atomic: an old screenshot survives a failure
+    except SsmvizError as exc:
+        print(f"ssmviz: error: {exc}", file=sys.stderr)
         return 1
     return 0

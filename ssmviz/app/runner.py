@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ssmviz.app.derived import Selection
-from ssmviz.core.check import CheckReport, check_arrays, reference
+from ssmviz.core.check import CheckReport, check_arrays, preflight, reference
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external.live import LiveRun
-from ssmviz.core.problem import Problem
+from ssmviz.core.memory import check_memory
+from ssmviz.core.problem import Problem, infer_sizes
 
 
 def one_line(exc: BaseException) -> str:
@@ -212,6 +213,10 @@ def execute(request: RunRequest) -> RunResult:
     )
     chunk_len = p.chunk_len if p.family == "ssd" else None
     try:
+        # Before any work, like the CLI: a problem past the RAM runs nothing, not even
+        # the reference (so the except below has no inputs to plot).
+        sizes = _problem_sizes(p, request.arrays)
+        check_memory(p.family, sizes, runs=1)
         arrays = dict(request.arrays) if request.arrays is not None else p.build()
         result.inputs = arrays
         choice = request.kernel
@@ -220,6 +225,7 @@ def execute(request: RunRequest) -> RunResult:
             _run_external(request, arrays, prof, result)
         else:
             source = _custom_source(p, choice, prof, result) if choice else None
+            preflight(sizes, p.family, runs=1)  # device limits before the reference starts
             if source is not None:  # an edited shader: in the worker, under the watchdog
                 from ssmviz.core.external.isolated import check_source_isolated
 
@@ -240,6 +246,14 @@ def execute(request: RunRequest) -> RunResult:
             _reference_only(result, chunk_len)
     result.finished_at = time.perf_counter()
     return result
+
+
+def _problem_sizes(p: Problem, arrays: Mapping[str, np.ndarray] | None) -> dict[str, int]:
+    """The sizes a run of ``p`` (on ``arrays`` when given) has, chunk_len included."""
+    if arrays is None:
+        return p.sizes()
+    sizes = infer_sizes(p.family, arrays)
+    return sizes | ({"chunk_len": p.chunk_len} if p.family == "ssd" else {})
 
 
 def _reference_only(result: RunResult, chunk_len: int | None) -> None:

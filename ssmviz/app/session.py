@@ -77,10 +77,10 @@ class Session:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
 
     def save(self, path: str | Path) -> None:
-        try:
-            Path(path).write_text(self.to_json() + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise SsmvizError(f"cannot write session {path}: {exc.strerror or exc}") from exc
+        """Write the session atomically: a failed save keeps the old file."""
+        from ssmviz.core.fileio import write_text
+
+        write_text(path, self.to_json() + "\n")
 
     @classmethod
     def from_json(cls, text: str) -> Session:

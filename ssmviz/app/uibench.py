@@ -248,5 +248,7 @@ def run_ui_bench(json_path: str | None) -> int:
     res = ui_bench()
     print(format_ui_bench(res))
     if json_path:
-        Path(json_path).write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+        from ssmviz.core.fileio import write_text
+
+        write_text(json_path, json.dumps(res, indent=2) + "\n")
     return 0

@@ -34,6 +34,7 @@ from ssmviz.app.titles import grad_titles
 from ssmviz.app.viewdata import ViewData
 from ssmviz.app.worker import RunScheduler, ViewWorker
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.fileio import write_files
 from ssmviz.core.problem import Problem
 
 ORG, APP = "ssmviz", "ssmviz"
@@ -427,17 +428,20 @@ class MainWindow(QMainWindow):
         if self.result is None or self.trace is None:
             raise SsmvizError("nothing to export yet: no run has finished")
         base = Path(base)
+        if base.is_dir():
+            raise SsmvizError(f"export: {base} is a directory; give a file name to base the "
+                              "exported files on")
         stem = base.with_suffix("") if base.suffix else base
-        out = [
-            export_image(self.time_plots, f"{stem}_time.png"),
-            export_image(self.time_plots, f"{stem}_time.svg"),
-            export_image(self.grad_plots, f"{stem}_grads.png"),
-            export_csv(self.trace, f"{stem}.csv"),
-            export_npz(self.result, f"{stem}.npz"),
-        ]
-        self.session().save(f"{stem}.json")
-        out.append(Path(f"{stem}.json"))
-        return out
+        result, trace, session = self.result, self.trace, self.session()
+        # All six or none: each goes to a temporary beside its target, then all are renamed.
+        return write_files([
+            (f"{stem}_time.png", lambda tmp: export_image(self.time_plots, tmp)),
+            (f"{stem}_time.svg", lambda tmp: export_image(self.time_plots, tmp)),
+            (f"{stem}_grads.png", lambda tmp: export_image(self.grad_plots, tmp)),
+            (f"{stem}.csv", lambda tmp: export_csv(trace, tmp)),
+            (f"{stem}.npz", lambda tmp: export_npz(result, tmp)),
+            (f"{stem}.json", session.save),
+        ])
 
     def _export_dialog(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Export (PNG, SVG, CSV, NPZ, session)",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -75,6 +76,7 @@ COPY_BYTES = {"full": 1 << 30, "small": 1 << 26, "tiny": 1 << 20}
 _NOISE = SignalSpec(name="noise")  # the input signal of every benchmark problem
 
 REFERENCE_ADAPTER = "CPU (numpy float64)"
+TINT_ADAPTER = "Dawn null backend (Tint)"
 #: ``step(label, n=1)``: n timed rows finished (a :class:`~ssmviz.core.progress.Progress`).
 Step = Callable[..., None]
 
@@ -87,6 +89,8 @@ def step_count(family: str = "all", size: str = "full", reference: bool = False)
     """How many rows :func:`run_bench` times (each is one progress step)."""
     if family == "reference":
         return 2
+    if family == "tint":
+        return len(_tint_files())
     s6 = 3 * len(S6_SIZES[size]) if family in ("s6", "all") else 0
     ssd = 4 if family in ("ssd", "all") else 0
     return 1 + s6 + ssd + (2 if reference else 0)
@@ -329,21 +333,25 @@ def bench_reference(repeats: int, step: Step = _no_step) -> list[dict[str, Any]]
     return out
 
 
-def bench_tint(repeats: int) -> list[dict[str, Any]]:
+def _tint_files() -> list[Path]:
+    from ssmviz.core.resources import assets_dir, shaders_dir
+
+    return sorted((assets_dir() / "kernels").glob("*")) + sorted(shaders_dir().glob("*.wgsl"))
+
+
+def bench_tint(repeats: int, step: Step = _no_step) -> list[dict[str, Any]]:
     """The Tint cross-check's cost per kernel file (sample kernels and ssmviz's shaders):
     one Node + Dawn process per file, cache cleared, median wall time (target: ≤ 1 s)."""
     from ssmviz.core.external import tint
     from ssmviz.core.external.diagnostics import tint_diagnostics
     from ssmviz.core.external.loader import load_kernel_file
     from ssmviz.core.external.wgsl import parse_module
-    from ssmviz.core.resources import assets_dir, shaders_dir
 
     reason = tint.unavailable_reason()
     if reason is not None:
         return [{"name": "tint", "error": f"Tint cross-check unavailable: {reason}"}]
-    files = sorted((assets_dir() / "kernels").glob("*")) + sorted(shaders_dir().glob("*.wgsl"))
     out = []
-    for path in files:
+    for path in _tint_files():
         kf = load_kernel_file(str(path))
         modules = {s.name: parse_module(s.text) for s in kf.sources}
         samples = []
@@ -352,6 +360,7 @@ def bench_tint(repeats: int) -> list[dict[str, Any]]:
             t0 = time.perf_counter()
             _, verdict = tint_diagnostics(kf, modules)
             samples.append(time.perf_counter() - t0)
+        step(f"tint {path.name}")
         if not verdict.ran:
             out.append({"name": f"tint {path.name}", "error": verdict.unavailable_line()})
             continue
@@ -387,7 +396,7 @@ def run_bench(
         return {"adapter": REFERENCE_ADAPTER, "size": size,
                 "results": bench_reference(repeats, step)}
     if family == "tint":
-        return {"adapter": "Dawn null backend (Tint)", "size": "-", "results": bench_tint(repeats)}
+        return {"adapter": TINT_ADAPTER, "size": "-", "results": bench_tint(repeats, step)}
     rt = get_runtime()
     results: dict[str, Any] = {"adapter": rt.description(), "size": size, "results": []}
     copy = copy_bandwidth(rt, COPY_BYTES[size], repeats)

@@ -142,6 +142,8 @@ class CheckReport:
     timing_source: str = "untimed"
     reference_seconds: float = 0.0
     input_warnings: list[str] = field(default_factory=list)
+    #: Lines for the table's header about what was run, e.g. where the convention came from.
+    notes: list[str] = field(default_factory=list)
     inputs: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     gpu: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     ref: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
@@ -169,6 +171,8 @@ class CheckReport:
             head += f"\ngpu time ({self.timing_source}{over}): {times}"
             head += "  (single runs; `ssmviz bench` times a warmed-up GPU)"
         head += f"\nreference time: {self.reference_seconds * 1e3:.1f} ms"
+        for note in self.notes:
+            head += f"\n{note}"
         for w in self.input_warnings:
             head += f"\nwarning: {w}"
         rows = [("tensor", "rel err", "max abs err", "first bad index", "verdict")]
@@ -211,6 +215,7 @@ class CheckReport:
             "timing_source": self.timing_source,
             "reference_seconds": self.reference_seconds,
             "input_warnings": self.input_warnings,
+            "notes": self.notes,
             "tensors": [v.to_json() for v in self.verdicts],
         }
 
@@ -223,10 +228,10 @@ class CheckReport:
             data[f"ref_{k}"] = np.asarray(v)
         meta = {k: v for k, v in self.to_json().items() if k != "tensors"}
         data["meta"] = np.array(json.dumps(meta))
-        try:
-            np.savez(path, **data)
-        except OSError as exc:
-            raise SsmvizError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        from ssmviz.core.fileio import write_file
+
+        # Atomic: a failed write keeps the old file and leaves no partial one.
+        write_file(path, lambda tmp: np.savez(tmp, **data))
 
 
 # -- comparing ---------------------------------------------------------------------------------
@@ -493,11 +498,19 @@ def _can_store_states(sizes: Mapping[str, int]) -> bool:
     return n_states <= MAX_STORED_STATES
 
 
-def preflight(sizes: Mapping[str, int], family: str, *, runtime: Any = None) -> None:
-    """Check a problem's sizes against the device limits before any array is built.
+def preflight(sizes: Mapping[str, int], family: str, *, runtime: Any = None, runs: int = 3,
+              device: bool = True) -> None:
+    """Check a problem's sizes against the RAM the float64 reference and the results
+    need, then (``device``) against the device limits, before any array is built. The RAM
+    check needs no GPU device.
 
     Raises LimitError naming the limit and by how much it is exceeded.
     """
+    from ssmviz.core.memory import check_memory
+
+    check_memory(family, sizes, runs=runs)
+    if not device:
+        return
     from ssmviz.core.gpu import get_runtime
 
     rt = runtime or get_runtime()
@@ -727,13 +740,8 @@ def _check_arrays(
 
 
 def load_inputs_npz(path: str, family: str) -> dict[str, np.ndarray]:
-    """Read ``--inputs PATH.npz``; missing keys and shape mismatches are one-line errors."""
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: np.asarray(data[k]) for k in data.files}
-    except FileNotFoundError as exc:
-        raise SsmvizError(f"inputs file not found: {path}") from exc
-    except Exception as exc:
-        raise SsmvizError(f"cannot read inputs file {path}: {exc}") from exc
-    infer_sizes(family, arrays)
-    return arrays
+    """Read an inputs archive's arrays for ``family`` (typed, see :mod:`ssmviz.core.inputs`);
+    a missing key, a wrong dtype or a shape mismatch is a one-line error."""
+    from ssmviz.core.inputs import open_inputs
+
+    return open_inputs(path).load(family)

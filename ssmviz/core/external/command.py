@@ -37,6 +37,8 @@ def run_kernel_check(
     seed: int = 0,
     out: Callable[[str], Any] = print,
     timeout: float | None = None,
+    arrays: Mapping[str, Any] | None = None,
+    collect: list | None = None,
 ) -> int:
     """Check one kernel file (in the kernel worker) and print the result; returns the
     exit code.
@@ -45,20 +47,26 @@ def run_kernel_check(
     layouts, mamba for ssmviz's kernels). ``sizes`` overrides the small default problem
     (keys: batch, seq_len, d_inner, d_state, n_heads, d_head, n_groups, chunk_len).
     ``timeout``: seconds each step may take (default: scaled with the problem's size).
+    ``arrays``: canonical inputs (``--inputs``) instead of the seeded problem. ``collect``
+    receives the KernelCheckResults (for ``--json`` / ``--export``).
     """
     try:
         results = check_kernel_file_isolated(path, abi=abi, convention=convention,
                                              sizes=sizes, runs=runs, seed=seed,
-                                             timeout=timeout)
+                                             timeout=timeout, arrays=arrays)
     except SsmvizError as exc:  # check_kernel catches these; belt and braces for the CLI
         out(f"error: {exc}")
         return EXIT_BUILD
+    if collect is not None:
+        collect.extend(results)
     out("\n\n".join(r.render() for r in results))
     return max(r.exit_code for r in results)
 
 
-def main_check_kernel(args: argparse.Namespace) -> int:
-    """Adapter for the CLI: reads kernel, abi, convention, runs, seed, watch and the sizes."""
+def main_check_kernel(args: argparse.Namespace, *, arrays: Mapping[str, Any] | None = None,
+                      collect: list | None = None) -> int:
+    """Adapter for the CLI: reads kernel, abi, convention, runs, seed, watch and the sizes;
+    ``arrays`` and ``collect`` as for :func:`run_kernel_check`."""
     sizes = {k: getattr(args, k) for k in _SIZE_ARGS if getattr(args, k, None) is not None}
     kw = {
         "abi": getattr(args, "abi", None),
@@ -71,7 +79,7 @@ def main_check_kernel(args: argparse.Namespace) -> int:
     if getattr(args, "watch", False):
         watch_kernel(args.kernel, **kw)
         return 0
-    return run_kernel_check(args.kernel, **kw)
+    return run_kernel_check(args.kernel, arrays=arrays, collect=collect, **kw)
 
 
 def file_signature(path: str) -> tuple[int, int, str] | None:

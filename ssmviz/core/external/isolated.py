@@ -81,6 +81,15 @@ def problem_elements(sizes: Mapping[str, int] | None) -> int:
     return best
 
 
+def array_elements(arrays: Mapping[str, np.ndarray]) -> int:
+    """Elements of the hidden state of given inputs: the input signal's (u, or SSD's x)
+    times d_state (B's last axis), the largest tensor."""
+    signal = arrays.get("u", arrays.get("x"))
+    if signal is None or "B" not in arrays:
+        return problem_elements(None)
+    return int(np.asarray(signal).size * np.asarray(arrays["B"]).shape[-1])
+
+
 def nesting_depth(text: str) -> int:
     """The deepest nesting of ( [ { in ``text`` (iterative: any depth)."""
     depth = best = 0
@@ -427,15 +436,18 @@ def check_kernel_file_isolated(
     seed: int = 0,
     probe: bool = True,
     timeout: float | None = None,
+    arrays: Mapping[str, np.ndarray] | None = None,
 ) -> list[KernelCheckResult]:
     """:func:`~ssmviz.core.external.runner.check_kernel_file` in the worker, each step under
-    ``timeout`` seconds (default: :func:`default_deadline` of the sizes). A run the
-    watchdog ends comes back as one result whose ``message`` is the verdict."""
-    deadline = timeout if timeout is not None else default_deadline(problem_elements(sizes))
+    ``timeout`` seconds (default: :func:`default_deadline` of the problem: ``arrays``, the
+    given inputs, else the sizes). A run the watchdog ends comes back as one result whose
+    ``message`` is the verdict."""
+    elements = array_elements(arrays) if arrays is not None else problem_elements(sizes)
+    deadline = timeout if timeout is not None else default_deadline(elements)
     try:
         return get_worker().call(check_kernel_file, path, abi=abi, convention=convention,
                                  sizes=dict(sizes) if sizes else None, runs=runs, seed=seed,
-                                 probe=probe, deadline=deadline,
+                                 probe=probe, arrays=arrays, deadline=deadline,
                                  text=_read_for_depth(path, None))
     except WatchdogError as exc:
         return [KernelCheckResult(path, exc.exit_code, message=str(exc), watchdog=exc.kind)]

@@ -582,11 +582,12 @@ def check_kernel_file(
     seed: int = 0,
     runtime: Any = None,
     probe: bool = True,
+    arrays: Mapping[str, np.ndarray] | None = None,
 ) -> list[KernelCheckResult]:
     """:func:`check_kernel` under every profile the file matches (one per family), or
-    under ``abi`` only."""
+    under ``abi`` only; ``arrays`` as for :func:`check_kernel`."""
     kw = {"convention": convention, "sizes": sizes, "runs": runs, "seed": seed,
-          "runtime": runtime, "probe": probe}
+          "runtime": runtime, "probe": probe, "arrays": arrays}
     first = check_kernel(path, abi=abi, **kw)
     results = [first]
     for name in first.also:
