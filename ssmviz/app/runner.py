@@ -92,6 +92,9 @@ class RunResult:
     info: str = ""
     #: Plot data for the request's selection (a ViewData, prepared in the worker).
     view: object = None
+    #: CPU seconds of the run thread by part ("run", "prepare"): ``bench --ui`` reports
+    #: them beside wall times, which a shared machine makes noisy.
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

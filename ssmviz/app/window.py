@@ -64,6 +64,7 @@ class MainWindow(QMainWindow):
         #: When the latest result reached the UI thread, and how long showing it took.
         self.update_started = 0.0
         self.update_seconds = 0.0
+        self.update_cpu = 0.0  # the same, in UI-thread CPU seconds
 
         self.time_plots = TimePlots()
         self.setCentralWidget(self.time_plots)
@@ -185,6 +186,7 @@ class MainWindow(QMainWindow):
     def _on_result(self, result: RunResult) -> None:
         self.update_started = time.perf_counter()
         self.update_seconds = 0.0
+        self.update_cpu = 0.0
         self.result = result
         self.status.show_result(result)
         self.shader_panel.show_result(result)
@@ -256,9 +258,10 @@ class MainWindow(QMainWindow):
         while parts:
             if token != self._apply_token or self._closed:
                 return  # a newer view replaced this one
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             parts.pop(0)()
             self.update_seconds += time.perf_counter() - t0
+            self.update_cpu += time.thread_time() - c0
             if split and parts:
                 # 1 ms, not 0: the paint of this part is posted and runs first.
                 QTimer.singleShot(1, lambda: self._run_parts(token, result, parts, split))
