@@ -241,7 +241,7 @@ class MultiLine(pg.GraphicsObject):
     def __init__(self, colour: object) -> None:
         super().__init__()
         self._colour = colour
-        self._pens: dict[tuple[int, bool], object] = {}
+        self._pens: dict[int, object] = {}
         self._highlight = 0
         self._paths: list = []
         self._bounds: tuple[float, float, float, float] | None = None
@@ -294,18 +294,29 @@ class MultiLine(pg.GraphicsObject):
         return self._rect
 
     def _pen(self, i: int) -> object:
-        key = (i, i == self._highlight)
-        if key not in self._pens:
-            self._pens[key] = pg.mkPen(self._colour(i), width=2 if key[1] else 1)
-        return self._pens[key]
+        if i not in self._pens:
+            self._pens[i] = pg.mkPen(self._colour(i), width=1)
+        return self._pens[i]
 
     def paint(self, painter, *args: object) -> None:
-        order = [i for i in range(len(self._paths)) if i != self._highlight]
-        if self._highlight < len(self._paths):
-            order.append(self._highlight)
-        for i in order:
-            painter.setPen(self._pen(i))
-            painter.drawPath(self._paths[i])
+        n, hi = len(self._paths), self._highlight
+        for i in range(n):
+            if i != hi:
+                painter.setPen(self._pen(i))
+                painter.drawPath(self._paths[i])
+        if hi >= n:
+            return
+        # The highlighted line 2 px wide, drawn as three 1-px strokes (itself, one pixel
+        # down, one right): Qt's raster engine strokes a 2-px pen's long envelope ~20x
+        # slower than a 1-px one (12 of the 18 ms of this item's paint at seq_len 65536).
+        px, py = self.pixelVectors()
+        painter.setPen(self._pen(hi))
+        painter.drawPath(self._paths[hi])
+        for v in (px, py):
+            if v is not None:
+                painter.translate(v.x(), v.y())
+                painter.drawPath(self._paths[hi])
+                painter.translate(-v.x(), -v.y())
 
 
 def line_item(plot: pg.PlotItem, pen: object, name: str | None = None) -> Line:
@@ -393,6 +404,12 @@ class TimePlots(pg.GraphicsLayoutWidget):
             self.plots[name] = p
         self.plots["error"].setLogMode(y=True)
         self.plots["error"].setLabel("bottom", "time step t")
+        # The plots share x: only the bottom one writes the step numbers. Each axis's
+        # labels are re-drawn on every x range change (a new length, a zoom), and seven
+        # of them were most of that paint (`bench --ui`, seq_len 65536).
+        for name, p in self.plots.items():
+            if name != "error":
+                p.hideAxis("bottom")
         self.plots["y"].addLegend(offset=(-10, 5), brush=(255, 255, 255, 200))
         self.curves = {
             "input": line_item(self.plots["input"], pg.mkPen("#333", width=1)),
