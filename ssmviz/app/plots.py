@@ -11,7 +11,8 @@ one paint.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pyqtgraph as pg
@@ -136,10 +137,13 @@ def _clip_far_points(plot: pg.PlotItem, on: bool) -> None:
 
 def quiet_axes(plots: list[pg.PlotItem]) -> None:
     """No SI-prefix bookkeeping on axes without a label: it rewrites the (hidden) label's
-    HTML on every range change, and without a label the prefix scale stays 1 anyway."""
+    HTML on every range change, and without a label the prefix scale stays 1 anyway.
+    Major and minor ticks only: the third level's many short ticks made a third of an
+    axis's re-draw on each range change (0.9 against 0.6 ms an axis, measured)."""
     for p in plots:
         for name in ("left", "bottom"):
             axis = p.getAxis(name)
+            axis.setStyle(maxTickLevel=1)
             if not axis.label.isVisible():
                 axis.enableAutoSIPrefix(False)
 
@@ -750,7 +754,17 @@ class GradPlots(pg.GraphicsLayoutWidget):
         self.rows: dict[str, _GradRow] = {}
 
     def update_views(self, family: str, views: list[GradView], titles: dict[str, str]) -> None:
-        if family != self.family or set(self.rows) != {v.key for v in views}:
+        for part in self.update_parts(family, views, titles):
+            part()
+
+    def update_parts(self, family: str, views: list[GradView],
+                     titles: dict[str, str]) -> list[Callable[[], None]]:
+        """:meth:`update_views` as steps to run in order: the rows' (re)building, then one
+        step per row, each with its own geometry settled, so that a long result can be
+        shown one row (and one paint of that row) per event-loop turn."""
+        def build() -> None:
+            if family == self.family and set(self.rows) == {v.key for v in views}:
+                return
             release_menus([p for row in self.rows.values() for p in row.plots])
             self.clear()
             self.rows = {}
@@ -763,9 +777,13 @@ class GradPlots(pg.GraphicsLayoutWidget):
             for col in range(3):
                 self.ci.layout.setColumnStretchFactor(col, 1)
             self.family = family
-        for v in views:
-            self.rows[v.key].update(v, titles.get(v.key, v.key))
-        settle_geometry([p for row in self.rows.values() for p in row.plots])
+
+        def show(v: GradView) -> None:
+            row = self.rows[v.key]
+            row.update(v, titles.get(v.key, v.key))
+            settle_geometry(row.plots)
+
+        return [build] + [functools.partial(show, v) for v in views]
 
     def release(self) -> None:
         """Free pyqtgraph's menus and the scene (the window is closing)."""

@@ -245,13 +245,19 @@ class MainWindow(QMainWindow):
         token, result = self._apply_token, self.result
         self.view = view
         self.trace = view.trace
+        split = view.trace.seq_len > SPLIT_ABOVE
         parts = [lambda: self._show_trace(result, view)]
         if self._grads_visible or not self.isVisible():
-            parts.append(lambda: self._show_grads(result, view))
+            if split:  # a row (and its paint) per event-loop turn
+                self._grads_stale = False
+                parts += self.grad_plots.update_parts(result.problem.family, view.grads,
+                                                      grad_titles(result))
+            else:
+                parts.append(lambda: self._show_grads(result, view))
         else:  # closed, or a tab behind the shader: drawn when it is shown again
             self._grads_stale = True
         parts.append(self._show_cursor)
-        self._run_parts(token, result, parts, view.trace.seq_len > SPLIT_ABOVE)
+        self._run_parts(token, result, parts, split)
 
     def _run_parts(self, token: int, result: RunResult | None, parts: list,
                    split: bool) -> None:
