@@ -223,6 +223,8 @@ def test_ui_bench_returns_sane_numbers(qapp, runtime) -> None:
     assert sum(parts.values()) <= lat["max_ms"] * 1.5
     assert gap["sizes"]["seq_len"] == 512 and gap["run_seconds"] > 0
     assert gap["max_gap_in_flight_ms"] >= 0 and gap["max_gap_showing_result_ms"] > 0
+    # CPU time inside a gap cannot exceed the gap (1 ms for the clocks' granularity).
+    assert 0 < gap["max_gap_cpu_showing_result_ms"] <= gap["max_gap_showing_result_ms"] + 1
     text = format_ui_bench(res)
     assert f"median {lat['median_ms']:.1f} ms" in text
     assert f"{lat['cpu_count']} cores; load average" in text

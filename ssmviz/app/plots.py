@@ -492,42 +492,68 @@ class TimePlots(pg.GraphicsLayoutWidget):
         ``h_image`` and ``envelopes`` (full-range curves of a long sequence, when it is
         one) are prepared off the UI thread (:func:`ssmviz.app.viewdata.prepare_view`).
         """
+        for part in self.trace_parts(tr, h_image, envelopes):
+            part()
+
+    def trace_parts(self, tr: Trace, h_image: ImageView,
+                    envelopes: dict[str, tuple[np.ndarray, np.ndarray]] | None = None, *,
+                    split: bool = False) -> list[Callable[[], None]]:
+        """:meth:`update_trace` as steps to run in order; ``split``: the hidden states
+        (curves and heatmap) in a second step, so a long result's first paint (every
+        time plot's, after the new x range) does not draw them too."""
         L = tr.seq_len
-        x_auto = any(p.getViewBox().state["autoRange"][0] is not False
-                     for p in self.plots.values())
-        if self.seq_len != L or self.updates == 0 or x_auto:
-            # The shared x range is set once per length (the plots are x-linked), before
-            # the data; a zoom is kept across runs of the same length.
-            for p in self.plots.values():
-                p.disableAutoRange(axis="x")
-            self.plots["input"].setXRange(0, max(L - 1, 1), padding=0.01)
-        self.seq_len = L
         n = tr.sel.state
-        self._title("input", f"input {tr.names['input']} (channel {tr.sel.channel})")
-        self._title("delta", tr.names["delta"])
-        self._title("a_bar", f"{tr.names['a_bar']}, state {n}")
-        self.h_lines.set_highlight(n)
         items = dict(self.curves) | {"h": self.h_lines}
         series = {k: (items[k], v) for k, v in time_series(tr).items()}
-        self._chunk_h = None
-        if tr.chunk_t is not None and tr.chunk_h_gpu is not None:
-            self._chunk_h = tr.chunk_h_gpu[:, n]
-            self.curves["chunk_h"].setData(tr.chunk_t.astype(np.float64), self._chunk_h)
-        else:
-            set_curve(self.curves["chunk_h"], _EMPTY, _EMPTY)
-        self.curves["chunk_h"].setVisible(self._chunk_h is not None)  # empty symbols paint too
-        show_image(self.h_image, h_image)
-        fit_range(self.plots["h_map"], 1, (0.0, h_image.extent[1]))
-        if "y_gpu" not in series:
-            set_curve(self.curves["y_gpu"], _EMPTY, _EMPTY)
-            set_curve(self.curves["err"], _EMPTY, _EMPTY)
-        self._series = series
-        self._window = None
-        self._apply_series(envelopes)
-        self._chunks(tr.chunk_len if tr.family == "ssd" else None, L)
-        self.set_cursor(self.cursor, emit=False)  # the window's last part shows the read-out
-        settle_geometry(list(self.plots.values()))
-        self.updates += 1
+        later = {"h": series.pop("h")} if split else {}
+
+        def first() -> None:
+            x_auto = any(p.getViewBox().state["autoRange"][0] is not False
+                         for p in self.plots.values())
+            if self.seq_len != L or self.updates == 0 or x_auto:
+                # The shared x range is set once per length (the plots are x-linked),
+                # before the data; a zoom is kept across runs of the same length.
+                for p in self.plots.values():
+                    p.disableAutoRange(axis="x")
+                self.plots["input"].setXRange(0, max(L - 1, 1), padding=0.01)
+            self.seq_len = L
+            self._title("input", f"input {tr.names['input']} (channel {tr.sel.channel})")
+            self._title("delta", tr.names["delta"])
+            self._title("a_bar", f"{tr.names['a_bar']}, state {n}")
+            self.h_lines.set_highlight(n)
+            self._chunk_h = None
+            if tr.chunk_t is not None and tr.chunk_h_gpu is not None:
+                self._chunk_h = tr.chunk_h_gpu[:, n]
+                self.curves["chunk_h"].setData(tr.chunk_t.astype(np.float64), self._chunk_h)
+            else:
+                set_curve(self.curves["chunk_h"], _EMPTY, _EMPTY)
+            # Empty symbols paint too.
+            self.curves["chunk_h"].setVisible(self._chunk_h is not None)
+            if not split:
+                show_states()
+            if "y_gpu" not in series:
+                set_curve(self.curves["y_gpu"], _EMPTY, _EMPTY)
+                set_curve(self.curves["err"], _EMPTY, _EMPTY)
+            self._series = dict(series)
+            self._window = None
+            self._apply_series(envelopes)
+            self._chunks(tr.chunk_len if tr.family == "ssd" else None, L)
+            self.set_cursor(self.cursor, emit=False)  # the last part shows the read-out
+            settle_geometry(list(self.plots.values()))
+            self.updates += 1
+
+        def show_states() -> None:
+            show_image(self.h_image, h_image)
+            fit_range(self.plots["h_map"], 1, (0.0, h_image.extent[1]))
+
+        def second() -> None:
+            show_states()
+            self._series.update(later)
+            self._window = None
+            self._apply_series(envelopes)
+            settle_geometry([self.plots["h"], self.plots["h_map"]])
+
+        return [first, second] if split else [first]
 
     def show_source(self, source: str | None, absent: Mapping[str, str]) -> None:
         """Name what produced the GPU curves (None: ssmviz's own kernel) and say which of

@@ -246,7 +246,7 @@ class MainWindow(QMainWindow):
         self.view = view
         self.trace = view.trace
         split = view.trace.seq_len > SPLIT_ABOVE
-        parts = [lambda: self._show_trace(result, view)]
+        parts = self._trace_parts(result, view, split)
         if self._grads_visible or not self.isVisible():
             if split:  # a row (and its paint) per event-loop turn
                 self._grads_stale = False
@@ -276,17 +276,29 @@ class MainWindow(QMainWindow):
         if result is not None and self.applied_generation != result.generation:
             self._shown(result)
 
-    def _show_trace(self, result: RunResult | None, view: ViewData) -> None:
+    def _trace_parts(self, result: RunResult | None, view: ViewData, split: bool) -> list:
         ext = result.external if result is not None else None
-        if ext is not None:
-            self.time_plots.show_source(ext.source, ext.absent)
-        elif result is not None and result.report is None and result.error:
-            # Nothing ran: say so where the GPU curves would be (the reason is in the status bar).
-            why = "not run (see the status bar)"
-            self.time_plots.show_source("the kernel", {"y": why, "h": why})
-        else:
-            self.time_plots.show_source(None, {})
-        self.time_plots.update_trace(view.trace, view.h_image, view.envelopes)
+
+        def source() -> None:
+            if ext is not None:
+                self.time_plots.show_source(ext.source, ext.absent)
+            elif result is not None and result.report is None and result.error:
+                # Nothing ran: say so where the GPU curves would be (the reason is in the
+                # status bar).
+                why = "not run (see the status bar)"
+                self.time_plots.show_source("the kernel", {"y": why, "h": why})
+            else:
+                self.time_plots.show_source(None, {})
+
+        parts = self.time_plots.trace_parts(view.trace, view.h_image, view.envelopes,
+                                            split=split)
+        first = parts[0]
+
+        def first_with_source() -> None:
+            source()
+            first()
+
+        return [first_with_source, *parts[1:]]
 
     def _show_grads(self, result: RunResult, view: ViewData) -> None:
         self._grads_stale = False
