@@ -498,14 +498,16 @@ class TimePlots(pg.GraphicsLayoutWidget):
     def trace_parts(self, tr: Trace, h_image: ImageView,
                     envelopes: dict[str, tuple[np.ndarray, np.ndarray]] | None = None, *,
                     split: bool = False) -> list[Callable[[], None]]:
-        """:meth:`update_trace` as steps to run in order; ``split``: the hidden states
-        (curves and heatmap) in a second step, so a long result's first paint (every
-        time plot's, after the new x range) does not draw them too."""
+        """:meth:`update_trace` as steps to run in order; ``split``: the output and error
+        curves in a second step and the hidden states (curves and heatmap) in a third,
+        so that a long result's first paint (every time plot's, after the new x range)
+        draws only the inputs' new curves."""
         L = tr.seq_len
         n = tr.sel.state
         items = dict(self.curves) | {"h": self.h_lines}
         series = {k: (items[k], v) for k, v in time_series(tr).items()}
-        later = {"h": series.pop("h")} if split else {}
+        groups = (("y_gpu", "y_ref", "err", "tol"), ("h",)) if split else ()
+        later = [{k: series.pop(k) for k in g if k in series} for g in groups]
 
         def first() -> None:
             x_auto = any(p.getViewBox().state["autoRange"][0] is not False
@@ -546,14 +548,17 @@ class TimePlots(pg.GraphicsLayoutWidget):
             show_image(self.h_image, h_image)
             fit_range(self.plots["h_map"], 1, (0.0, h_image.extent[1]))
 
-        def second() -> None:
-            show_states()
-            self._series.update(later)
+        def then(group: dict, names: tuple[str, ...]) -> None:
+            if "h" in group:
+                show_states()
+            self._series.update(group)
             self._window = None
             self._apply_series(envelopes)
-            settle_geometry([self.plots["h"], self.plots["h_map"]])
+            settle_geometry([self.plots[n] for n in names])
 
-        return [first, second] if split else [first]
+        plots = (("y", "error"), ("h", "h_map"))[:len(later)]
+        return [first] + [functools.partial(then, g, n) for g, n in zip(later, plots,
+                                                                       strict=True)]
 
     def show_source(self, source: str | None, absent: Mapping[str, str]) -> None:
         """Name what produced the GPU curves (None: ssmviz's own kernel) and say which of
