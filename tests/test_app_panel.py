@@ -238,18 +238,26 @@ def test_no_fd_points_for_large_problems(qtbot, make_window) -> None:
 
 def test_ui_bench_returns_sane_numbers(qapp, runtime) -> None:
     small = Problem(family="s6", batch=1, seq_len=64, d_inner=2, d_state=2)
-    res = ui_bench(small=small, big=small.with_(seq_len=512), changes=3)
+    res = ui_bench(small=small, big=small.with_(seq_len=512), changes=3, batches=2)
     lat, gap = res["latency"], res["ui_stall"]
-    assert lat["changes"] == 3 and len(lat["latencies_ms"]) == 3
+    assert lat["changes"] == 3 and len(lat["latencies_ms"]) == 6 and len(lat["batches"]) == 2
     assert 0 < min(lat["latencies_ms"]) <= lat["median_ms"] <= lat["max_ms"]
+    halves = (lat["latencies_ms"][:3], lat["latencies_ms"][3:])
+    for b, part in zip(lat["batches"], halves, strict=True):
+        assert b["max_ms"] == max(part) and min(part) <= b["median_ms"] <= b["p90_ms"]
+    assert lat["cpu_count"] >= 1 and len(lat["load_avg"]) == 3  # before, after each batch
+    assert lat["median_cpu_ms"]["reference thread"] > 0
     assert lat["errors"] == [] and gap["error"] == ""
     parts = lat["median_parts_ms"]
     assert parts["run (GPU + reference + compare)"] > 0
     assert sum(parts.values()) <= lat["max_ms"] * 1.5
     assert gap["sizes"]["seq_len"] == 512 and gap["run_seconds"] > 0
     assert gap["max_gap_in_flight_ms"] >= 0 and gap["max_gap_showing_result_ms"] > 0
+    # CPU time inside a gap cannot exceed the gap (1 ms for the clocks' granularity).
+    assert 0 < gap["max_gap_cpu_showing_result_ms"] <= gap["max_gap_showing_result_ms"] + 1
     text = format_ui_bench(res)
     assert f"median {lat['median_ms']:.1f} ms" in text
+    assert f"{lat['cpu_count']} cores; load average" in text
     assert f"max gap {gap['max_gap_in_flight_ms']:.1f} ms in flight" in text
 
 

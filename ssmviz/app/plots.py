@@ -11,7 +11,8 @@ one paint.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pyqtgraph as pg
@@ -194,10 +195,13 @@ def _clip_far_points(plot: pg.PlotItem, on: bool) -> None:
 
 def quiet_axes(plots: list[pg.PlotItem]) -> None:
     """No SI-prefix bookkeeping on axes without a label: it rewrites the (hidden) label's
-    HTML on every range change, and without a label the prefix scale stays 1 anyway."""
+    HTML on every range change, and without a label the prefix scale stays 1 anyway.
+    Major and minor ticks only: the third level's many short ticks made a third of an
+    axis's re-draw on each range change (0.9 against 0.6 ms an axis, measured)."""
     for p in plots:
         for name in ("left", "bottom"):
             axis = p.getAxis(name)
+            axis.setStyle(maxTickLevel=1)
             if not axis.label.isVisible():
                 axis.enableAutoSIPrefix(False)
 
@@ -299,7 +303,7 @@ class MultiLine(pg.GraphicsObject):
     def __init__(self, colour: object) -> None:
         super().__init__()
         self._colour = colour
-        self._pens: dict[tuple[int, bool], object] = {}
+        self._pens: dict[int, object] = {}
         self._highlight = 0
         self._paths: list = []
         self._bounds: tuple[float, float, float, float] | None = None
@@ -352,18 +356,29 @@ class MultiLine(pg.GraphicsObject):
         return self._rect
 
     def _pen(self, i: int) -> object:
-        key = (i, i == self._highlight)
-        if key not in self._pens:
-            self._pens[key] = pg.mkPen(self._colour(i), width=2 if key[1] else 1)
-        return self._pens[key]
+        if i not in self._pens:
+            self._pens[i] = pg.mkPen(self._colour(i), width=1)
+        return self._pens[i]
 
     def paint(self, painter, *args: object) -> None:
-        order = [i for i in range(len(self._paths)) if i != self._highlight]
-        if self._highlight < len(self._paths):
-            order.append(self._highlight)
-        for i in order:
-            painter.setPen(self._pen(i))
-            painter.drawPath(self._paths[i])
+        n, hi = len(self._paths), self._highlight
+        for i in range(n):
+            if i != hi:
+                painter.setPen(self._pen(i))
+                painter.drawPath(self._paths[i])
+        if hi >= n:
+            return
+        # The highlighted line 2 px wide, drawn as three 1-px strokes (itself, one pixel
+        # down, one right): Qt's raster engine strokes a 2-px pen's long envelope ~20x
+        # slower than a 1-px one (12 of the 18 ms of this item's paint at seq_len 65536).
+        px, py = self.pixelVectors()
+        painter.setPen(self._pen(hi))
+        painter.drawPath(self._paths[hi])
+        for v in (px, py):
+            if v is not None:
+                painter.translate(v.x(), v.y())
+                painter.drawPath(self._paths[hi])
+                painter.translate(-v.x(), -v.y())
 
 
 def line_item(plot: pg.PlotItem, pen: object, name: str | None = None) -> Line:
@@ -463,6 +478,12 @@ class TimePlots(pg.GraphicsLayoutWidget):
             self.plots[name] = p
         self.plots["error"].setLogMode(y=True)
         self.plots["error"].setLabel("bottom", "time step t")
+        # The plots share x: only the bottom one writes the step numbers. Each axis's
+        # labels are re-drawn on every x range change (a new length, a zoom), and seven
+        # of them were most of that paint (`bench --ui`, seq_len 65536).
+        for name, p in self.plots.items():
+            if name != "error":
+                p.hideAxis("bottom")
         self.plots["y"].addLegend(offset=(-10, 5), brush=(255, 255, 255, 200))
         self.curves = {
             "input": line_item(self.plots["input"], pg.mkPen("#333", width=1)),
@@ -548,44 +569,75 @@ class TimePlots(pg.GraphicsLayoutWidget):
         ``h_image`` and ``envelopes`` (full-range curves of a long sequence, when it is
         one) are prepared off the UI thread (:func:`ssmviz.app.viewdata.prepare_view`).
         """
+        for part in self.trace_parts(tr, h_image, envelopes):
+            part()
+
+    def trace_parts(self, tr: Trace, h_image: ImageView,
+                    envelopes: dict[str, tuple[np.ndarray, np.ndarray]] | None = None, *,
+                    split: bool = False) -> list[Callable[[], None]]:
+        """:meth:`update_trace` as steps to run in order; ``split``: the output and error
+        curves in a second step and the hidden states (curves and heatmap) in a third,
+        so that a long result's first paint (every time plot's, after the new x range)
+        draws only the inputs' new curves."""
         L = tr.seq_len
-        x_auto = any(p.getViewBox().state["autoRange"][0] is not False
-                     for p in self.plots.values())
-        if self.seq_len != L or self.updates == 0 or x_auto:
-            # The shared x range is set once per length (the plots are x-linked), before
-            # the data; a zoom is kept across runs of the same length.
-            for p in self.plots.values():
-                p.disableAutoRange(axis="x")
-            self.plots["input"].setXRange(0, max(L - 1, 1), padding=0.01)
-        self.seq_len = L
         n = tr.sel.state
-        self._title("input", f"input {tr.names['input']} (channel {tr.sel.channel})")
-        self._title("delta", tr.names["delta"])
-        # SSD's Ā is one scalar per head and step: no state to name.
-        self._title("a_bar", f"{tr.names['a_bar']}, state {n}" if tr.family == "s6" else
-                    f"{tr.names['a_bar']}: one scalar per step, shared by its states")
-        self.h_lines.set_highlight(n)
         items = dict(self.curves) | {"h": self.h_lines}
         series = {k: (items[k], v) for k, v in time_series(tr).items()}
-        self._chunk_h = None
-        if tr.chunk_t is not None and tr.chunk_h_gpu is not None:
-            self._chunk_h = tr.chunk_h_gpu[:, n]
-            self.curves["chunk_h"].setData(tr.chunk_t.astype(np.float64), self._chunk_h)
-        else:
-            set_curve(self.curves["chunk_h"], _EMPTY, _EMPTY)
-        self.curves["chunk_h"].setVisible(self._chunk_h is not None)  # empty symbols paint too
-        show_image(self.h_image, h_image)
-        fit_range(self.plots["h_map"], 1, (0.0, h_image.extent[1]))
-        if "y_gpu" not in series:
-            set_curve(self.curves["y_gpu"], _EMPTY, _EMPTY)
-            set_curve(self.curves["err"], _EMPTY, _EMPTY)
-        self._series = series
-        self._window = None
-        self._apply_series(envelopes)
-        self._chunks(tr.chunk_len if tr.family == "ssd" else None, L)
-        self.set_cursor(self.cursor, emit=False)  # the window's last part shows the read-out
-        settle_geometry(list(self.plots.values()))
-        self.updates += 1
+        groups = (("y_gpu", "y_ref", "err", "tol"), ("h",)) if split else ()
+        later = [{k: series.pop(k) for k in g if k in series} for g in groups]
+
+        def first() -> None:
+            x_auto = any(p.getViewBox().state["autoRange"][0] is not False
+                         for p in self.plots.values())
+            if self.seq_len != L or self.updates == 0 or x_auto:
+                # The shared x range is set once per length (the plots are x-linked),
+                # before the data; a zoom is kept across runs of the same length.
+                for p in self.plots.values():
+                    p.disableAutoRange(axis="x")
+                self.plots["input"].setXRange(0, max(L - 1, 1), padding=0.01)
+            self.seq_len = L
+            self._title("input", f"input {tr.names['input']} (channel {tr.sel.channel})")
+            self._title("delta", tr.names["delta"])
+            # SSD's Ā is one scalar per head and step: no state to name.
+            self._title("a_bar", f"{tr.names['a_bar']}, state {n}" if tr.family == "s6" else
+                        f"{tr.names['a_bar']}: one scalar per step, shared by its states")
+            self.h_lines.set_highlight(n)
+            self._chunk_h = None
+            if tr.chunk_t is not None and tr.chunk_h_gpu is not None:
+                self._chunk_h = tr.chunk_h_gpu[:, n]
+                self.curves["chunk_h"].setData(tr.chunk_t.astype(np.float64), self._chunk_h)
+            else:
+                set_curve(self.curves["chunk_h"], _EMPTY, _EMPTY)
+            # Empty symbols paint too.
+            self.curves["chunk_h"].setVisible(self._chunk_h is not None)
+            if not split:
+                show_states()
+            if "y_gpu" not in series:
+                set_curve(self.curves["y_gpu"], _EMPTY, _EMPTY)
+                set_curve(self.curves["err"], _EMPTY, _EMPTY)
+            self._series = dict(series)
+            self._window = None
+            self._apply_series(envelopes)
+            self._chunks(tr.chunk_len if tr.family == "ssd" else None, L)
+            self.set_cursor(self.cursor, emit=False)  # the last part shows the read-out
+            settle_geometry(list(self.plots.values()))
+            self.updates += 1
+
+        def show_states() -> None:
+            show_image(self.h_image, h_image)
+            fit_range(self.plots["h_map"], 1, (0.0, h_image.extent[1]))
+
+        def then(group: dict, names: tuple[str, ...]) -> None:
+            if "h" in group:
+                show_states()
+            self._series.update(group)
+            self._window = None
+            self._apply_series(envelopes)
+            settle_geometry([self.plots[n] for n in names])
+
+        plots = (("y", "error"), ("h", "h_map"))[:len(later)]
+        return [first] + [functools.partial(then, g, n) for g, n in zip(later, plots,
+                                                                       strict=True)]
 
     def show_source(self, source: str | None, absent: Mapping[str, str]) -> None:
         """Name what produced the GPU curves (None: ssmviz's own kernel) and say which of
@@ -812,7 +864,17 @@ class GradPlots(pg.GraphicsLayoutWidget):
         self.rows: dict[str, _GradRow] = {}
 
     def update_views(self, family: str, views: list[GradView], titles: dict[str, str]) -> None:
-        if family != self.family or set(self.rows) != {v.key for v in views}:
+        for part in self.update_parts(family, views, titles):
+            part()
+
+    def update_parts(self, family: str, views: list[GradView],
+                     titles: dict[str, str]) -> list[Callable[[], None]]:
+        """:meth:`update_views` as steps to run in order: the rows' (re)building, then one
+        step per row, each with its own geometry settled, so that a long result can be
+        shown one row (and one paint of that row) per event-loop turn."""
+        def build() -> None:
+            if family == self.family and set(self.rows) == {v.key for v in views}:
+                return
             release_menus([p for row in self.rows.values() for p in row.plots])
             self.clear()
             self.rows = {}
@@ -826,9 +888,13 @@ class GradPlots(pg.GraphicsLayoutWidget):
                 self.ci.layout.setColumnStretchFactor(col, 1)
             self.family = family
             self.updateGeometry()  # new rows: a new minimum height for the scroll area
-        for v in views:
-            self.rows[v.key].update(v, titles.get(v.key, v.key))
-        settle_geometry([p for row in self.rows.values() for p in row.plots])
+
+        def show(v: GradView) -> None:
+            row = self.rows[v.key]
+            row.update(v, titles.get(v.key, v.key))
+            settle_geometry(row.plots)
+
+        return [build] + [functools.partial(show, v) for v in views]
 
     def minimumSizeHint(self) -> QSize:  # Qt override
         return layout_minimum(self)

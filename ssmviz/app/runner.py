@@ -97,6 +97,9 @@ class RunResult:
     info: str = ""
     #: Plot data for the request's selection (a ViewData, prepared in the worker).
     view: object = None
+    #: CPU seconds of the run thread by part ("run", "prepare"): ``bench --ui`` reports
+    #: them beside wall times, which a shared machine makes noisy.
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -235,7 +238,7 @@ def execute(request: RunRequest) -> RunResult:
                 report = check_arrays(
                     p.family, arrays, convention=p.convention, chunk_len=chunk_len, runs=1,
                     race_probe=False,  # live runs: latency first; `ssmviz check` probes
-                    concurrent_reference=True,
+                    concurrent_reference=True, reuse_reference=True,
                 )
             result.report, result.ref, result.gpu = report, dict(report.ref), dict(report.gpu)
             result.inputs = dict(report.inputs)

@@ -2,14 +2,17 @@
 
 Two figures:
 
-1. **Change → plots latency.** Over ``changes`` edits of a control (the input signal's
-   frequency, so every edit needs a new GPU + reference run) at batch 1, seq_len 2048,
-   d_inner 16, d_state 16: the time from the control's value change to the end of the
-   plot update (the result's setData/setImage done and the resulting paint events
-   processed; a long result is shown over several event-loop turns, and the clock stops
-   after the last). Each edit starts from an idle app. Median, p90 and max, plus where
+1. **Change → plots latency.** Over ``batches`` batches of ``changes`` edits of a control
+   (the input signal's frequency, so every edit needs a new GPU + reference run) at
+   batch 1, seq_len 2048, d_inner 16, d_state 16: the time from the control's value
+   change to the end of the plot update (the result's setData/setImage done and the
+   resulting paint events processed; a long result is shown over several event-loop
+   turns, and the clock stops after the last). Each edit starts from an idle app.
+   Median, p90 and max per batch and over all (the spread between batches is the
+   figure's own noise), the core count and the load average after each batch, and where
    the time goes (waiting, the run, preparing the plot data, the UI-thread update, and
-   paint: everything after the result reached the UI thread that is not setData).
+   paint: everything after the result reached the UI thread that is not setData), in
+   wall time and in each thread's CPU time (steadier on a shared machine).
 2. **UI-thread stalls during a long run.** A 5 ms QTimer heartbeat runs while a
    seq_len 65536 problem is computed; the largest gap between two ticks while the run is
    in flight (target ≤ 50 ms), and separately the gap that includes showing its result.
@@ -91,8 +94,23 @@ def _pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, round(q / 100 * (len(s) - 1))))]
 
 
-def measure_latency(app, window, problem, changes: int) -> dict[str, Any]:
-    """Median (and more) of control change → plots updated, over ``changes`` edits."""
+def _load() -> list[float]:
+    """The 1, 5 and 15 minute load averages ([] where the OS has none)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return []
+
+
+def _summary(lat: list[float]) -> dict[str, float]:
+    return {"median_ms": round(statistics.median(lat) * 1e3, 3),
+            "p90_ms": round(_pct(lat, 90) * 1e3, 3), "max_ms": round(max(lat) * 1e3, 3)}
+
+
+def measure_latency(app, window, problem, changes: int, batches: int = 1) -> dict[str, Any]:
+    """Median, p90 and max of control change → plots updated, over ``batches`` batches of
+    ``changes`` edits each (the spread between batches is the measurement's own noise),
+    with the median wall and CPU time of each part and the load average beside them."""
     w = window
     _wait(app, lambda: _idle(w), RUN_TIMEOUT_S)
     gen0 = w.scheduler.generation
@@ -101,16 +119,19 @@ def measure_latency(app, window, problem, changes: int) -> dict[str, Any]:
         raise RuntimeError("the first run did not finish")
     _settle(app, w)
     lat, run, prep, queue, to_ui, update, paint = [], [], [], [], [], [], []
-    errors = []
+    cpu: dict[str, list[float]] = {k: [] for k in (
+        "run thread: run (GPU host side + compare)", "reference thread",
+        "run thread: prepare plot data", "UI thread: setData", "UI thread: paint and events")}
+    errors, per_batch, load = [], [], [_load()]
     base = float(problem.signal.frequency)
-    for i in range(changes):
+    for i in range(changes * batches):
         gen = w.scheduler.generation
         target = base * (1.0 + 0.05 * ((i % 7) + 1))  # every edit changes the inputs
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         w.controls.set_value("signal.frequency", target)
         ok = _wait(app, lambda g=gen: _shown(w, g), RUN_TIMEOUT_S)
         app.processEvents()  # the repaint the new data scheduled
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.thread_time()
         if not ok:
             raise RuntimeError("a run did not finish")
         r = w.result
@@ -123,23 +144,33 @@ def measure_latency(app, window, problem, changes: int) -> dict[str, Any]:
         to_ui.append(w.update_started - r.finished_at - prep[-1])
         update.append(w.update_seconds)
         paint.append(t1 - w.update_started - w.update_seconds)
+        parts = (r.cpu_seconds.get("run", 0.0), r.reference_seconds,
+                 r.cpu_seconds.get("prepare", 0.0), w.update_cpu, c1 - c0 - w.update_cpu)
+        for k, v in zip(cpu, parts, strict=True):
+            cpu[k].append(v)
+        if (i + 1) % changes == 0:
+            per_batch.append(_summary(lat[-changes:]))
+            load.append(_load())
         _settle(app, w)
     ms = lambda xs: [round(x * 1e3, 3) for x in xs]  # noqa: E731
+    med = lambda xs: round(statistics.median(xs) * 1e3, 3)  # noqa: E731
     return {
         "sizes": problem.sizes(),
         "changes": changes,
-        "median_ms": round(statistics.median(lat) * 1e3, 3),
-        "p90_ms": round(_pct(lat, 90) * 1e3, 3),
-        "max_ms": round(max(lat) * 1e3, 3),
+        "batches": per_batch,
+        **_summary(lat),
         "target_ms": LATENCY_TARGET_MS,
         "median_parts_ms": {
-            "to_worker_start": round(statistics.median(queue) * 1e3, 3),
-            "run (GPU + reference + compare)": round(statistics.median(run) * 1e3, 3),
-            "prepare plot data (worker)": round(statistics.median(prep) * 1e3, 3),
-            "to the UI thread": round(statistics.median(to_ui) * 1e3, 3),
-            "ui update (setData)": round(statistics.median(update) * 1e3, 3),
-            "paint": round(statistics.median(paint) * 1e3, 3),
+            "to_worker_start": med(queue),
+            "run (GPU + reference + compare)": med(run),
+            "prepare plot data (worker)": med(prep),
+            "to the UI thread": med(to_ui),
+            "ui update (setData)": med(update),
+            "paint": med(paint),
         },
+        "median_cpu_ms": {k: med(v) for k, v in cpu.items()},
+        "cpu_count": os.cpu_count(),
+        "load_avg": load,  # before the first batch, then after each
         "latencies_ms": ms(lat),
         "errors": sorted(set(errors)),
     }
@@ -152,9 +183,15 @@ def measure_heartbeat(app, window, problem, interval_ms: int = HEARTBEAT_MS) -> 
     w = window
     _settle(app, w)
     ticks: list[float] = []
+    cpu: list[float] = []  # the UI thread's CPU clock at each tick
+
+    def tick() -> None:
+        ticks.append(time.perf_counter())
+        cpu.append(time.thread_time())
+
     beat = QTimer(interval=interval_ms)
     beat.setTimerType(Qt.TimerType.PreciseTimer)
-    beat.timeout.connect(lambda: ticks.append(time.perf_counter()))
+    beat.timeout.connect(tick)
     beat.start()
     _wait(app, lambda: len(ticks) > 10, 5.0)
     gen = w.scheduler.generation
@@ -173,6 +210,10 @@ def measure_heartbeat(app, window, problem, interval_ms: int = HEARTBEAT_MS) -> 
     in_flight = [b - a for a, b in pairs if b <= t_arrived]
     worst = max(((b - a, a) for a, b in pairs if b <= t_arrived), default=(0.0, t_submit))
     after = [b - a for a, b in pairs if b > t_arrived]
+    # The UI thread's own CPU time inside each gap: what a gap would last on an idle
+    # machine (the wall-clock gap also counts the time slices other processes took).
+    cpu_after = [cb - ca for (a, b), ca, cb in zip(itertools.pairwise(ticks), cpu, cpu[1:],
+                                                    strict=False) if b > t_arrived]
     return {
         "sizes": problem.sizes(),
         "heartbeat_ms": interval_ms,
@@ -183,17 +224,19 @@ def measure_heartbeat(app, window, problem, interval_ms: int = HEARTBEAT_MS) -> 
         "max_gap_at_s": round(worst[1] - t_submit, 3),  # when it began, after the change
         "p99_gap_in_flight_ms": round(_pct(in_flight, 99) * 1e3, 3) if in_flight else 0.0,
         "max_gap_showing_result_ms": round(max(after, default=0.0) * 1e3, 3),
+        "max_gap_cpu_showing_result_ms": round(max(cpu_after, default=0.0) * 1e3, 3),
         "ui_update_ms": round(w.update_seconds * 1e3, 3),
         "target_ms": GAP_TARGET_MS,
         "error": r.error,
     }
 
 
-def ui_bench(*, small: Any = None, big: Any = None, changes: int = 20,
+def ui_bench(*, small: Any = None, big: Any = None, changes: int = 20, batches: int = 3,
              interval_ms: int = HEARTBEAT_MS) -> dict[str, Any]:
     """Both measurements on a fresh, shown window with private settings.
 
-    ``small`` / ``big`` are Problems (default: the sizes of the issue, S6).
+    ``small`` / ``big`` are Problems (default: the sizes of the issue, S6); the latency
+    is measured over ``batches`` batches of ``changes`` edits.
     """
     app = _app()
     from PySide6.QtCore import QSettings
@@ -208,7 +251,7 @@ def ui_bench(*, small: Any = None, big: Any = None, changes: int = 20,
         window = MainWindow(settings, restore=False)
         window.show()
         try:
-            latency = measure_latency(app, window, small, changes)
+            latency = measure_latency(app, window, small, changes, batches)
             gaps = measure_heartbeat(app, window, big, interval_ms)
         finally:
             window.shutdown()
@@ -225,20 +268,30 @@ def format_ui_bench(res: dict[str, Any]) -> str:
     lat, gap = res["latency"], res["ui_stall"]
     s = lat["sizes"]
     parts = ", ".join(f"{k} {v:.1f}" for k, v in lat["median_parts_ms"].items())
+    cpu = ", ".join(f"{k} {v:.1f}" for k, v in lat["median_cpu_ms"].items())
+    spread = "; ".join(f"median {b['median_ms']:.1f}, p90 {b['p90_ms']:.1f}, max {b['max_ms']:.1f}"
+                       for b in lat["batches"])
+    load = " → ".join("/".join(f"{x:.2f}" for x in la) for la in lat["load_avg"] if la)
     ok1 = "meets" if lat["median_ms"] <= lat["target_ms"] else "MISSES"
     ok2 = "meets" if gap["max_gap_in_flight_ms"] <= gap["target_ms"] else "MISSES"
     return "\n".join([
         f"ui bench on {res['adapter']} (Qt platform {res['platform']})",
-        f"control change → plots updated, {lat['changes']} changes at batch {s['batch']}, "
+        f"control change → plots updated, {len(lat['batches'])} × {lat['changes']} changes "
+        f"at batch {s['batch']}, "
         f"seq_len {s['seq_len']}, d_inner {s['d_inner']}, d_state {s['d_state']}: "
         f"median {lat['median_ms']:.1f} ms, p90 {lat['p90_ms']:.1f} ms, max "
         f"{lat['max_ms']:.1f} ms ({ok1} the {lat['target_ms']:.0f} ms target)",
-        f"  median parts: {parts}",
+        f"  batches of {lat['changes']} (ms): {spread}",
+        f"  median parts (wall ms): {parts}",
+        f"  median CPU (ms): {cpu}",
+        f"  {lat['cpu_count']} cores; load average (1/5/15 min) before, then after each "
+        f"batch: {load or 'n/a'}",
         f"UI-thread heartbeat ({gap['heartbeat_ms']} ms) during a seq_len "
         f"{gap['sizes']['seq_len']} run ({gap['run_seconds']:.2f} s in the worker): max gap "
         f"{gap['max_gap_in_flight_ms']:.1f} ms in flight ({ok2} the "
         f"{gap['target_ms']:.0f} ms target); showing the result: max gap "
-        f"{gap['max_gap_showing_result_ms']:.1f} ms (update {gap['ui_update_ms']:.1f} ms)",
+        f"{gap['max_gap_showing_result_ms']:.1f} ms, most UI-thread CPU in one gap "
+        f"{gap['max_gap_cpu_showing_result_ms']:.1f} ms (update {gap['ui_update_ms']:.1f} ms)",
     ] + ([f"run errors: {'; '.join(lat['errors'])}"] if lat["errors"] else [])
       + ([f"long run error: {gap['error']}"] if gap["error"] else []))
 

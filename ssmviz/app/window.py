@@ -94,6 +94,7 @@ class MainWindow(QMainWindow):
         #: When the latest result reached the UI thread, and how long showing it took.
         self.update_started = 0.0
         self.update_seconds = 0.0
+        self.update_cpu = 0.0  # the same, in UI-thread CPU seconds
 
         self.time_plots = TimePlots()
         self.setCentralWidget(scrolling(self.time_plots))
@@ -227,6 +228,7 @@ class MainWindow(QMainWindow):
     def _on_result(self, result: RunResult) -> None:
         self.update_started = time.perf_counter()
         self.update_seconds = 0.0
+        self.update_cpu = 0.0
         self.result = result
         self.status.show_result(result)
         self.shader_panel.show_result(result)
@@ -285,22 +287,29 @@ class MainWindow(QMainWindow):
         token, result = self._apply_token, self.result
         self.view = view
         self.trace = view.trace
-        parts = [lambda: self._show_trace(result, view)]
+        split = view.trace.seq_len > SPLIT_ABOVE
+        parts = self._trace_parts(result, view, split)
         if self._grads_visible or not self.isVisible():
-            parts.append(lambda: self._show_grads(result, view))
+            if split:  # a row (and its paint) per event-loop turn
+                self._grads_stale = False
+                parts += self.grad_plots.update_parts(result.problem.family, view.grads,
+                                                      grad_titles(result))
+            else:
+                parts.append(lambda: self._show_grads(result, view))
         else:  # closed, or a tab behind the shader: drawn when it is shown again
             self._grads_stale = True
         parts.append(self._show_cursor)
-        self._run_parts(token, result, parts, view.trace.seq_len > SPLIT_ABOVE)
+        self._run_parts(token, result, parts, split)
 
     def _run_parts(self, token: int, result: RunResult | None, parts: list,
                    split: bool) -> None:
         while parts:
             if token != self._apply_token or self._closed:
                 return  # a newer view replaced this one
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             parts.pop(0)()
             self.update_seconds += time.perf_counter() - t0
+            self.update_cpu += time.thread_time() - c0
             if split and parts:
                 # 1 ms, not 0: the paint of this part is posted and runs first.
                 QTimer.singleShot(1, lambda: self._run_parts(token, result, parts, split))
@@ -309,17 +318,29 @@ class MainWindow(QMainWindow):
         if result is not None and self.applied_generation != result.generation:
             self._shown(result)
 
-    def _show_trace(self, result: RunResult | None, view: ViewData) -> None:
+    def _trace_parts(self, result: RunResult | None, view: ViewData, split: bool) -> list:
         ext = result.external if result is not None else None
-        if ext is not None:
-            self.time_plots.show_source(ext.source, ext.absent)
-        elif result is not None and result.report is None and result.error:
-            # Nothing ran: say so where the GPU curves would be (the reason is in the status bar).
-            why = "not run (see the status bar)"
-            self.time_plots.show_source("the kernel", {"y": why, "h": why})
-        else:
-            self.time_plots.show_source(None, {})
-        self.time_plots.update_trace(view.trace, view.h_image, view.envelopes)
+
+        def source() -> None:
+            if ext is not None:
+                self.time_plots.show_source(ext.source, ext.absent)
+            elif result is not None and result.report is None and result.error:
+                # Nothing ran: say so where the GPU curves would be (the reason is in the
+                # status bar).
+                why = "not run (see the status bar)"
+                self.time_plots.show_source("the kernel", {"y": why, "h": why})
+            else:
+                self.time_plots.show_source(None, {})
+
+        parts = self.time_plots.trace_parts(view.trace, view.h_image, view.envelopes,
+                                            split=split)
+        first = parts[0]
+
+        def first_with_source() -> None:
+            source()
+            first()
+
+        return [first_with_source, *parts[1:]]
 
     def _show_grads(self, result: RunResult, view: ViewData) -> None:
         self._grads_stale = False

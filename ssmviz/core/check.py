@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -455,41 +456,122 @@ def _reference_pool() -> ThreadPoolExecutor:
     return _REFERENCE_POOL
 
 
-def s6_reference(arrays: Mapping[str, np.ndarray], convention: str) -> dict[str, np.ndarray]:
-    """Float64 reference outputs and gradients of an S6 problem, keyed like the GPU's."""
+def s6_reference(arrays: Mapping[str, np.ndarray], convention: str, *,
+                 reuse: bool = False) -> dict[str, np.ndarray]:
+    """Float64 reference outputs and gradients of an S6 problem, keyed like the GPU's.
+
+    ``reuse``: take what the last reusing call computed for the same inputs
+    (:class:`_ReferenceMemo`): all of it, or its forward when only dy changed.
+    """
     from ssmviz.core.reference.s6 import s6_backward, s6_forward
 
     args = [np.asarray(arrays[k], dtype=np.float64) for k in S6_INPUT_KEYS[:7]]
-    fwd = s6_forward(*args, convention=convention)
-    grads = s6_backward(*args, np.asarray(arrays["dy"], np.float64), convention=convention, fwd=fwd)
+    dy = np.asarray(arrays["dy"], np.float64)
+    memo = _MEMO.lookup(("s6", convention), args, dy) if reuse else None
+    if memo is not None and memo.out is not None:
+        return dict(memo.out)
+    fwd = memo.fwd if memo is not None else s6_forward(*args, convention=convention)
+    grads = s6_backward(*args, dy, convention=convention, fwd=fwd)
     out = {"y": fwd.y, "last_state": fwd.last_state, "h": fwd.h}
     out |= {k: getattr(grads, k) for k in S6_GRAD_KEYS}
-    return out
+    if reuse:
+        _MEMO.store(("s6", convention), args, dy, fwd, out)
+    return dict(out)
 
 
 def ssd_reference(
-    arrays: Mapping[str, np.ndarray], convention: str, chunk_len: int
+    arrays: Mapping[str, np.ndarray], convention: str, chunk_len: int, *, reuse: bool = False
 ) -> dict[str, np.ndarray]:
-    """Float64 reference of an SSD problem (chunked form), keyed like the GPU's."""
+    """Float64 reference of an SSD problem (chunked form), keyed like the GPU's.
+
+    ``reuse``: as for :func:`s6_reference`; a dy-only change reuses the forward's outputs
+    (the chunked backward recomputes what it needs of the forward itself).
+    """
     from ssmviz.core.reference.ssd import ssd_backward_chunked, ssd_forward_chunked
 
     args = [np.asarray(arrays[k], dtype=np.float64) for k in SSD_INPUT_KEYS[:7]]
-    fwd = ssd_forward_chunked(*args, chunk_len=chunk_len, convention=convention)
-    grads = ssd_backward_chunked(
-        *args, np.asarray(arrays["dy"], np.float64), chunk_len=chunk_len, convention=convention
-    )
+    dy = np.asarray(arrays["dy"], np.float64)
+    key = ("ssd", convention, chunk_len)
+    memo = _MEMO.lookup(key, args, dy) if reuse else None
+    if memo is not None and memo.out is not None:
+        return dict(memo.out)
+    fwd = memo.fwd if memo is not None else ssd_forward_chunked(
+        *args, chunk_len=chunk_len, convention=convention)
+    grads = ssd_backward_chunked(*args, dy, chunk_len=chunk_len, convention=convention)
     out = {"y": fwd.y, "final_state": fwd.final_state, "chunk_states": fwd.chunk_states}
     out |= {k: getattr(grads, k) for k in SSD_GRAD_KEYS}
-    return out
+    if reuse:
+        _MEMO.store(key, args, dy, fwd, out)
+    return dict(out)
+
+
+@dataclass
+class _Memo:
+    fwd: Any
+    out: dict[str, np.ndarray] | None  # None: only the forward applies (dy differs)
+
+
+class _ReferenceMemo:
+    """The last reusing reference call's inputs (copies) and results.
+
+    A live re-run after a change that did not touch the forward's inputs (dy, the kernel
+    source, a re-run) needs no new forward, and one that touched no input at all no
+    reference. Inputs are compared element by element against copies, never by identity
+    (each run builds its arrays anew) or a hash (a collision would show stale data).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._key: tuple | None = None
+        self._args: list[np.ndarray] = []
+        self._dy: np.ndarray | None = None
+        self._fwd: Any = None
+        self._out: dict[str, np.ndarray] = {}
+
+    def lookup(self, key: tuple, args: list[np.ndarray], dy: np.ndarray) -> _Memo | None:
+        """What applies to these inputs: everything, the forward only, or None."""
+        with self._lock:
+            if key != self._key or len(args) != len(self._args) or not all(
+                _same_array(a, b) for a, b in zip(args, self._args, strict=True)
+            ):
+                return None
+            same_dy = self._dy is not None and _same_array(dy, self._dy)
+            return _Memo(self._fwd, dict(self._out) if same_dy else None)
+
+    def store(self, key: tuple, args: list[np.ndarray], dy: np.ndarray, fwd: Any,
+              out: dict[str, np.ndarray]) -> None:
+        with self._lock:
+            self._key, self._fwd, self._out = key, fwd, dict(out)
+            self._args = [np.array(a) for a in args]
+            self._dy = np.array(dy)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._key, self._args, self._dy, self._fwd, self._out = None, [], None, None, {}
+
+
+def _same_array(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    """Same shape and values (None only equals None; NaN never matches: recomputed)."""
+    if a is None or b is None:
+        return a is b
+    return a.shape == b.shape and bool(np.array_equal(a, b))
+
+
+_MEMO = _ReferenceMemo()
 
 
 def reference(
-    family: str, arrays: Mapping[str, np.ndarray], convention: str, chunk_len: int | None = None
+    family: str, arrays: Mapping[str, np.ndarray], convention: str, chunk_len: int | None = None,
+    *, reuse: bool = False,
 ) -> dict[str, np.ndarray]:
-    """The float64 reference of a problem of either family (SSD: chunked, ``chunk_len``)."""
+    """The float64 reference of a problem of either family (SSD: chunked, ``chunk_len``).
+
+    ``reuse`` (the app's live re-runs): results of the last reusing call stand in for the
+    parts whose inputs are unchanged (see :class:`_ReferenceMemo`).
+    """
     if family == "s6":
-        return s6_reference(arrays, convention)
-    return ssd_reference(arrays, convention, int(chunk_len or 1))
+        return s6_reference(arrays, convention, reuse=reuse)
+    return ssd_reference(arrays, convention, int(chunk_len or 1), reuse=reuse)
 
 
 def _can_store_states(sizes: Mapping[str, int]) -> bool:
@@ -566,6 +648,7 @@ def check_arrays(
     race_probe: bool = True,
     concurrent_reference: bool = False,
     step: Callable[[str], Any] | None = None,
+    reuse_reference: bool = False,
 ) -> CheckReport:
     """Check a GPU kernel against the reference on the given input arrays.
 
@@ -578,6 +661,8 @@ def check_arrays(
     it; ``reference_seconds`` is then the reference thread's CPU time, as its wall time
     would count the time slices the GPU driver's threads took). ``step`` (progress) is
     called after the reference and after each GPU run: :func:`check_steps` in all.
+    ``reuse_reference`` lets the reference reuse the last such call's results for inputs
+    it did not change (:func:`reference`; the app's live re-runs).
     Raises SsmvizError (one line) for bad inputs or a problem past the device limits.
     A lost device is rebuilt and the check run once more (``kernel`` rebuilt on the new
     device from its source); lost again, DeviceLostError says the GPU was lost.
@@ -591,7 +676,7 @@ def check_arrays(
         return _check_arrays(family, arrays, convention=convention, chunk_len=chunk_len,
                              runs=runs, kernel=kern, runtime=rt, store_states=store_states,
                              race_probe=race_probe, concurrent_reference=concurrent_reference,
-                             step=step)
+                             step=step, reuse_reference=reuse_reference)
 
     return with_device_retry(attempt, runtime)
 
@@ -609,6 +694,7 @@ def _check_arrays(
     race_probe: bool,
     concurrent_reference: bool,
     step: Callable[[str], Any] | None,
+    reuse_reference: bool,
 ) -> CheckReport:
     if family not in FAMILIES:
         raise SsmvizError(f"family must be s6 or ssd; got '{family}'")
@@ -662,7 +748,8 @@ def _check_arrays(
         all_states = "chunk_states"
 
     def ref_run() -> dict[str, np.ndarray]:
-        return reference(family, inputs, convention, sizes.get("chunk_len"))
+        return reference(family, inputs, convention, sizes.get("chunk_len"),
+                         reuse=reuse_reference)
 
     done = step or (lambda label: None)
 
