@@ -64,6 +64,8 @@ CHECK = {
     "kernel": [(["check"], ["--kernel", KERNEL])],
     "abi": [(K, ["--abi", "builderforce-s6"]), (["check"], ["--abi", "builderforce-s6"])],
     "watch": [(K, ["--watch"]), (["check"], ["--watch"])],
+    "timeout": [(S6K, ["--timeout", "7"]), ([*K, "--watch"], ["--timeout", "7"]),
+                (["check"], ["--timeout", "7"])],
 }
 SWEEP = {
     "family": [(["sweep"], ["--family", "ssd"])],
@@ -76,14 +78,18 @@ BENCH = {
     "json": [(["bench"], ["--json", "b.json"]), (["bench", "--ui"], ["--json", "b.json"])],
     "family": [(["bench"], ["--family", "s6"]), (["bench", "--ui"], ["--family", "s6"])],
     "size": [(["bench"], ["--size", "tiny"]), (["bench", "--ui"], ["--size", "tiny"]),
-             (["bench", "--family", "reference"], ["--size", "tiny"])],
+             (["bench", "--family", "reference"], ["--size", "tiny"]),
+             (["bench", "--family", "tint"], ["--size", "tiny"])],
     "repeats": [(["bench"], ["--repeats", "2"]), (["bench", "--ui"], ["--repeats", "2"])],
     "passes": [(["bench"], ["--passes"]), (["bench", "--ui"], ["--passes"]),
-               (["bench", "--family", "reference"], ["--passes"])],
+               (["bench", "--family", "reference"], ["--passes"]),
+               (["bench", "--family", "tint"], ["--passes"])],
     "reference": [(["bench"], ["--reference"]), (["bench", "--ui"], ["--reference"]),
-                  (["bench", "--family", "reference"], ["--reference"])],
+                  (["bench", "--family", "reference"], ["--reference"]),
+                  (["bench", "--family", "tint"], ["--reference"])],
     "cpu": [(["bench"], ["--cpu"]), (["bench", "--ui"], ["--cpu"]),
-            (["bench", "--family", "reference"], ["--cpu"])],
+            (["bench", "--family", "reference"], ["--cpu"]),
+            (["bench", "--family", "tint"], ["--cpu"])],
     "ui": [(["bench"], ["--ui"])],
 }
 APP = {
@@ -161,7 +167,7 @@ class Recorder:
             rec.append(("run_bench", sorted(kw.items())))
             return {"adapter": "fake", "size": kw.get("size"), "results": []}
 
-        def format_results(results, *, passes=False):
+        def format_results(results, *, passes=False, header=True):
             rec.append(("format_results", passes))
             return "table"
 
@@ -174,7 +180,7 @@ class Recorder:
 
         self.mp.setattr(check, "check_arrays", check_arrays)
         self.mp.setattr(check, "preflight", lambda *a, **k: None)
-        self.mp.setattr(command, "check_kernel_file", check_kernel_file)
+        self.mp.setattr(command, "check_kernel_file_isolated", check_kernel_file)
         self.mp.setattr(command, "watch_kernel", watch_kernel)
         self.mp.setattr(sweep, "run_sweep", run_sweep)
         self.mp.setattr(bench, "run_bench", run_bench)
@@ -205,8 +211,8 @@ class Recorder:
         class Window:
             plotsUpdated = Signal()
 
-            def __init__(self, restore=True):
-                rec.append(("MainWindow", restore))
+            def __init__(self, restore=True, fit_screen=True):
+                rec.append(("MainWindow", restore, fit_screen))
 
             def apply_session(self, s):
                 rec.append(("apply_session", s.to_json()))
@@ -226,6 +232,10 @@ class Recorder:
             @staticmethod
             def instance():
                 return App()
+
+            @staticmethod
+            def platformName():
+                return "offscreen"
 
             def exec(self):
                 rec.append(("app.exec",))

@@ -126,9 +126,10 @@ def _analysis(choice: KernelChoice) -> tuple[list, list]:
         return _ANALYSIS_CACHE[key]
     try:
         if choice.is_default:
-            diags, profs = kernel_analysis(choice.path, choice.text)
+            diags, profs = kernel_analysis(choice.path, choice.text, builtin=True)
         else:
-            diags, profs = kernel_analysis_isolated(choice.path, choice.text)
+            diags, profs = kernel_analysis_isolated(choice.path, choice.text,
+                                                    builtin=choice.builtin)
     except Exception as exc:  # a half-written file, a compiler crash: one diagnostic
         diags, profs = [Diagnostic("error", choice.path, 1, 1, one_line(exc))], []
     if len(_ANALYSIS_CACHE) > 16:

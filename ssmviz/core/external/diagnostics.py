@@ -163,17 +163,17 @@ _MORE = (" (Tint reports one uniformity error per module: this one shows once th
 _HOST_PIPELINE_ERRORS = ("uninitialized pipeline overridable constants",)
 
 
-def tint_diagnostics(kf: KernelFile, modules: dict[str, Module]
+def tint_diagnostics(kf: KernelFile, modules: dict[str, Module], *, pipelines: bool = True
                      ) -> tuple[list[Diagnostic], tint.TintVerdict]:
     """Tint's messages for every source of ``kf`` (one Node call), in file coordinates,
     and whether it ran. ``modules`` (ssmviz's parse of each source) gives the compute entry
     points: a pipeline of each is created too, which checks WebGPU's default limits
     (workgroup storage, invocations) the way Chrome's device does unless the host raises
-    them: those findings are warnings."""
+    them: those findings are warnings (``pipelines`` False: none are created)."""
     builds: list[tuple[KernelSource, str, tint.TintInput]] = []
     for src in kf.sources:
         entries = [f.name for f in modules[src.name].entry_points.values()
-                   if f.stage == "compute"]
+                   if f.stage == "compute"] if pipelines else []
         try:
             found = tint.variants(src.text)
         except SsmvizError:

@@ -493,9 +493,10 @@ def run_live_isolated(path: str, text: str | None, arrays: Mapping[str, np.ndarr
                              text=_read_for_depth(path, text))
 
 
-def kernel_analysis(path: str, text: str) -> tuple[list, list]:
-    """(diagnostics, every matching profile, best first) of a kernel text: naga and
-    ssmviz's static analysis. Runs in the worker; never raises for a bad file."""
+def kernel_analysis(path: str, text: str, *, builtin: bool = False) -> tuple[list, list]:
+    """(diagnostics, every matching profile, best first) of a kernel text: naga, Tint and
+    ssmviz's static analysis. ``builtin``: one of ssmviz's own shaders (edited or not),
+    run by ssmviz's host code with the adapter's limits. Never raises for a bad file."""
     from ssmviz.core.external.diagnostics import Diagnostic
     from ssmviz.core.external.loader import load_kernel_text
     from ssmviz.core.external.profiles import detect_profile, detect_profiles
@@ -504,7 +505,7 @@ def kernel_analysis(path: str, text: str) -> tuple[list, list]:
 
     try:
         kf = load_kernel_text(text, path)
-        an = analyze(kf, get_runtime().device)
+        an = analyze(kf, get_runtime().device, host_limits=builtin)
     except SsmvizError as exc:
         return [Diagnostic("error", path, 1, 1, str(exc))], []
     diags = list(an.diagnostics)
@@ -518,10 +519,10 @@ def kernel_analysis(path: str, text: str) -> tuple[list, list]:
     return diags, profs
 
 
-def kernel_analysis_isolated(path: str, text: str, *, timeout: float | None = None
-                             ) -> tuple[list, list]:
+def kernel_analysis_isolated(path: str, text: str, *, builtin: bool = False,
+                             timeout: float | None = None) -> tuple[list, list]:
     """:func:`kernel_analysis` in the worker; a hang or crash raises WatchdogError."""
-    return get_worker().call(kernel_analysis, path, text, text=text,
+    return get_worker().call(kernel_analysis, path, text, text=text, builtin=builtin,
                              deadline=timeout if timeout is not None else BASE_DEADLINE_S)
 
 

@@ -154,9 +154,11 @@ class _Analysis:
 TINT_COVERS = {"nonuniform-barrier", "not-webgpu"}
 
 
-def analyze(kf: KernelFile, device: Any = None) -> _Analysis:
+def analyze(kf: KernelFile, device: Any = None, *, host_limits: bool = False) -> _Analysis:
     """naga (when a device is given), Tint (Chrome's compiler, in its own process) and
-    ssmviz's static checks for every source."""
+    ssmviz's static checks for every source. ``host_limits``: the sources are ssmviz's own
+    shaders, whose host code requests the adapter's limits, so WebGPU's default limits
+    (Tint's pipeline check) do not apply to them."""
     diags: list[Diagnostic] = []
     modules: dict[str, Module] = {}
     ok: dict[str, bool] = {}
@@ -175,7 +177,7 @@ def analyze(kf: KernelFile, device: Any = None) -> _Analysis:
         ok[src.name] = not naga
         own[src.name] = found
         diags += naga
-    found_tint, verdict = tint_diagnostics(kf, modules)
+    found_tint, verdict = tint_diagnostics(kf, modules, pipelines=not host_limits)
     tint_errors = {(d.export, d.line, d.col): d for d in found_tint if d.severity == "error"}
     for src in kf.sources:
         if src.name not in verdict.checked:
