@@ -25,6 +25,9 @@ MAX_FILE_BYTES = 8 << 20
 
 _WGSL_HINT = re.compile(r"@compute|@workgroup_size|@group\s*\(|@binding\s*\(|\bfn\s+\w+\s*\(")
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+#: Template literals nested in ``${...}`` deeper than this are refused: the scanner recurses
+#: once per level (3000 levels once overflowed Python's stack); real modules nest 1 or 2.
+MAX_TEMPLATE_NESTING = 64
 
 
 @dataclass
@@ -163,9 +166,9 @@ class _Scanner:
         return SsmvizError(f"{self.path}:{line}:{col}: {what}")
 
     def scan(self) -> None:
-        self._code(0, top=True, depth=0)
+        self._code(0, top=True, depth=0, level=0)
 
-    def _code(self, i: int, *, top: bool, depth: int) -> int:
+    def _code(self, i: int, *, top: bool, depth: int, level: int) -> int:
         """Scan code from i; in an interpolation (top=False) stop at its closing brace."""
         s, n = self.s, self.n
         braces = 0
@@ -185,7 +188,7 @@ class _Scanner:
             elif ch in "'\"":
                 i = self._string(i)
             elif ch == "`":
-                i = self._template(i, depth + braces)
+                i = self._template(i, depth + braces, level + 1)
             elif ch == "{":
                 braces += 1
                 i += 1
@@ -215,7 +218,12 @@ class _Scanner:
             j += 1
         raise self._err(i, "unterminated string literal")
 
-    def _template(self, i: int, depth: int) -> int:
+    def _template(self, i: int, depth: int, level: int) -> int:
+        """Scan the literal opening at i; ``level`` counts the literals it sits in, itself
+        included."""
+        if level > MAX_TEMPLATE_NESTING:
+            raise self._err(i, f"template literals nest more than {MAX_TEMPLATE_NESTING} deep "
+                            "inside ${...} interpolations")
         s, n = self.s, self.n
         parts: list = []
         j = i + 1
@@ -234,7 +242,7 @@ class _Scanner:
                 self.templates.append(_Template(i, j + 1, parts, depth))
                 return j + 1
             if c == "$" and j + 1 < n and s[j + 1] == "{":
-                close = self._code(j + 2, top=False, depth=depth)
+                close = self._code(j + 2, top=False, depth=depth, level=level)
                 parts.append(("expr", (s[j + 2 : close], j)))
                 j = close + 1
                 continue
