@@ -27,7 +27,7 @@ from PySide6.QtWidgets import QApplication
 from ssmviz.app.controls import BAD_STYLE
 from ssmviz.app.session import Session
 from ssmviz.app.window import MainWindow
-from ssmviz.core.problem import S6_GRAD_KEYS, S6_INPUT_KEYS, Problem
+from ssmviz.core.problem import S6_GRAD_KEYS, S6_INPUT_KEYS, ParamInit, Problem
 from ssmviz.core.signals import SignalSpec
 
 pytestmark = [pytest.mark.qt, pytest.mark.gpu]
@@ -465,3 +465,33 @@ def test_long_ssd_runs_show_the_busy_indicator(qtbot, make_window) -> None:
         qtbot.waitUntil(w.status.busy.isVisible, timeout=RUN_TIMEOUT_MS)
     assert shown[0] is True and shown[-1] is False
     assert not w.status.busy.isVisible()
+
+
+def test_tiny_dt_session_round_trips_through_the_controls_and_runs(
+        qtbot, make_window, tmp_path) -> None:
+    """dt_min = dt_max = 1e-7 once rounded to 0 in a 6-decimal spin box: nothing ran."""
+    problem = SMALL.with_(init=ParamInit(dt_min=1e-7, dt_max=1e-7, A_value=3e-9))
+    path = tmp_path / "tiny.json"
+    Session(problem).save(path)
+    w = make_window(None)
+    _run(qtbot, w, lambda: w.open_session(path))
+    assert w.controls.error_text == ""
+    assert w.controls.problem() == problem
+    assert w.session().problem == problem
+    assert w.result.error == "" and w.result.problem == problem
+    bias = w.result.inputs["delta_bias"]
+    np.testing.assert_allclose(np.log1p(np.exp(bias)), 1e-7, rtol=1e-9)  # softplus(bias)
+
+
+def test_float_spin_boxes_hold_every_valid_value_and_step_in_decades(make_window) -> None:
+    w = make_window(None)
+    box = w.controls.widgets["init.dt_min"]
+    for value in (1e-300, 1e-7, 1 / 3, 0.1, 123456.789, 1e12, 2.5e-9):
+        box.setValue(value)
+        assert box.value() == value and float(box.text()) == value
+    box.setValue(1e-6)
+    box.stepBy(4)  # four quarter decades: ×10
+    assert box.value() == pytest.approx(1e-5, rel=1e-12)
+    amp = w.controls.widgets["signal.amplitude"]
+    amp.setValue(-1e12)
+    assert amp.value() == -1e12 and amp.minimum() == -1e12 and amp.maximum() == 1e12

@@ -51,7 +51,7 @@ CASES = [
      "the shader compiler did not finish the pipeline of `forward_scan` in 3 s"),
     ("parens-3000-wgsl", "deep.wgsl", deep_parens_wgsl, [], 2, "shader compiler crashed"),
     ("parens-3000-in-js", "deep.js", deep_parens_js, [], 2, "nesting depth ~3000"),
-    ("templates-3000-js", "nest.js", deep_templates_js, [], 2, "nested more than"),
+    ("templates-3000-js", "nest.js", deep_templates_js, [], 2, "nest more than"),
     ("if-blocks-3000-wgsl", "blocks.wgsl", deep_blocks_wgsl, ["--abi", "builderforce-s6"], 2,
      "brace nesting limit"),
     ("braces-3000-wgsl", "braces.wgsl",

@@ -3,7 +3,9 @@
 Each change builds a candidate :class:`Problem` and validates it with the core;
 a bad value is refused here (the field turns red and the SsmvizError text shows
 under the controls) and never reaches the worker. Spin boxes allow values the
-core rejects on purpose, so the core stays the one judge of what is valid.
+core rejects on purpose, so the core stays the one judge of what is valid; they hold
+every value the core accepts (floats exactly, in scientific notation, within ±FLOAT_LIMIT),
+so a session never changes on its way through the controls.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 import numpy as np
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QValidator
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -33,6 +36,7 @@ from PySide6.QtWidgets import (
 from ssmviz.app.derived import Selection, sizes_of
 from ssmviz.core.check import load_inputs_npz
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.fields import FLOAT_LIMIT
 from ssmviz.core.problem import A_INITS, CONVENTIONS, DY_KINDS, FAMILIES, Problem
 from ssmviz.core.signals import SIGNAL_NAMES
 
@@ -49,6 +53,8 @@ class FieldSpec:
     group: str
     choices: tuple[str, ...] = ()
     families: tuple[str, ...] = FAMILIES
+    #: Steps multiply or divide (step sizes span decades, e.g. dt_min = 1e-7).
+    log: bool = False
 
     @property
     def label(self) -> str:
@@ -83,14 +89,61 @@ FIELDS = (
     FieldSpec("signal.seed", "int", "Input signal"),
     FieldSpec("signal.path", "text", "Input signal"),
     FieldSpec("init.A", "choice", "Parameter init", A_INITS),
-    FieldSpec("init.A_value", "float", "Parameter init"),
-    FieldSpec("init.dt_min", "float", "Parameter init"),
-    FieldSpec("init.dt_max", "float", "Parameter init"),
+    FieldSpec("init.A_value", "float", "Parameter init", log=True),
+    FieldSpec("init.dt_min", "float", "Parameter init", log=True),
+    FieldSpec("init.dt_max", "float", "Parameter init", log=True),
     FieldSpec("init.delta_noise", "float", "Parameter init"),
     FieldSpec("init.D", "float", "Parameter init"),
     FieldSpec("init.bc_scale", "float", "Parameter init"),
 )
 SIZE_PATHS = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups")
+
+
+#: What a float entry may look like while being typed ("", "-", "1e", "2.5e-").
+_PARTIAL_FLOAT = re.compile(r"[+-]?(\d*\.?\d*)([eE][+-]?\d*)?")
+#: One logarithmic step: a quarter decade.
+LOG_STEP = 10**0.25
+
+
+class ScientificSpinBox(QDoubleSpinBox):
+    """A float entry that holds any double exactly and shows it in its shortest form
+    (``1e-07``, ``0.001``, ``250.0``); with ``log`` its arrows multiply by LOG_STEP.
+
+    QDoubleSpinBox rounds every value to ``decimals()`` places (6 would turn 1e-7 into 0);
+    323 places is exact for every double, and the text is Python's round-trip repr.
+    """
+
+    def __init__(self, *, log: bool = False, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.log = log
+        self.setDecimals(323)
+        self.setRange(-FLOAT_LIMIT, FLOAT_LIMIT)
+        self.setSingleStep(0.1)
+
+    def textFromValue(self, value: float) -> str:  # Qt override
+        return repr(float(value))
+
+    def valueFromText(self, text: str) -> float:  # Qt override
+        try:
+            return float(text)
+        except ValueError:
+            return self.value()
+
+    def validate(self, text: str, pos: int) -> object:  # Qt override
+        try:
+            value = float(text)
+        except ValueError:
+            ok = _PARTIAL_FLOAT.fullmatch(text.strip()) is not None
+            return (QValidator.State.Intermediate if ok else QValidator.State.Invalid, text, pos)
+        inside = self.minimum() <= value <= self.maximum()
+        return (QValidator.State.Acceptable if inside else QValidator.State.Intermediate,
+                text, pos)
+
+    def stepBy(self, steps: int) -> None:  # Qt override
+        if self.log and self.value() > 0:
+            self.setValue(self.value() * LOG_STEP**steps)
+        else:
+            super().stepBy(steps)
 
 
 def _get(data: dict[str, Any], path: str) -> Any:
@@ -192,10 +245,7 @@ class ControlsPanel(QWidget):
             w.setKeyboardTracking(True)
             w.valueChanged.connect(self._edited)
         elif spec.kind == "float":
-            w = QDoubleSpinBox()
-            w.setRange(-1e12, 1e12)
-            w.setDecimals(6)
-            w.setSingleStep(0.1)
+            w = ScientificSpinBox(log=spec.log)
             w.valueChanged.connect(self._edited)
         else:
             w = QLineEdit()

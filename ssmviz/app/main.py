@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 #: The screenshot waits at most this long for the first run.
 SCREENSHOT_TIMEOUT_S = 300
@@ -76,14 +77,24 @@ def run_app(argv: Sequence[str]) -> int:
             )
             return 2
         os.environ["QT_QPA_PLATFORM"] = "offscreen"  # a screenshot needs no screen
-    from PySide6.QtCore import QEventLoop, QTimer, qInstallMessageHandler
+    from ssmviz.app.session import Session
+    from ssmviz.core.errors import SsmvizError
+
+    session = None
+    if args.session:  # before Qt starts: a bad session is refused at once
+        try:
+            session = Session.load(args.session)
+        except SsmvizError as exc:
+            return _fail(str(exc))
+        if args.screenshot and session.kernel_path and not Path(session.kernel_path).is_file():
+            # The window would fall back to the built-in kernel; a picture of another
+            # kernel than the session names would be silently wrong.
+            return _fail(f"session kernel_path file not found: {session.kernel_path}")
+    from PySide6.QtCore import qInstallMessageHandler
     from PySide6.QtWidgets import QApplication
 
-    from ssmviz.app.session import Session
     from ssmviz.app.window import MainWindow
     from ssmviz.core import gpu
-    from ssmviz.core.errors import SsmvizError
-    from ssmviz.core.fileio import write_file
 
     if args.cpu:
         gpu.configure(force_cpu=True)
@@ -92,13 +103,6 @@ def run_app(argv: Sequence[str]) -> int:
     app.setOrganizationName("ssmviz")
     app.setApplicationName("ssmviz")
     _set_icon(app)
-    session = None
-    if args.session:
-        try:
-            session = Session.load(args.session)
-        except SsmvizError as exc:
-            print(f"ssmviz: error: {exc}", file=sys.stderr)
-            return 2
     # A screenshot is reproducible: it neither reads nor writes the remembered session.
     screenshot = bool(args.screenshot)
     # Offscreen (no display) a screenshot has no real screen to fit: the preferred size.
@@ -106,21 +110,54 @@ def run_app(argv: Sequence[str]) -> int:
     window = MainWindow(restore=not screenshot and session is None,
                         fit_screen=not (screenshot and offscreen))
     window.show()
-    if session is not None:
-        window.apply_session(session)
-        window.setWindowTitle(f"ssmviz — {args.session}")
-    elif screenshot:
-        window.run_now()
+    try:
+        if session is not None:
+            window.apply_session(session)
+            window.setWindowTitle(f"ssmviz — {args.session}")
+        elif screenshot:
+            window.run_now()
+    except SsmvizError as exc:
+        if screenshot:
+            window.shutdown()
+            return _fail(str(exc))
+        window.status.show_error(str(exc))
     if not screenshot:
         code = app.exec()
         window.shutdown()
         return int(code)
+    return _screenshot(app, window, args.screenshot)
 
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"ssmviz: error: {message}", file=sys.stderr)
+    return code
+
+
+def _screenshot(app, window, path: str) -> int:
+    """Wait for the first run, save the window as PNG; no PNG when nothing ran."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    if window.controls.error_text:  # the controls refused the problem: no run will come
+        window.shutdown()
+        return _fail(f"the session's problem is refused: {window.controls.error_text}")
     loop = QEventLoop()
-    window.plotsUpdated.connect(lambda *_: QTimer.singleShot(300, loop.quit))
+    shown: list[int] = []
+
+    def plotted(*_: object) -> None:
+        shown.append(1)
+        QTimer.singleShot(300, loop.quit)
+
+    window.plotsUpdated.connect(plotted)
     QTimer.singleShot(SCREENSHOT_TIMEOUT_S * 1000, loop.quit)
     loop.exec()
     app.processEvents()
+    error = window.result.error if window.result is not None else ""
+    if not shown or error:
+        window.shutdown()
+        window.close()
+        if error:
+            return _fail(f"the session did not run: {error}")
+        return _fail(f"no run finished within {SCREENSHOT_TIMEOUT_S} s; no screenshot written", 1)
     pixmap = window.grab()
     window.shutdown()  # also keeps close() from saving the session
     window.close()
@@ -129,9 +166,11 @@ def run_app(argv: Sequence[str]) -> int:
         if not pixmap.save(str(tmp), "PNG"):
             raise OSError(f"Qt could not save a PNG to {tmp}")
 
+    from ssmviz.core.errors import SsmvizError
+    from ssmviz.core.fileio import write_file
+
     try:
-        write_file(args.screenshot, write)  # atomic: an old screenshot survives a failure
+        write_file(path, write)  # atomic: an old screenshot survives a failure
     except SsmvizError as exc:
-        print(f"ssmviz: error: {exc}", file=sys.stderr)
-        return 1
+        return _fail(str(exc), 1)
     return 0

@@ -15,16 +15,17 @@ the kernel file the shader panel had open (files without the key are built-in).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.fields import describe, require_object
 from ssmviz.core.problem import Problem
 
 SESSION_VERSION = 1
 VIEW_KEYS = ("batch", "channel", "state", "cursor")
+SESSION_KEYS = ("ssmviz_session", "problem", "view", "inputs_path", "kernel_path")
 
 
 @dataclass
@@ -47,29 +48,42 @@ class Session:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Session:
-        """Raises SsmvizError (one line) for a file that is not a valid session."""
-        if not isinstance(data, Mapping) or "problem" not in data:
+    def from_dict(cls, data: Any) -> Session:
+        """Raises SsmvizError (one line naming the field) for data that is not a valid
+        session: unknown keys, values of the wrong JSON type, values out of range (the
+        view must point inside the problem)."""
+        data = require_object("session", data)
+        for key in data:
+            if key not in SESSION_KEYS:
+                raise SsmvizError(f"unknown session field {describe(str(key))}")
+        if "problem" not in data:
             raise SsmvizError("session file has no 'problem' entry")
         version = data.get("ssmviz_session", SESSION_VERSION)
-        if version != SESSION_VERSION:
+        if isinstance(version, bool) or version != SESSION_VERSION:
             raise SsmvizError(
-                f"session version {version} is not supported (need {SESSION_VERSION})"
+                f"session version {describe(version)} is not supported (need {SESSION_VERSION})"
             )
-        problem = Problem.from_dict(data["problem"])
-        problem.validate()
+        problem = Problem.from_dict(data["problem"], where="session problem")
+        try:
+            problem.validate()
+        except SsmvizError as exc:
+            raise SsmvizError(f"session problem: {exc}") from exc
         view = dict.fromkeys(VIEW_KEYS, 0)
-        for key, value in dict(data.get("view") or {}).items():
+        bounds = {"batch": ("batch", problem.batch), "channel": ("d_inner", problem.inner),
+                  "state": ("d_state", problem.d_state), "cursor": ("seq_len", problem.seq_len)}
+        for key, value in require_object("session view", data.get("view", {})).items():
             if key not in VIEW_KEYS:
-                raise SsmvizError(f"unknown session view field '{key}'")
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise SsmvizError(f"session view {key} must be an integer ≥ 0; got {value!r}")
+                raise SsmvizError(f"unknown session view field {describe(str(key))}")
+            size, top = bounds[key]
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < top:
+                raise SsmvizError(f"session view.{key} must be an integer in [0, {size} - 1 = "
+                                  f"{top - 1}]; got {describe(value)}")
             view[key] = value
         paths = {}
         for key in ("inputs_path", "kernel_path"):
             path = data.get(key)
             if path is not None and not isinstance(path, str):
-                raise SsmvizError(f"session {key} must be a string; got {path!r}")
+                raise SsmvizError(f"session {key} must be a string; got {describe(path)}")
             paths[key] = path or None
         return cls(problem, view, **paths)
 
@@ -84,18 +98,54 @@ class Session:
 
     @classmethod
     def from_json(cls, text: str) -> Session:
+        """Parse and validate a session's JSON text; only SsmvizError comes out."""
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_no_duplicates)
+        except SsmvizError:
+            raise
         except json.JSONDecodeError as exc:
             raise SsmvizError(f"session is not valid JSON: {exc.msg} at line {exc.lineno}") from exc
+        except RecursionError as exc:
+            raise SsmvizError("session is not a session: its JSON nests too deeply") from exc
+        except ValueError as exc:  # e.g. an integer literal of more than 4300 digits
+            what = str(exc).split(":")[0]
+            raise SsmvizError(f"session is not valid JSON: {what}") from exc
         return cls.from_dict(data)
 
     @classmethod
     def load(cls, path: str | Path) -> Session:
+        """Read, parse and validate a session file; the files it names as inputs (its
+        ``inputs_path``, a signal file) must exist.
+
+        (A missing ``kernel_path`` is the window's to report: it falls back to the
+        built-in kernel and says so.)"""
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            raw = Path(path).read_bytes()
         except FileNotFoundError as exc:
             raise SsmvizError(f"session file not found: {path}") from exc
         except OSError as exc:
             raise SsmvizError(f"cannot read session {path}: {exc.strerror or exc}") from exc
-        return cls.from_json(text)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SsmvizError(
+                f"session {path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
+                f"{exc.start})"
+            ) from exc
+        session = cls.from_json(text)
+        if session.inputs_path and not Path(session.inputs_path).is_file():
+            raise SsmvizError(f"session inputs_path file not found: {session.inputs_path}")
+        signal = session.problem.signal
+        if signal.name == "file" and not Path(signal.path or "").is_file():
+            raise SsmvizError(f"session problem.signal.path file not found: {signal.path}")
+        return session
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json keeps the last of two equal keys; a session that says two things is refused.
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise SsmvizError(f"session names the key {describe(key)} twice in one object")
+        out[key] = value
+    return out

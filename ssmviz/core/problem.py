@@ -23,12 +23,13 @@ from __future__ import annotations
 import functools
 import zlib
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.fields import SEED_MAX, check_number, typed_fields
 from ssmviz.core.reference._common import CONVENTIONS, inverse_softplus
 from ssmviz.core.signals import SignalSpec, generate
 
@@ -112,16 +113,15 @@ class ParamInit:
     def validate(self) -> None:
         if self.A not in A_INITS:
             raise SsmvizError(f"init A must be one of {', '.join(A_INITS)}; got '{self.A}'")
-        if not (np.isfinite(self.A_value) and self.A_value > 0):
-            raise SsmvizError(f"init A_value must be a positive number; got {self.A_value}")
-        if not (0 < self.dt_min <= self.dt_max) or not np.isfinite(self.dt_max):
+        for key in ("A_value", "dt_min", "dt_max"):
+            check_number(f"init {key}", getattr(self, key), positive=True)
+        if self.dt_min > self.dt_max:
             raise SsmvizError(
                 f"init dt_min/dt_max must satisfy 0 < dt_min ≤ dt_max; got {self.dt_min}, "
                 f"{self.dt_max}"
             )
         for key in ("delta_noise", "D", "bc_scale"):
-            if not np.isfinite(getattr(self, key)):
-                raise SsmvizError(f"init {key} must be a finite number; got {getattr(self, key)}")
+            check_number(f"init {key}", getattr(self, key))
         if self.delta_noise < 0:
             raise SsmvizError(f"init delta_noise must be ≥ 0; got {self.delta_noise}")
 
@@ -198,7 +198,7 @@ class Problem:
                 )
         if self.dy not in DY_KINDS:
             raise SsmvizError(f"dy must be one of {', '.join(DY_KINDS)}; got '{self.dy}'")
-        _check_int("seed", self.seed, 0)
+        _check_int("seed", self.seed, 0, SEED_MAX)
         self.signal.validate()
         self.init.validate()
 
@@ -277,21 +277,15 @@ class Problem:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Problem:
-        """Inverse of :meth:`to_dict`; unknown keys are an error naming the key."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise SsmvizError(f"unknown problem field '{unknown[0]}'")
-        kwargs = dict(data)
-        try:
-            if isinstance(kwargs.get("signal"), Mapping):
-                kwargs["signal"] = SignalSpec(**kwargs["signal"])
-            if isinstance(kwargs.get("init"), Mapping):
-                kwargs["init"] = ParamInit(**kwargs["init"])
-        except TypeError as exc:
-            raise SsmvizError(f"bad signal or init field: {exc}") from exc
-        return cls(**kwargs)
+    def from_dict(cls, data: Mapping[str, Any], where: str = "problem") -> Problem:
+        """Inverse of :meth:`to_dict`. Unknown keys and values of the wrong JSON type are a
+        one-line SsmvizError naming the field (``where.signal.amplitude``); missing keys
+        keep their defaults. Ranges are :meth:`validate`'s."""
+        nested = {
+            "signal": lambda v, name: SignalSpec(**typed_fields(SignalSpec, v, name)),
+            "init": lambda v, name: ParamInit(**typed_fields(ParamInit, v, name)),
+        }
+        return cls(**typed_fields(cls, data, where, nested))
 
     def with_(self, **changes: Any) -> Problem:
         """A copy with some fields changed."""

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.fields import SEED_MAX, check_number
 
 SIGNAL_NAMES = (
     "impulse",
@@ -54,11 +55,13 @@ class SignalSpec:
         if self.name not in SIGNAL_NAMES:
             raise SsmvizError(f"signal must be one of {', '.join(SIGNAL_NAMES)}; got '{self.name}'")
         for key in ("amplitude", "frequency", "offset", "phase_step", "channel_offset"):
-            value = getattr(self, key)
-            if not np.isfinite(value):
-                raise SsmvizError(f"signal {key} must be a finite number; got {value}")
+            check_number(f"signal {key}", getattr(self, key))
         if self.frequency < 0:
             raise SsmvizError(f"signal frequency must be ≥ 0; got {self.frequency}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int | np.integer):
+            raise SsmvizError(f"signal seed must be an integer; got {self.seed!r}")
+        if not 0 <= self.seed <= SEED_MAX:
+            raise SsmvizError(f"signal seed must be in [0, {SEED_MAX}]; got {self.seed}")
         if self.name == "file" and not self.path:
             raise SsmvizError("signal 'file' needs a path to a .npy or .csv file")
 

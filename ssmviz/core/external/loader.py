@@ -25,6 +25,9 @@ MAX_FILE_BYTES = 8 << 20
 
 _WGSL_HINT = re.compile(r"@compute|@workgroup_size|@group\s*\(|@binding\s*\(|\bfn\s+\w+\s*\(")
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+#: Template literals nested in ``${...}`` deeper than this are refused: the scanner recurses
+#: once per level (3000 levels once overflowed Python's stack); real modules nest 1 or 2.
+MAX_TEMPLATE_NESTING = 64
 
 
 @dataclass
@@ -142,10 +145,6 @@ class _Template:
     depth: int  # brace depth of the module at the literal (0 = top level)
 
 
-#: The deepest nesting of template literals (`` `${`${...}`}` ``) the scanner reads.
-MAX_TEMPLATE_NESTING = 64
-
-
 class _Scanner:
     """Finds template literals, top-level constants and exports; skips strings and comments."""
 
@@ -155,7 +154,6 @@ class _Scanner:
         self.n = len(text)
         self.templates: list[_Template] = []
         self.comments: list[tuple[int, int]] = []
-        self._nesting = 0
         self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
 
     def line_col(self, off: int) -> tuple[int, int]:
@@ -168,9 +166,9 @@ class _Scanner:
         return SsmvizError(f"{self.path}:{line}:{col}: {what}")
 
     def scan(self) -> None:
-        self._code(0, top=True, depth=0)
+        self._code(0, top=True, depth=0, level=0)
 
-    def _code(self, i: int, *, top: bool, depth: int) -> int:
+    def _code(self, i: int, *, top: bool, depth: int, level: int) -> int:
         """Scan code from i; in an interpolation (top=False) stop at its closing brace."""
         s, n = self.s, self.n
         braces = 0
@@ -190,7 +188,7 @@ class _Scanner:
             elif ch in "'\"":
                 i = self._string(i)
             elif ch == "`":
-                i = self._template(i, depth + braces)
+                i = self._template(i, depth + braces, level + 1)
             elif ch == "{":
                 braces += 1
                 i += 1
@@ -220,19 +218,12 @@ class _Scanner:
             j += 1
         raise self._err(i, "unterminated string literal")
 
-    def _template(self, i: int, depth: int) -> int:
-        # Each template nested in an interpolation is one more level of recursion here:
-        # refuse depths no kernel module uses before Python's stack runs out.
-        self._nesting += 1
-        if self._nesting > MAX_TEMPLATE_NESTING:
-            raise self._err(i, f"template literals nested more than {MAX_TEMPLATE_NESTING} "
-                            "deep (`${` inside `${`); ssmviz does not read such modules")
-        try:
-            return self._template_body(i, depth)
-        finally:
-            self._nesting -= 1
-
-    def _template_body(self, i: int, depth: int) -> int:
+    def _template(self, i: int, depth: int, level: int) -> int:
+        """Scan the literal opening at i; ``level`` counts the literals it sits in, itself
+        included."""
+        if level > MAX_TEMPLATE_NESTING:
+            raise self._err(i, f"template literals nest more than {MAX_TEMPLATE_NESTING} deep "
+                            "inside ${...} interpolations")
         s, n = self.s, self.n
         parts: list = []
         j = i + 1
@@ -251,7 +242,7 @@ class _Scanner:
                 self.templates.append(_Template(i, j + 1, parts, depth))
                 return j + 1
             if c == "$" and j + 1 < n and s[j + 1] == "{":
-                close = self._code(j + 2, top=False, depth=depth)
+                close = self._code(j + 2, top=False, depth=depth, level=level)
                 parts.append(("expr", (s[j + 2 : close], j)))
                 j = close + 1
                 continue

@@ -389,6 +389,8 @@ def parse_profile_text(raw: bytes | str, *, origin: str = "profile") -> AbiProfi
         raise SsmvizError(f"{origin}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise SsmvizError(f"{origin}: invalid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise SsmvizError(f"{origin}: invalid TOML: arrays or tables nest too deeply") from None
     try:
         return parse_profile(data, origin=origin)
     except SsmvizError:
