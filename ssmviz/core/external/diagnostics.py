@@ -21,6 +21,7 @@ from ssmviz.core.external.wgsl import (
     shadowing,
     uniformity,
 )
+from ssmviz.core.external.wgsl_layout import workgroup_storage
 from ssmviz.core.shader_variants import specialize
 
 _SPAN = re.compile(r"wgsl:(\d+):(\d+)")
@@ -141,15 +142,19 @@ def _explain(src: KernelSource, message: str, line: int) -> tuple[tuple[int, int
 
 
 def static_diagnostics(
-    kf: KernelFile, src: KernelSource, *, naga_failed_without_location: bool
+    kf: KernelFile, src: KernelSource, *, naga_failed_without_location: bool,
+    workgroup_limit: int | None = None,
 ) -> tuple[Module, list[Diagnostic]]:
     """ssmviz's own findings on one WGSL source: syntax balance, shadowing, uniformity,
-    portability."""
+    portability, and (given the device's maxComputeWorkgroupStorageSize) each entry
+    point's workgroup storage."""
     mod = parse_module(src.text)
     probs = list(mod.problems)
     probs += shadowing(mod, naga_failed_without_location)
     probs += uniformity(mod)
     probs += portability(mod)
+    if workgroup_limit is not None:
+        probs += workgroup_storage(mod, workgroup_limit)
     return mod, [_locate(kf, src, p) for p in probs]
 
 
