@@ -74,11 +74,16 @@ class TensorVerdict:
     deterministic: bool = True
     note: str = ""  # e.g. why a tensor could not be checked
     checked: bool = True
+    #: Why the adapter, not the kernel, made this tensor differ (e.g. "lavapipe stops loops
+    #: after 65535 iterations; ..."): the tensor is neither passed nor blamed on the kernel.
+    not_judged: str = ""
 
     @property
     def passed(self) -> bool:
         if not self.checked:
             return True
+        if self.not_judged:
+            return False  # nothing proved it right where the adapter cut the run short
         return (
             bool(np.isfinite(self.rel_err))
             and self.rel_err <= self.tolerance
@@ -93,6 +98,8 @@ class TensorVerdict:
         """One line saying why the tensor failed ('' when it passed)."""
         if not self.checked or self.passed:
             return ""
+        if self.not_judged:
+            return f"not judged: {self.not_judged}"
         parts = []
         if self.unwritten:
             parts.append(f"{self.unwritten} element(s) never written")
@@ -120,6 +127,7 @@ class TensorVerdict:
             "deterministic": self.deterministic,
             "checked": self.checked,
             "passed": self.passed,
+            "not_judged": self.not_judged or None,
             "note": self.note,
         }
 
@@ -156,6 +164,22 @@ class CheckReport:
     def failures(self) -> list[str]:
         return [f"{v.name}: {v.reason()}" for v in self.verdicts if not v.passed]
 
+    def kernel_failures(self) -> list[TensorVerdict]:
+        """The failing tensors the kernel is to blame for (not those the adapter cut)."""
+        return [v for v in self.verdicts if not v.passed and not v.not_judged]
+
+    def status(self) -> str:
+        """The verdict line's text: PASS, FAIL (n tensor(s)) or NOT JUDGED (why)."""
+        if self.passed:
+            return "PASS"
+        blamed = self.kernel_failures()
+        cut = [v for v in self.verdicts if v.not_judged]
+        if not blamed:
+            return (f"NOT JUDGED ({len(cut)} tensor(s) not judged past the adapter's loop "
+                    f"limit: {cut[0].not_judged}; the kernel is not blamed)")
+        more = f"; {len(cut)} not judged past the adapter's loop limit" if cut else ""
+        return f"FAIL ({len(blamed)} tensor(s){more})"
+
     def table(self, verdict: str | None = None) -> str:
         """The verdict table the CLI prints; ``verdict`` replaces the last line's status
         when the caller's judgement goes beyond the tensors (e.g. a file that does not
@@ -181,7 +205,10 @@ class CheckReport:
             if not v.checked:
                 rows.append((v.name, "-", "-", "-", f"not checked: {v.note}"))
                 continue
-            cell = "PASS" if v.passed else "FAIL: " + v.reason()
+            if v.not_judged:
+                cell = "NOT JUDGED: " + v.not_judged
+            else:
+                cell = "PASS" if v.passed else "FAIL: " + v.reason()
             if v.note:
                 cell += f" ({v.note})"
             rows.append(
@@ -199,9 +226,7 @@ class CheckReport:
             for r in rows
         ]
         lines.insert(1, "-" * (sum(widths) + 8 + 7))
-        status = verdict or (
-            "PASS" if self.passed else f"FAIL ({len(self.failures())} tensor(s))")
-        return head + "\n" + "\n".join(lines) + f"\nverdict: {status}"
+        return head + "\n" + "\n".join(lines) + f"\nverdict: {verdict or self.status()}"
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -224,6 +224,25 @@ fn main(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invocation_index) li
 """
 
 
+#: Counts one loop's iterations up to o[0] and writes the count to o[1]: an adapter that
+#: stops an invocation's loops early (lavapipe after 65535 iterations) writes less.
+_LOOP_PROBE = """
+@group(0) @binding(0) var<storage, read_write> o: array<u32>;
+@compute @workgroup_size(1)
+fn main() {
+    let bound = o[0];
+    var n = 0u;
+    loop {
+        if (n >= bound) { break; }
+        n = n + 1u;
+    }
+    o[1] = n;
+}
+"""
+#: The loop probe counts up to this many iterations (lavapipe stops at 65535).
+LOOP_PROBE_ITERATIONS = 1 << 20
+
+
 def _want_cpu() -> bool:
     if _config["force_cpu"] is not None:
         return bool(_config["force_cpu"])
@@ -320,6 +339,8 @@ class GpuRuntime:
         self._timestamp_period = self._query_timestamp_period()
         self._subgroup_size: int | None = None
         self._subgroup_probed = False
+        self._loop_limit: int | None = None
+        self._loop_probed = False
         self._warm_write()
 
     def _warm_write(self) -> None:
@@ -401,6 +422,37 @@ class GpuRuntime:
         if size < 1 or size & (size - 1) or size > 64 or np.any(got[:, 0] != size):
             return None
         return size if np.array_equal(got[:, 1], lane % size) else None
+
+    @property
+    def loop_limit(self) -> int | None:
+        """How many loop iterations one invocation may run before the adapter stops it
+        (lavapipe: 65535, counted over all of the invocation's loops); None when a loop of
+        LOOP_PROBE_ITERATIONS ran to its end. Probed once, on first use."""
+        with self._pipeline_lock:
+            if not self._loop_probed:
+                self._loop_probed = True
+                self._loop_limit = self._probe_loop_limit()
+        return self._loop_limit
+
+    def _probe_loop_limit(self) -> int | None:
+        buf = self.upload(np.array([LOOP_PROBE_ITERATIONS, 0], dtype=np.uint32))
+        # Built here, not by pipeline(): the caller holds the pipeline lock.
+        module = self.device.create_shader_module(code=_LOOP_PROBE, label="loop probe")
+        pipe = self.device.create_compute_pipeline(
+            layout="auto", compute={"module": module, "entry_point": "main"}
+        )
+        self.run([Dispatch(pipe, {0: buf}, (1, 1, 1), "loop probe")])
+        count = int(self.read(buf, np.uint32, (2,))[1])
+        buf.destroy()
+        return count if count < LOOP_PROBE_ITERATIONS else None
+
+    def loop_limit_words(self) -> str:
+        """E.g. "lavapipe stops loops after 65535 iterations" ('' without a limit)."""
+        limit = self.loop_limit
+        if limit is None:
+            return ""
+        name = "lavapipe" if self.is_lavapipe() else self.adapter.info.get("device", "the adapter")
+        return f"{name} stops loops after {limit} iterations"
 
     # -- limits -------------------------------------------------------------------------
     def require(

@@ -26,6 +26,7 @@ from ssmviz.core.external.wgsl import (
     shadowing,
     uniformity,
 )
+from ssmviz.core.external.wgsl_layout import workgroup_storage
 from ssmviz.core.gpu import create_shader_module
 from ssmviz.core.shader_variants import specialize
 
@@ -232,15 +233,20 @@ def tint_diagnostics(kf: KernelFile, modules: dict[str, Module], *, pipelines: b
 
 
 def static_diagnostics(
-    kf: KernelFile, src: KernelSource, *, naga_failed_without_location: bool
+    kf: KernelFile, src: KernelSource, *, naga_failed_without_location: bool,
+    workgroup_limit: int | None = None,
 ) -> tuple[Module, list[Diagnostic]]:
     """ssmviz's own findings on one WGSL source: syntax balance, shadowing, uniformity,
-    portability."""
+    portability, and (given the device's maxComputeWorkgroupStorageSize) each entry
+    point's workgroup storage."""
     mod = parse_module(src.text)
     probs = list(mod.problems)
     probs += shadowing(mod, naga_failed_without_location)
     probs += uniformity(mod)
     probs += portability(mod, src.text)
+    probs += portability(mod)
+    if workgroup_limit is not None:
+        probs += workgroup_storage(mod, workgroup_limit)
     return mod, [_locate(kf, src, p) for p in probs]
 
 

@@ -129,6 +129,9 @@ class KernelCheckResult:
             parts.append(f"{self.path}: INVALID: {why} ({counts})")
         else:
             word = {0: "PASS", 1: "FAIL", 2: "DOES NOT BUILD"}[self.exit_code]
+            if self.exit_code == 1 and self.report is not None \
+                    and not self.report.kernel_failures():
+                word = "NOT JUDGED past the adapter's loop limit (the kernel is not blamed)"
             # The reason ends the output: the first build error, else the check's message.
             first = next((d for d in self.diagnostics if d.severity == "error"), None)
             why = (f": {first.line}:{first.col}: {first.message}" if first
@@ -163,13 +166,17 @@ def analyze(kf: KernelFile, device: Any = None, *, host_limits: bool = False) ->
     modules: dict[str, Module] = {}
     ok: dict[str, bool] = {}
     own: dict[str, list[Diagnostic]] = {}
+    limit = None
+    if device is not None:
+        limit = dict(device.limits).get("max-compute-workgroup-storage-size")
     for src in kf.sources:
         if device is not None:
             progress.report("compile", f"`{src.name}`")
         naga = naga_diagnostics(kf, src, device) if device is not None else []
         progress.report("step", f"ssmviz's static analysis of `{src.name}`")
         no_loc = any(d.code == "naga" and "no location" in d.message for d in naga)
-        mod, found = static_diagnostics(kf, src, naga_failed_without_location=no_loc)
+        mod, found = static_diagnostics(kf, src, naga_failed_without_location=no_loc,
+                                        workgroup_limit=limit)
         if naga and not no_loc:
             # naga located the error: our syntax-balance findings would only repeat it.
             found = [d for d in found if d.code != "syntax"]
@@ -715,8 +722,9 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
     res.diagnostics = sort_diagnostics(res.diagnostics + _consistency(an, prof, planned))
     naga_failed = any(not an.naga_ok[s.name] for _, s in planned)
     errors = any(d.severity == "error" for d in res.diagnostics)
-    blocking = naga_failed or any(d.code == "abi" and d.severity == "error"
-                                  for d in res.diagnostics)
+    # Past the workgroup-storage limit a kernel is not valid WebGPU: it is not run.
+    blocking = naga_failed or any(d.code in ("abi", "workgroup-storage")
+                                  and d.severity == "error" for d in res.diagnostics)
     if blocking:
         res.exit_code = EXIT_BUILD
         return res
@@ -772,6 +780,7 @@ def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str
     gpu = [_canonical(prof, r, sizes) for r in raws]
     tol = _tolerances(prof)
     verdicts: list[TensorVerdict] = []
+    judged: list[_Judged] = []
     covered: set[str] = set()
     for p, _ in plan.passes:  # dataflow order: pass order, then binding order
         for b in sorted(p.bindings):
@@ -789,7 +798,10 @@ def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str
                 if not v.deterministic:
                     _add_note(v, f"differs across {runs} runs")
                 verdicts.append(v)
+                judged.append(_Judged(v, spec.stage, _seq_axis(prof.family, role),
+                                      gpu[0][label], values[role]))
                 covered.add(ROLE_KEY.get(role, role))
+    _adapter_cut(judged, sizes["seq_len"], rt)
     for key in CHECKED_KEYS[prof.family]:
         if key in covered:
             continue
@@ -909,6 +921,7 @@ def _size_probe(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dic
     gpu2 = _canonical(prof, raw2, sizes2)
     tols = _tolerances(prof)  # the profile's, as for the judged run
     bad = []
+    judged: list[_Judged] = []
     for label, arr in gpu2.items():
         spec, role = role_of_label(prof, label)
         tol = tols["forward" if spec.stage == "forward" else "backward"]
@@ -916,6 +929,7 @@ def _size_probe(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dic
         if not v.passed:
             bad.append(v)
         ax = _seq_axis(prof.family, role)
+        judged.append(_Judged(v, spec.stage, ax, arr, values2[role]))
         if spec.stage == "forward" and ax is not None and label in gpu:
             idx = [slice(None)] * arr.ndim
             idx[ax] = slice(0, L)
@@ -925,6 +939,7 @@ def _size_probe(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dic
                     f"size probe: the first {L} steps of {label} differ between seq_len={L} and "
                     f"seq_len={L2} ({pv.reason()}): a causal scan must not depend on later "
                     "inputs or on the dispatch size")
+    _adapter_cut(judged, L2, rt)
     for v in bad:
         _add_note(v, "size probe")
         report.verdicts.append(v)
@@ -934,11 +949,69 @@ def _size_probe(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dic
                                "tolerance")
 
 
+@dataclass
+class _Judged:
+    """One compared tensor with what the loop-limit attribution needs."""
+
+    verdict: TensorVerdict
+    stage: str
+    seq_axis: int | None
+    gpu: np.ndarray
+    ref: np.ndarray
+
+
+def _adapter_cut(judged: list[_Judged], seq_len: int, rt: Any) -> None:
+    """Mark the failures an adapter's loop limit explains as not judged.
+
+    An adapter that stops an invocation after ``limit`` loop iterations (lavapipe: 65535,
+    counted over all of the invocation's loops) leaves a correct kernel that loops over
+    seq_len in one invocation right on the first ``limit`` steps (a forward loop) or the
+    last (a reverse loop), and wrong or unwritten past them. A failing tensor with a
+    seq_len axis that passes on one of those windows was cut by the adapter; so is a
+    failing tensor without one (a sum over the sequence) in the stage of a cut tensor.
+    Every failure of a later stage is not judged either: it ran on the cut stage's outputs
+    (and its own loops share the invocation's budget). Anything else is the kernel's.
+    """
+    failing = [j for j in judged if not j.verdict.passed and j.verdict.checked]
+    if not failing:
+        return
+    limit = getattr(rt, "loop_limit", None)  # probed only once something failed
+    if limit is None or seq_len <= limit:
+        return
+    words = (f"{rt.loop_limit_words()}; run on a GPU or shorten seq_len "
+             f"(seq_len={seq_len} > {limit})")
+    cut: set[str] = set()
+    for j in failing:
+        if j.seq_axis is None or j.gpu.shape != j.ref.shape:
+            continue
+        for window in (slice(0, limit), slice(seq_len - limit, seq_len)):
+            idx = [slice(None)] * j.gpu.ndim
+            idx[j.seq_axis] = window
+            part = compare(j.verdict.name, j.gpu[tuple(idx)], j.ref[tuple(idx)],
+                           j.verdict.tolerance)
+            if part.passed:
+                j.verdict.not_judged = words
+                cut.add(j.stage)
+                break
+    if not cut:
+        return
+    first = min(_STAGE_ORDER.get(st, 9) for st in cut)
+    for j in failing:
+        order = _STAGE_ORDER.get(j.stage, 9)
+        if order > first or (order == first and j.seq_axis is None):
+            j.verdict.not_judged = words
+
+
+#: Dataflow order of the stages: the backward runs on the forward's outputs.
+_STAGE_ORDER = {"forward": 0, "backward": 1}
+
+
 def _locate_failures(plan: _Plan, an: _Analysis, kf: KernelFile, report: CheckReport,
                      sizes: Mapping[str, int], res: KernelCheckResult) -> None:
     """Point at where the first failing output (in dataflow order) is written."""
     prof = plan.prof
-    failing = [v for v in report.verdicts if v.checked and not v.passed]
+    # A tensor the adapter cut short is not the kernel's fault: never located as one.
+    failing = report.kernel_failures()
     if not failing or any(n.code == "race" for n in res.notes):
         return
 
