@@ -213,6 +213,8 @@ class Recorder:
 
             def __init__(self, restore=True, fit_screen=True):
                 rec.append(("MainWindow", restore, fit_screen))
+                self.controls = type("Controls", (), {"error_text": ""})()
+                self.result = None
 
             def apply_session(self, s):
                 rec.append(("apply_session", s.to_json()))

@@ -477,7 +477,7 @@ def test_a_file_that_does_not_build_never_says_pass(runtime):
     lines = res.render().splitlines()
     verdicts = [ln for ln in lines if ln.startswith("verdict:")]
     assert verdicts and all("DOES NOT BUILD" in ln for ln in verdicts), verdicts
-    assert lines[-1].endswith(": DOES NOT BUILD (1 error(s), 0 warning(s))")
+    assert ": DOES NOT BUILD (1 error(s), 0 warning(s)): " in lines[-1], lines[-1]
     probe = [ln for ln in lines if ln.startswith("size probe (")]
     assert probe == ["size probe (seq_len=168): every output within tolerance"]  # S6: no chunks
 

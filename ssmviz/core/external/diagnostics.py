@@ -244,7 +244,6 @@ def static_diagnostics(
     probs += shadowing(mod, naga_failed_without_location)
     probs += uniformity(mod)
     probs += portability(mod, src.text)
-    probs += portability(mod)
     if workgroup_limit is not None:
         probs += workgroup_storage(mod, workgroup_limit)
     return mod, [_locate(kf, src, p) for p in probs]
