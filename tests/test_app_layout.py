@@ -16,7 +16,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtWidgets import QApplication
 
-from ssmviz.app.plots import TitleLabel
+from ssmviz.app.items import TitleLabel
 
 pytestmark = [pytest.mark.qt]
 

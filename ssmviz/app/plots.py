@@ -1,12 +1,12 @@
 """pyqtgraph plots: the time plots (shared x axis and cursor) and the gradient plots.
 
-Every item is created once (per family, for the gradients) and then updated
-with setData / setImage. Long time curves arrive as min/max envelopes of the visible
-window (prepared off the UI thread; refreshed after a zoom), so plain curve items draw
-them as given; heatmaps arrive coloured. Ranges are fitted from the new data's bounds
-(:func:`fit_range`, kept while the data still fill them), not by pyqtgraph's paint-time
-auto-range, and applied before the paint (:func:`settle_geometry`), so one update costs
-one paint.
+Every item (:mod:`ssmviz.app.items`) is created once (per family, for the gradients)
+and then updated with setData / setImage. Long time curves arrive as min/max envelopes of
+the visible window (prepared off the UI thread; refreshed after a zoom), so plain curve
+items draw them as given; heatmaps arrive coloured. Ranges are fitted from the new data's
+bounds (:meth:`~ssmviz.app.items.Plot.fit_range`, kept while the data still fill them),
+not by pyqtgraph's paint-time auto-range, and applied before the paint
+(:func:`settle_geometry`), so one update costs one paint.
 """
 
 from __future__ import annotations
@@ -17,17 +17,16 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QFont, QFontMetricsF
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsView
 from shiboken6 import isValid
 
 from ssmviz.app.derived import LOG_FLOOR, GradView, Trace
+from ssmviz.app.items import Line, MultiLine, Plot, TitleLabel
 from ssmviz.app.viewdata import (
     LOD_POINTS,
     ImageView,
     envelope,
     finite_bounds,
-    nice_range,
     time_series,
 )
 
@@ -62,135 +61,13 @@ TIME_ROWS = (
 )
 
 
-class TitleLabel(pg.LabelItem):
-    """A one-line plot title that fits its width: elided at its end with "…", so its
-    start (the tensor's or series' name) always shows; ``text`` and the tooltip keep the
-    whole title.
-
-    pyqtgraph makes a LabelItem's minimum (and preferred) width its text's width, so one
-    long title (an external kernel's file and profile) would widen the whole dock past the
-    window: this one asks for no width and takes what the layout gives it.
-    """
-
-    def __init__(self, text: str = " ", **args: object) -> None:
-        self._full = text
-        self._shown: str | None = None
-        self._fitting = False
-        super().__init__(text, **args)
-        # Clipped at its edges while a resize is under way (the elision follows it).
-        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemClipsChildrenToShape, True)
-
-    def setText(self, text: str, **args: object) -> None:
-        self._full = text
-        self._shown = None
-        self.setToolTip(text.strip())
-        self._fit(args)
-
-    def _fit(self, args: Mapping[str, object] | None = None) -> None:
-        width = self.rect().width()
-        shown = self._elided(width) if width > 0 else self._full
-        if shown != self._shown or args:
-            self._shown = shown
-            self._fitting = True  # LabelItem.setText calls resizeEvent
-            try:
-                super().setText(shown, **(args or {}))
-            finally:
-                self._fitting = False
-        self.text = self._full
-
-    def _elided(self, width: float) -> str:
-        font = QFont(self.item.font())
-        size = str(self.opts.get("size", ""))
-        if size.endswith("pt"):
-            font.setPointSizeF(float(size[:-2]))
-        room = width - 2 * self.item.document().documentMargin() - 2
-        return QFontMetricsF(font).elidedText(self._full, Qt.TextElideMode.ElideRight, room)
-
-    def resizeEvent(self, ev: object) -> None:  # Qt override
-        super().resizeEvent(ev)
-        if not self._fitting:
-            self._fit()
-
-    def updateMin(self) -> None:  # pyqtgraph override: no minimum or preferred width
-        super().updateMin()
-        self.setMinimumWidth(0)
-        for which in (Qt.SizeHint.MinimumSize, Qt.SizeHint.PreferredSize):
-            if which in self._sizeHint:
-                self._sizeHint[which] = (0, self._sizeHint[which][1])
-        self.updateGeometry()
-
-
-class Plot(pg.PlotItem):
-    """A PlotItem whose title is a :class:`TitleLabel`; ``sigClicked(x)`` gives the view
-    x coordinate of a left click inside the plot (a drag is not a click)."""
-
-    sigClicked = Signal(float)
-
-    def __init__(self, title: str | None = None, **kwargs: object) -> None:
-        super().__init__(**kwargs)
-        self.layout.removeItem(self.titleLabel)
-        self.titleLabel.setParentItem(None)
-        self.titleLabel = TitleLabel("", size="11pt", parent=self)
-        self.layout.addItem(self.titleLabel, 0, 1)
-        self.setTitle(title)
-
-    def mouseClickEvent(self, ev: object) -> None:  # pyqtgraph override
-        if ev.button() == Qt.MouseButton.LeftButton:
-            vb = self.getViewBox()
-            if vb.sceneBoundingRect().contains(ev.scenePos()):
-                ev.accept()
-                self.sigClicked.emit(float(vb.mapSceneToView(ev.scenePos()).x()))
-                return
-        super().mouseClickEvent(ev)
-
-
 TITLES = dict(TIME_ROWS)
 
 
-def _style(plot: pg.PlotItem) -> None:
+def _style(plot: Plot) -> None:
     plot.setDownsampling(auto=True, mode="peak")
     plot.setClipToView(True)
     # No grid: its translucent lines over every plot were the largest part of a repaint.
-    _manage_range(plot)
-
-
-# -- ranges ------------------------------------------------------------------------------------
-# pyqtgraph's auto-range re-measures every item at paint time and its range change then
-# asks for a second paint of the whole scene (``bench --ui``: a third of the UI time).
-# The plots instead take their range from bounds of the data they were just given,
-# rounded outward (viewdata.nice_range) so that a similar result keeps the same axes.
-# As with auto-range, a mouse zoom/pan stops the fitting of that plot, and its "A"
-# button (or "View all") starts it again.
-
-
-def _manage_range(plot: pg.PlotItem) -> None:
-    vb = plot.getViewBox()
-    vb.disableAutoRange()
-    vb.ssmviz_fit = [True, True]  # per axis: fit to the data on the next update
-    vb.ssmviz_set = [None, None]  # (asked, got) per axis, to skip a no-op setRange
-
-    def user_ranged(mask: object, vb: pg.ViewBox = vb, plot: pg.PlotItem = plot) -> None:
-        for axis, moved in enumerate(list(mask)[:2]):
-            if moved:
-                vb.ssmviz_fit[axis] = False
-        if not vb.ssmviz_fit[1]:
-            _clip_far_points(plot, True)
-
-    vb.sigRangeChangedManually.connect(user_ranged)
-
-
-def _clip_far_points(plot: pg.PlotItem, on: bool) -> None:
-    """pyqtgraph's dynamic range limit clips points far outside a zoomed-in view (huge
-    coordinates stall Qt's rasteriser), at the price of re-processing every curve on each
-    y range change. A fitted view holds all its data, so it is off while fitting.
-
-    It concerns the PlotDataItems (the log error plot, the gradient lines); the plain
-    :class:`Line` / :class:`MultiLine` curves (1-px cosmetic pens) painted in 7–10 ms at
-    y zooms of 1 to 1e15 when measured, so they are left unclipped."""
-    limit = 1e6 if on else None
-    for item in plot.listDataItems():
-        if isinstance(item, pg.PlotDataItem) and item.opts["dynamicRangeLimit"] != limit:
-            item.setDynamicRangeLimit(limit)
 
 
 def quiet_axes(plots: list[pg.PlotItem]) -> None:
@@ -219,166 +96,6 @@ def settle_geometry(plots: list[pg.PlotItem]) -> None:
         for item in vb.addedItems:
             if isinstance(item, pg.InfiniteLine) and item.isVisible():
                 item.boundingRect()
-
-
-#: A value axis keeps its range while the new data stay inside it and span at least this
-#: fraction of it: a small change of a control then does not move the axis (its ticks are
-#: the costliest part of a repaint), and the axis still tightens when the data shrink.
-KEEP_FILL = 0.6
-
-
-def fit_range(plot: pg.PlotItem, axis: int, bounds: tuple[float, float] | None, *,
-              log: bool = False, pad: bool = True, keep: bool = False) -> None:
-    """Set ``axis`` (0 x, 1 y) of ``plot`` to cover ``bounds`` unless the user zoomed it.
-
-    ``log``: the axis is log-scaled (bounds are data values, > 0). ``keep``: leave a range
-    that still holds the data well (:data:`KEEP_FILL`) as it is.
-    """
-    vb = plot.getViewBox()
-    if vb.state["autoRange"][axis] is not False:  # "A" / "View all": fit again, ourselves
-        vb.enableAutoRange(axis, False)
-        vb.ssmviz_fit[axis] = True
-        vb.ssmviz_set[axis] = None
-    if not vb.ssmviz_fit[axis] or bounds is None:
-        return
-    if axis == 1:
-        _clip_far_points(plot, False)
-    lo, hi = bounds
-    if log:
-        if hi <= 0:
-            return
-        # Whole decades: the noise floor of an error moves by less between runs.
-        lo, hi = np.floor(np.log10(max(lo, hi * 1e-30))), np.ceil(np.log10(hi))
-        pad = False
-    last = vb.ssmviz_set[axis]
-    padding = vb.suggestPadding(axis) if pad else 0.0
-    if keep and last is not None and tuple(vb.viewRange()[axis]) == last[1]:
-        cur_lo, cur_hi = last[0]
-        margin = padding * (hi - lo)
-        if (cur_lo <= lo - margin and hi + margin <= cur_hi
-                and hi - lo >= KEEP_FILL * (cur_hi - cur_lo)):
-            return
-    rng = nice_range(float(lo), float(hi), padding)
-    if last is not None and last[0] == rng and tuple(vb.viewRange()[axis]) == last[1]:
-        return  # unchanged: no tick regeneration, no repaint
-    if axis == 0:
-        vb.setRange(xRange=rng, padding=0)
-    else:
-        vb.setRange(yRange=rng, padding=0)
-    vb.ssmviz_set[axis] = (rng, tuple(vb.viewRange()[axis]))
-
-
-class Line(pg.PlotCurveItem):
-    """A PlotCurveItem whose full data bounds are measured once per setData: pyqtgraph
-    drops its bounds cache on every view change and re-scans the data at the next paint."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        self._full_bounds: list = [None, None]  # x, y; None: not measured since setData
-        super().__init__(*args, **kwargs)
-
-    def updateData(self, *args: object, **kwargs: object) -> None:
-        self._full_bounds = [None, None]
-        super().updateData(*args, **kwargs)
-
-    def dataBounds(self, ax: int, frac: float = 1.0, orthoRange: object = None) -> tuple:
-        whole = frac >= 1.0 and orthoRange is None
-        if whole and self._full_bounds[ax] is not None:
-            return self._full_bounds[ax]
-        b = super().dataBounds(ax, frac, orthoRange)
-        if whole:
-            self._full_bounds[ax] = b
-        return b
-
-
-class MultiLine(pg.GraphicsObject):
-    """Lines sharing x, one pen each (column i of y drawn with ``colour(i)``), the
-    highlighted one wider and on top: one item's update and paint instead of one per
-    line (the hidden-state plot draws d_state of them). Non-finite values break a line.
-
-    ``xData`` / ``yData`` hold what was given (``yData`` (n, lines)), as on a curve item.
-    """
-
-    PAD_PX = 2.0  # half the widest pen, plus one: what a line may paint past its data
-
-    def __init__(self, colour: object) -> None:
-        super().__init__()
-        self._colour = colour
-        self._pens: dict[int, object] = {}
-        self._highlight = 0
-        self._paths: list = []
-        self._bounds: tuple[float, float, float, float] | None = None
-        self._rect: QRectF | None = None
-        self.xData: np.ndarray | None = None
-        self.yData: np.ndarray | None = None
-
-    def set_highlight(self, i: int) -> None:
-        if i != self._highlight:
-            self._highlight = i
-            self.update()
-
-    def setData(self, x: np.ndarray, y: np.ndarray) -> None:
-        x = np.asarray(x, np.float64)
-        y = np.asarray(y, np.float64).reshape(len(x), -1)
-        self.prepareGeometryChange()
-        self.xData, self.yData = x, y
-        self._paths = []
-        self._bounds = None
-        if x.size:
-            finite = bool(np.isfinite(y).all())
-            connect = "all" if finite else "finite"
-            self._paths = [pg.arrayToQPath(x, y[:, i], connect=connect)
-                           for i in range(y.shape[1])]
-            xb, yb = finite_bounds(x), finite_bounds(y)
-            if xb is not None and yb is not None:
-                self._bounds = (*xb, *yb)
-        self._rect = None
-        self.informViewBoundsChanged()
-        self.update()
-
-    def dataBounds(self, ax: int, frac: float = 1.0, orthoRange: object = None) -> tuple:
-        if self._bounds is None:
-            return (None, None)
-        return self._bounds[2 * ax: 2 * ax + 2]
-
-    def viewTransformChanged(self) -> None:
-        self._rect = None
-        self.prepareGeometryChange()
-
-    def boundingRect(self) -> QRectF:
-        if self._rect is None:
-            if self._bounds is None:
-                return QRectF()
-            x0, x1, y0, y1 = self._bounds
-            px, py = self.pixelVectors()
-            dx = 0.0 if px is None else px.length() * self.PAD_PX
-            dy = 0.0 if py is None else py.length() * self.PAD_PX
-            self._rect = QRectF(x0 - dx, y0 - dy, x1 - x0 + 2 * dx, y1 - y0 + 2 * dy)
-        return self._rect
-
-    def _pen(self, i: int) -> object:
-        if i not in self._pens:
-            self._pens[i] = pg.mkPen(self._colour(i), width=1)
-        return self._pens[i]
-
-    def paint(self, painter, *args: object) -> None:
-        n, hi = len(self._paths), self._highlight
-        for i in range(n):
-            if i != hi:
-                painter.setPen(self._pen(i))
-                painter.drawPath(self._paths[i])
-        if hi >= n:
-            return
-        # The highlighted line 2 px wide, drawn as three 1-px strokes (itself, one pixel
-        # down, one right): Qt's raster engine strokes a 2-px pen's long envelope ~20x
-        # slower than a 1-px one (12 of the 18 ms of this item's paint at seq_len 65536).
-        px, py = self.pixelVectors()
-        painter.setPen(self._pen(hi))
-        painter.drawPath(self._paths[hi])
-        for v in (px, py):
-            if v is not None:
-                painter.translate(v.x(), v.y())
-                painter.drawPath(self._paths[hi])
-                painter.translate(-v.x(), -v.y())
 
 
 def line_item(plot: pg.PlotItem, pen: object, name: str | None = None) -> Line:
@@ -424,20 +141,6 @@ def show_image(item: pg.ImageItem, iv: ImageView) -> None:
     item.setRect(QRectF(0, 0, *iv.extent))
 
 
-def release_menus(plots: list[pg.PlotItem]) -> None:
-    """Delete the parentless context menus pyqtgraph gives each PlotItem and ViewBox.
-
-    They are top-level QMenus that outlive the plot otherwise (until Python's GC
-    happens to collect their owner).
-    """
-    for p in plots:
-        for menu in (getattr(p, "ctrlMenu", None), getattr(p.getViewBox(), "menu", None)):
-            if menu is not None:
-                menu.deleteLater()
-        p.ctrlMenu = None
-        p.getViewBox().menu = None
-
-
 def layout_minimum(view: pg.GraphicsLayoutWidget) -> QSize:
     """The minimum size of a view's plots: in a scroll area, a view shorter than this
     scrolls instead of squeezing its plots past their minimum heights."""
@@ -466,7 +169,7 @@ class TimePlots(pg.GraphicsLayoutWidget):
         super().__init__(parent)
         self.setBackground("w")
         unindexed(self)
-        self.plots: dict[str, pg.PlotItem] = {}
+        self.plots: dict[str, Plot] = {}
         for row, (name, title) in enumerate(TIME_ROWS):
             p = Plot(title=title)
             self.addItem(p, row=row, col=0)
@@ -625,7 +328,7 @@ class TimePlots(pg.GraphicsLayoutWidget):
 
         def show_states() -> None:
             show_image(self.h_image, h_image)
-            fit_range(self.plots["h_map"], 1, (0.0, h_image.extent[1]))
+            self.plots["h_map"].fit_range(1, (0.0, h_image.extent[1]))
 
         def then(group: dict, names: tuple[str, ...]) -> None:
             if "h" in group:
@@ -689,7 +392,7 @@ class TimePlots(pg.GraphicsLayoutWidget):
         # would squash the decades that matter into the top of the plot).
         shown["error"] = [y[y > LOG_FLOOR] for y in shown.get("error", [])]
         for plot, ys in shown.items():
-            fit_range(self.plots[plot], 1, finite_bounds(*ys), log=plot == "error", keep=True)
+            self.plots[plot].fit_range(1, finite_bounds(*ys), log=plot == "error", keep=True)
 
     def _chunks(self, chunk_len: int | None, L: int) -> None:
         bounds: np.ndarray = np.zeros(0)
@@ -712,7 +415,8 @@ class TimePlots(pg.GraphicsLayoutWidget):
 
     def release(self) -> None:
         """Free pyqtgraph's menus and the scene (the window is closing)."""
-        release_menus(list(self.plots.values()))
+        for p in self.plots.values():
+            p.release_menus()
         self.close()
 
     def curve_data(self, key: str) -> tuple[np.ndarray, np.ndarray]:
@@ -729,7 +433,7 @@ class _GradRow:
                  time_plot: pg.PlotItem | None) -> None:
         """``time_plot``: the first time-axis plot of this widget, to link x with."""
         self.kind = view.kind
-        self.plots: list[pg.PlotItem] = []
+        self.plots: list[Plot] = []
         self.fd = pg.ScatterPlotItem(size=10, pen=FD_PEN, brush=FD_BRUSH, symbol="o")
         self.fd.setZValue(30)
         self.fd.setVisible(False)  # shown with points only: an empty scatter still paints
@@ -766,7 +470,6 @@ class _GradRow:
                 p.setLabel("bottom", view.x_label)
                 img = heatmap_item()
                 p.addItem(img)
-                _manage_range(p)
                 self.images.append(img)
                 self.plots.append(p)
             self.plots[0].addItem(self.fd)
@@ -805,7 +508,7 @@ class _GradRow:
                 else:
                     set_curve(self.gpu, _EMPTY, _EMPTY)
                 if not self.x_linked:  # a linked plot follows the first one's x range
-                    fit_range(self.plots[0], 0, (0.0, max(n - 1, 1)))
+                    self.plots[0].fit_range(0, (0.0, max(n - 1, 1)))
             else:
                 # Bars are GPU values only: an absent GPU tensor leaves the reference ticks.
                 h = view.gpu if view.gpu is not None else np.zeros(n)
@@ -816,8 +519,8 @@ class _GradRow:
                 set_curve(self.ref, np.column_stack([x - half, x + half]).ravel(),
                           np.repeat(np.asarray(view.ref, np.float64), 2))
                 ys.append(np.zeros(1))  # the bars start at 0
-                fit_range(self.plots[0], 0, (-0.5, n - 0.5), pad=False)
-            fit_range(self.plots[0], 1, finite_bounds(*ys), keep=True)
+                self.plots[0].fit_range(0, (-0.5, n - 0.5), pad=False)
+            self.plots[0].fit_range(1, finite_bounds(*ys), keep=True)
             if has_fd:
                 self._set_fd(fd.index[:, 0].astype(np.float64), fd.fd)
             else:
@@ -826,8 +529,8 @@ class _GradRow:
         gpu_img, ref_img, diff_img = self.images
         extent = (float(view.ref.shape[0]), float(view.ref.shape[1]))
         for p in self.plots:
-            fit_range(p, 0, (0.0, extent[0]))
-            fit_range(p, 1, (0.0, extent[1]))
+            p.fit_range(0, (0.0, extent[0]))
+            p.fit_range(1, (0.0, extent[1]))
         # Downsampled with levels off the UI thread (viewdata.prepare_view).
         show_image(ref_img, view.images["ref"])
         if view.gpu is not None:
@@ -841,6 +544,10 @@ class _GradRow:
             self._set_fd(fd.index[:, 0] + 0.5, fd.index[:, 1] + 0.5)
         else:
             self._clear_fd()
+
+    def release_menus(self) -> None:
+        for p in self.plots:
+            p.release_menus()
 
     def _set_fd(self, x: np.ndarray, y: np.ndarray) -> None:
         self.fd.setData(x, y)
@@ -875,7 +582,8 @@ class GradPlots(pg.GraphicsLayoutWidget):
         def build() -> None:
             if family == self.family and set(self.rows) == {v.key for v in views}:
                 return
-            release_menus([p for row in self.rows.values() for p in row.plots])
+            for row in self.rows.values():
+                row.release_menus()
             self.clear()
             self.rows = {}
             time_plots: dict[str, pg.PlotItem] = {}
@@ -901,6 +609,7 @@ class GradPlots(pg.GraphicsLayoutWidget):
 
     def release(self) -> None:
         """Free pyqtgraph's menus and the scene (the window is closing)."""
-        release_menus([p for row in self.rows.values() for p in row.plots])
+        for row in self.rows.values():
+            row.release_menus()
         self.rows = {}
         self.close()

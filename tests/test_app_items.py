@@ -1,0 +1,66 @@
+"""The app's pyqtgraph items (ssmviz.app.items): fitted view ranges and titles that ask
+for no width."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+
+from ssmviz.app.items import FittedViewBox, Plot, TitleLabel
+
+pytestmark = [pytest.mark.qt]
+
+
+@pytest.fixture
+def plot(qapp):
+    view = pg.GraphicsLayoutWidget()
+    p = Plot(title="t")
+    view.addItem(p)
+    view.resize(400, 300)
+    yield p
+    p.release_menus()
+    view.close()
+
+
+def _covers(rng: list[float], lo: float, hi: float) -> bool:
+    return rng[0] <= lo and hi <= rng[1]
+
+
+def test_a_plot_fits_its_data_until_a_zoom_and_again_after_auto_range(plot) -> None:
+    vb = plot.getViewBox()
+    assert isinstance(vb, FittedViewBox)
+    curve = plot.plot(np.arange(10.0), np.arange(10.0))
+    plot.fit_range(1, (0.0, 10.0))
+    assert _covers(vb.viewRange()[1], 0.0, 10.0)
+    assert curve.opts["dynamicRangeLimit"] is None  # a fitted view holds all its data
+    # A mouse zoom of y (what pyqtgraph's wheel handler does): y stops following data.
+    vb.setRange(yRange=(2.0, 3.0), padding=0)
+    vb.sigRangeChangedManually.emit([False, True])
+    assert not vb.fitting(1) and vb.fitting(0)
+    assert curve.opts["dynamicRangeLimit"] == 1e6  # far points clipped while zoomed
+    plot.fit_range(1, (0.0, 100.0))
+    assert vb.viewRange()[1] == pytest.approx([2.0, 3.0])
+    plot.fit_range(0, (0.0, 50.0))  # x was not zoomed: it still fits
+    assert _covers(vb.viewRange()[0], 0.0, 50.0)
+    # The "A" button switches pyqtgraph's auto-range on: fitted again, by ssmviz.
+    vb.enableAutoRange(axis=1)
+    plot.fit_range(1, (0.0, 100.0))
+    assert vb.fitting(1) and vb.state["autoRange"][1] is False
+    assert _covers(vb.viewRange()[1], 0.0, 100.0)
+    assert curve.opts["dynamicRangeLimit"] is None
+
+
+def test_a_title_asks_for_no_width_but_its_height(qapp) -> None:
+    label = TitleLabel("")
+    label.setText("a title far longer than any plot it could sit over " * 4)
+    for which in (Qt.SizeHint.MinimumSize, Qt.SizeHint.PreferredSize):
+        size = label.effectiveSizeHint(which)
+        assert size.width() == 0 and size.height() > 0, which
+    assert label.minimumWidth() == 0
