@@ -1193,6 +1193,28 @@ class S6Kernel(ShaderKernel):
         return ds
 
     # -- running ------------------------------------------------------------------------------
+    def run_problem(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        sizes: Mapping[str, int],
+        *,
+        convention: str,
+        store_states: bool,
+        timed: bool = False,
+        reverse_wg: bool = False,
+        backward: bool = True,
+    ) -> S6GpuResult:
+        """:meth:`run` as every family's runner is called (``KernelRunner``); S6 needs no
+        size beyond the arrays' shapes."""
+        del sizes
+        return self.run(inputs, convention=convention, store_h=store_states, timed=timed,
+                        reverse_wg=reverse_wg, backward=backward)
+
+    def requirements_for(self, sizes: Mapping[str, int], *, store_states: bool) -> dict[str, int]:
+        """:meth:`requirements` of ``sizes`` (batch, seq_len, d_inner, d_state)."""
+        return self.requirements(sizes["batch"], sizes["seq_len"], sizes["d_inner"],
+                                 sizes["d_state"], store_h=store_states)
+
     def run(
         self,
         inputs: Mapping[str, np.ndarray],

@@ -384,6 +384,22 @@ class SSDKernel(ShaderKernel):
         readbacks = {k: Readback(buffers[k], np.float32, shapes[k]) for k in outputs}
         return Prepared(rt, buffers, fwd, bwd, readbacks, resets=resets)
 
+    def run_problem(self, inputs: Mapping[str, np.ndarray], sizes: Mapping[str, int], *,
+                    convention: str, store_states: bool, timed: bool = False,
+                    reverse_wg: bool = False, backward: bool = True) -> SSDGpuResult:
+        """:meth:`run` as every family's runner is called (``KernelRunner``): the chunk
+        length comes from ``sizes``."""
+        return self.run(inputs, chunk_len=sizes["chunk_len"], convention=convention,
+                        store_states=store_states, timed=timed, reverse_wg=reverse_wg,
+                        backward=backward)
+
+    def requirements_for(self, sizes: Mapping[str, int], *, store_states: bool
+                         ) -> dict[str, int]:
+        """:meth:`requirements` of ``sizes`` (the problem's sizes with chunk_len)."""
+        return self.requirements(sizes["batch"], sizes["seq_len"], sizes["n_heads"],
+                                 sizes["d_head"], sizes["n_groups"], sizes["d_state"],
+                                 sizes["chunk_len"], store_states=store_states)
+
     def run(self, inputs: Mapping[str, np.ndarray], *, chunk_len: int,
             convention: str = "mamba", store_states: bool = False, backward: bool = True,
             poison: bool = True, timed: bool = False, reverse_wg: bool = False,

@@ -1,0 +1,144 @@
+"""The :class:`Family` record: everything ssmviz's code outside a family asks of it.
+
+A kernel family (S6, SSD, a test's toy recurrence) is one frozen record: its array keys,
+its sizes, how a :class:`~ssmviz.core.problem.Problem` becomes its arrays, its float64
+reference, its GPU runner, its ABI and the cases its sweep and benchmark run. The
+problem, the check, the sweep, the benchmark, the external-kernel checks, the CLI and
+the app read the record instead of branching on a family's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ssmviz.core.families.abi import AbiProfile
+    from ssmviz.core.kernels._base import KernelResult
+    from ssmviz.core.problem import Problem
+
+Arrays = Mapping[str, np.ndarray]
+Sizes = Mapping[str, int]
+
+
+class KernelRunner(Protocol):
+    """A family's GPU runner on one runtime, built by ``Family.kernel(runtime, source=...)``
+    (``source``: an edited or user-given WGSL text run under the family's host code)."""
+
+    rt: Any
+    source: str
+
+    def run_problem(
+        self,
+        inputs: Arrays,
+        sizes: Sizes,
+        *,
+        convention: str,
+        store_states: bool,
+        timed: bool = False,
+        reverse_wg: bool = False,
+        backward: bool = True,
+    ) -> KernelResult:
+        """Forward (and backward) on ``inputs`` (the family's input keys); ``sizes`` holds
+        at least the family's ``run_sizes``. ``store_states``: also return ``state_key``.
+        ``reverse_wg``: every pass visits its workgroups in reverse order (race probe)."""
+        ...
+
+    def requirements_for(self, sizes: Sizes, *, store_states: bool) -> dict[str, int]:
+        """Device limits a run of these sizes needs, as ``GpuRuntime.require``'s keywords."""
+        ...
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    """How external ABI profiles may name this family's tensors (``ROLE_AXES`` and kin).
+
+    ``axes``: every role's axes, in the reference's own layout (input, output and derived
+    roles). ``derived``: role -> (what the verdict table says, the float64 value from the
+    inputs and the reference). ``stands_for``: a derived role -> the reference key it is
+    judged as. ``split``: an axis a profile may give whole that the reference splits
+    (SSD: ``d_inner`` = ``n_heads`` × ``d_head``). ``sizes``: the size names a profile's
+    formulas may use. ``defaults``: the small problem an external check runs by default;
+    ``derive``: the sizes derived from those (SSD: d_inner, n_chunks, chunk_slot), checked.
+    """
+
+    axes: Mapping[str, tuple[str, ...]]
+    sizes: tuple[str, ...]
+    defaults: Mapping[str, int]
+    derive: Callable[[dict[str, int]], dict[str, int]]
+    derived: Mapping[str, tuple[str, Callable[[Arrays, Arrays], np.ndarray]]] = field(
+        default_factory=dict
+    )
+    stands_for: Mapping[str, str] = field(default_factory=dict)
+    split: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One kernel family, as the rest of ssmviz sees it.
+
+    Keys: ``input_keys`` (every input array, the upstream gradient ``dy`` last),
+    ``forward_keys`` (forward outputs the check judges), ``grad_keys`` (one per input but
+    dy), ``state_key`` (the forward output holding every state, returned and judged only
+    while ``state_elements`` is small). Sizes: ``size_names`` (the Problem fields this
+    family uses, in :meth:`Problem.sizes` order), ``run_sizes`` (sizes a run needs that the
+    arrays' shapes do not carry: SSD's chunk_len), ``default_sizes`` (the app's and
+    Problem's defaults), ``bench_sizes`` (size class -> label -> sizes).
+    """
+
+    name: str
+    display_name: str
+    shader: str
+    input_keys: tuple[str, ...]
+    forward_keys: tuple[str, ...]
+    grad_keys: tuple[str, ...]
+    state_key: str
+    size_names: tuple[str, ...]
+    run_sizes: tuple[str, ...]
+    default_sizes: Mapping[str, int]
+    bench_sizes: Mapping[str, Mapping[str, Mapping[str, int]]]
+    #: Problem -> its sizes by name (``size_names``; defaults filled in, d_inner derived).
+    problem_sizes: Callable[[Problem], dict[str, int]]
+    #: Raise a one-line SsmvizError naming the first bad size of a Problem.
+    check_problem: Callable[[Problem], None]
+    #: Problem -> every input array (float64), keyed by ``input_keys`` (what ``build`` does).
+    build_arrays: Callable[[Problem], dict[str, np.ndarray]]
+    #: Input arrays -> their sizes, cross-checked; a one-line SsmvizError names a bad shape.
+    infer_sizes: Callable[[Arrays], dict[str, int]]
+    #: (inputs without dy, convention, sizes) -> the float64 forward (opaque; reused).
+    reference_forward: Callable[[Arrays, str, Sizes], Any]
+    #: (inputs, dy, convention, sizes, forward) -> every forward output and gradient.
+    reference_outputs: Callable[[Arrays, np.ndarray, str, Sizes, Any], dict[str, np.ndarray]]
+    #: (runtime, source=None) -> a :class:`KernelRunner`.
+    kernel: Callable[..., KernelRunner]
+    #: ssmviz's own kernels' ABI (host-driven: the runner plans the dispatches).
+    abi: Callable[[], AbiProfile]
+    #: Sizes -> elements of ``state_key`` (batch·seq_len·d_inner·d_state for S6).
+    state_elements: Callable[[Sizes], int]
+    #: (sizes, runs) -> bytes of RAM a check needs at its peak (estimate, high side).
+    reference_bytes: Callable[[Sizes, int], int]
+    #: quick -> the sweep's problems, as Problem fields (family and convention included).
+    sweep_cases: Callable[[bool], list[dict[str, Any]]]
+    roles: RoleSpec
+    #: The builderforce package's kernels of this family, as a profile table (or None).
+    builderforce: Callable[[], dict[str, Any]] | None = None
+    #: (runtime, size class, repeats, ceilings, step) -> benchmark rows; None: no bench.
+    bench: Callable[..., list[dict[str, Any]]] | None = None
+    #: size class -> how many rows ``bench`` times (progress steps).
+    bench_steps: Callable[[str], int] = lambda size: 0
+
+    # -- derived ------------------------------------------------------------------------
+    def reference(self, arrays: Arrays, convention: str, sizes: Sizes) -> dict[str, np.ndarray]:
+        """The float64 reference: every forward output and gradient, keyed like the GPU's."""
+        inputs = {k: np.asarray(arrays[k], np.float64) for k in self.input_keys[:-1]}
+        dy = np.asarray(arrays[self.input_keys[-1]], np.float64)
+        fwd = self.reference_forward(inputs, convention, sizes)
+        return self.reference_outputs(inputs, dy, convention, sizes, fwd)
+
+    @property
+    def output_keys(self) -> tuple[str, ...]:
+        """Every key the reference and the kernel produce: forward outputs, then gradients."""
+        return (*self.forward_keys, *self.grad_keys)
