@@ -11,9 +11,10 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QCoreApplication, QEvent, Qt
+from shiboken6 import isValid
 
-from ssmviz.app.items import FittedViewBox, Plot, TitleLabel
+from ssmviz.app.items import FittedPlot, FittedViewBox, Plot, TitleLabel
 
 pytestmark = [pytest.mark.qt]
 
@@ -21,7 +22,7 @@ pytestmark = [pytest.mark.qt]
 @pytest.fixture
 def plot(qapp):
     view = pg.GraphicsLayoutWidget()
-    p = Plot(title="t")
+    p = FittedPlot(title="t")
     view.addItem(p)
     view.resize(400, 300)
     yield p
@@ -64,3 +65,14 @@ def test_a_title_asks_for_no_width_but_its_height(qapp) -> None:
         size = label.effectiveSizeHint(which)
         assert size.width() == 0 and size.height() > 0, which
     assert label.minimumWidth() == 0
+
+
+def test_a_plain_plot_keeps_pyqtgraph_auto_range_and_releases_its_menus(qapp) -> None:
+    p = Plot(title="t")
+    vb = p.getViewBox()
+    assert not isinstance(vb, FittedViewBox) and vb.state["autoRange"] == [True, True]
+    menus = [p.ctrlMenu, vb.menu]
+    p.release_menus()
+    assert p.ctrlMenu is None and vb.menu is None
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    assert not any(isValid(m) for m in menus)

@@ -1,8 +1,10 @@
 """The app's pyqtgraph items, as subclasses (pyqtgraph's idiom for changing an item).
 
 - :class:`TitleLabel`: a one-line title elided to its width;
-- :class:`FittedViewBox`: a ViewBox whose ranges ssmviz fits to the data it was given;
-- :class:`Plot`: a PlotItem with both, and a click signal;
+- :class:`Plot`: a PlotItem with that title and a click signal, on a :class:`ViewBox`
+  whose context menu goes with it;
+- :class:`FittedViewBox` / :class:`FittedPlot`: their ranges fitted by ssmviz to the data
+  they were just given, not by pyqtgraph's auto-range;
 - :class:`Line` / :class:`MultiLine`: curves that measure their bounds once per setData.
 """
 
@@ -85,7 +87,53 @@ class TitleLabel(pg.LabelItem):
         return size
 
 
-# -- ranges ------------------------------------------------------------------------------------
+class ViewBox(pg.ViewBox):
+    """A pyqtgraph ViewBox whose context menu can be released with its plot."""
+
+    def release_menu(self) -> None:
+        """Delete pyqtgraph's parentless context menu (a top-level QMenu that outlives
+        the view otherwise, until Python's GC happens to collect its owner)."""
+        if self.menu is not None:
+            self.menu.deleteLater()
+            self.menu = None
+
+
+class Plot(pg.PlotItem):
+    """A PlotItem whose title is a :class:`TitleLabel` and whose view a :class:`ViewBox`
+    (pyqtgraph's auto-range); ``sigClicked(x)`` gives the view x coordinate of a left
+    click inside the plot (a drag is not a click)."""
+
+    sigClicked = Signal(float)
+
+    def __init__(self, title: str | None = None, *, viewBox: ViewBox | None = None,
+                 **kwargs: object) -> None:
+        if viewBox is None:
+            viewBox = ViewBox(enableMenu=kwargs.get("enableMenu", True))
+        super().__init__(viewBox=viewBox, **kwargs)
+        self.layout.removeItem(self.titleLabel)
+        self.titleLabel.setParentItem(None)
+        self.titleLabel = TitleLabel("", size="11pt", parent=self)
+        self.layout.addItem(self.titleLabel, 0, 1)
+        self.setTitle(title)
+
+    def mouseClickEvent(self, ev: object) -> None:  # pyqtgraph override
+        if ev.button() == Qt.MouseButton.LeftButton:
+            vb = self.getViewBox()
+            if vb.sceneBoundingRect().contains(ev.scenePos()):
+                ev.accept()
+                self.sigClicked.emit(float(vb.mapSceneToView(ev.scenePos()).x()))
+                return
+        super().mouseClickEvent(ev)
+
+    def release_menus(self) -> None:
+        """Delete the parentless context menus pyqtgraph gives the plot and its view."""
+        if self.ctrlMenu is not None:
+            self.ctrlMenu.deleteLater()
+            self.ctrlMenu = None
+        self.vb.release_menu()
+
+
+# -- fitted ranges -----------------------------------------------------------------------------
 # pyqtgraph's auto-range re-measures every item at paint time and its range change then
 # asks for a second paint of the whole scene (``bench --ui``: a third of the UI time).
 # The plots instead take their range from bounds of the data they were just given,
@@ -94,7 +142,7 @@ class TitleLabel(pg.LabelItem):
 # button (or "View all") starts it again.
 
 
-class FittedViewBox(pg.ViewBox):
+class FittedViewBox(ViewBox):
     """A ViewBox without pyqtgraph's auto-range: :meth:`fit` sets an axis's range from
     the bounds of new data, until a mouse zoom/pan of that axis stops the fitting."""
 
@@ -104,7 +152,7 @@ class FittedViewBox(pg.ViewBox):
         self._fitted = [True, True]  # per axis: fit to the data on the next update
         # Per axis (asked, got) of the last setRange, to skip a no-op one; None: none yet.
         self._set: list[tuple[tuple[float, float], tuple[float, ...]] | None] = [None, None]
-        # Connected first, so slots connected later (Plot's) see the new state.
+        # Connected first, so slots connected later (FittedPlot's) see the new state.
         self.sigRangeChangedManually.connect(self._user_ranged)
 
     def _user_ranged(self, mask: object) -> None:
@@ -156,38 +204,15 @@ class FittedViewBox(pg.ViewBox):
             self.setRange(yRange=rng, padding=0)
         self._set[axis] = (rng, tuple(self.viewRange()[axis]))
 
-    def release_menu(self) -> None:
-        """Delete pyqtgraph's parentless context menu (a top-level QMenu that outlives
-        the view otherwise, until Python's GC happens to collect its owner)."""
-        if self.menu is not None:
-            self.menu.deleteLater()
-            self.menu = None
 
-
-class Plot(pg.PlotItem):
-    """A PlotItem whose title is a :class:`TitleLabel` and whose view a
-    :class:`FittedViewBox`; ``sigClicked(x)`` gives the view x coordinate of a left click
-    inside the plot (a drag is not a click)."""
-
-    sigClicked = Signal(float)
+class FittedPlot(Plot):
+    """A :class:`Plot` on a :class:`FittedViewBox`: :meth:`fit_range` fits its axes to
+    new data; a zoomed-in y axis clips far points (see :meth:`_clip_far_points`)."""
 
     def __init__(self, title: str | None = None, **kwargs: object) -> None:
-        super().__init__(viewBox=FittedViewBox(), **kwargs)
-        self.layout.removeItem(self.titleLabel)
-        self.titleLabel.setParentItem(None)
-        self.titleLabel = TitleLabel("", size="11pt", parent=self)
-        self.layout.addItem(self.titleLabel, 0, 1)
-        self.setTitle(title)
+        super().__init__(title, viewBox=FittedViewBox(enableMenu=kwargs.get("enableMenu", True)),
+                         **kwargs)
         self.vb.sigRangeChangedManually.connect(self._user_ranged)
-
-    def mouseClickEvent(self, ev: object) -> None:  # pyqtgraph override
-        if ev.button() == Qt.MouseButton.LeftButton:
-            vb = self.getViewBox()
-            if vb.sceneBoundingRect().contains(ev.scenePos()):
-                ev.accept()
-                self.sigClicked.emit(float(vb.mapSceneToView(ev.scenePos()).x()))
-                return
-        super().mouseClickEvent(ev)
 
     def fit_range(self, axis: int, bounds: tuple[float, float] | None, *,
                   log: bool = False, pad: bool = True, keep: bool = False) -> None:
@@ -217,13 +242,6 @@ class Plot(pg.PlotItem):
         for item in self.listDataItems():
             if isinstance(item, pg.PlotDataItem) and item.opts["dynamicRangeLimit"] != limit:
                 item.setDynamicRangeLimit(limit)
-
-    def release_menus(self) -> None:
-        """Delete the parentless context menus pyqtgraph gives the plot and its view."""
-        if self.ctrlMenu is not None:
-            self.ctrlMenu.deleteLater()
-            self.ctrlMenu = None
-        self.vb.release_menu()
 
 
 class Line(pg.PlotCurveItem):

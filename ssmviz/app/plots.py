@@ -4,7 +4,7 @@ Every item (:mod:`ssmviz.app.items`) is created once (per family, for the gradie
 and then updated with setData / setImage. Long time curves arrive as min/max envelopes of
 the visible window (prepared off the UI thread; refreshed after a zoom), so plain curve
 items draw them as given; heatmaps arrive coloured. Ranges are fitted from the new data's
-bounds (:meth:`~ssmviz.app.items.Plot.fit_range`, kept while the data still fill them),
+bounds (:meth:`~ssmviz.app.items.FittedPlot.fit_range`, kept while the data still fill them),
 not by pyqtgraph's paint-time auto-range, and applied before the paint
 (:func:`settle_geometry`), so one update costs one paint.
 """
@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsView
 from shiboken6 import isValid
 
 from ssmviz.app.derived import LOG_FLOOR, GradView, Trace
-from ssmviz.app.items import Line, MultiLine, Plot, TitleLabel
+from ssmviz.app.items import FittedPlot, Line, MultiLine, Plot, TitleLabel
 from ssmviz.app.viewdata import (
     LOD_POINTS,
     ImageView,
@@ -64,7 +64,7 @@ TIME_ROWS = (
 TITLES = dict(TIME_ROWS)
 
 
-def _style(plot: Plot) -> None:
+def _style(plot: FittedPlot) -> None:
     plot.setDownsampling(auto=True, mode="peak")
     plot.setClipToView(True)
     # No grid: its translucent lines over every plot were the largest part of a repaint.
@@ -141,6 +141,12 @@ def show_image(item: pg.ImageItem, iv: ImageView) -> None:
     item.setRect(QRectF(0, 0, *iv.extent))
 
 
+def release_menus(plots: list[Plot]) -> None:
+    """Delete the parentless context menus of ``plots`` (:meth:`Plot.release_menus`)."""
+    for p in plots:
+        p.release_menus()
+
+
 def layout_minimum(view: pg.GraphicsLayoutWidget) -> QSize:
     """The minimum size of a view's plots: in a scroll area, a view shorter than this
     scrolls instead of squeezing its plots past their minimum heights."""
@@ -169,9 +175,9 @@ class TimePlots(pg.GraphicsLayoutWidget):
         super().__init__(parent)
         self.setBackground("w")
         unindexed(self)
-        self.plots: dict[str, Plot] = {}
+        self.plots: dict[str, FittedPlot] = {}
         for row, (name, title) in enumerate(TIME_ROWS):
-            p = Plot(title=title)
+            p = FittedPlot(title=title)
             self.addItem(p, row=row, col=0)
             p.sigClicked.connect(self._clicked)
             _style(p)
@@ -415,8 +421,7 @@ class TimePlots(pg.GraphicsLayoutWidget):
 
     def release(self) -> None:
         """Free pyqtgraph's menus and the scene (the window is closing)."""
-        for p in self.plots.values():
-            p.release_menus()
+        release_menus(list(self.plots.values()))
         self.close()
 
     def curve_data(self, key: str) -> tuple[np.ndarray, np.ndarray]:
@@ -433,14 +438,14 @@ class _GradRow:
                  time_plot: pg.PlotItem | None) -> None:
         """``time_plot``: the first time-axis plot of this widget, to link x with."""
         self.kind = view.kind
-        self.plots: list[Plot] = []
+        self.plots: list[FittedPlot] = []
         self.fd = pg.ScatterPlotItem(size=10, pen=FD_PEN, brush=FD_BRUSH, symbol="o")
         self.fd.setZValue(30)
         self.fd.setVisible(False)  # shown with points only: an empty scatter still paints
         self.label: TitleLabel | None = None
         self.title: str | None = None
         if view.kind in ("line", "bars"):
-            p = Plot()
+            p = FittedPlot()
             layout.addItem(p, row=2 * row, col=0, colspan=3)
             _style(p)
             p.setLabel("bottom", view.x_label)
@@ -465,7 +470,7 @@ class _GradRow:
             self.label = TitleLabel("")
             layout.addItem(self.label, row=2 * row, col=0, colspan=3)
             for col, title in enumerate(("GPU", "reference", "GPU − reference")):
-                p = Plot(title=title)
+                p = FittedPlot(title=title)
                 layout.addItem(p, row=2 * row + 1, col=col)
                 p.setLabel("bottom", view.x_label)
                 img = heatmap_item()
@@ -545,10 +550,6 @@ class _GradRow:
         else:
             self._clear_fd()
 
-    def release_menus(self) -> None:
-        for p in self.plots:
-            p.release_menus()
-
     def _set_fd(self, x: np.ndarray, y: np.ndarray) -> None:
         self.fd.setData(x, y)
         self.fd.setVisible(True)
@@ -582,8 +583,7 @@ class GradPlots(pg.GraphicsLayoutWidget):
         def build() -> None:
             if family == self.family and set(self.rows) == {v.key for v in views}:
                 return
-            for row in self.rows.values():
-                row.release_menus()
+            release_menus([p for row in self.rows.values() for p in row.plots])
             self.clear()
             self.rows = {}
             time_plots: dict[str, pg.PlotItem] = {}
@@ -609,7 +609,6 @@ class GradPlots(pg.GraphicsLayoutWidget):
 
     def release(self) -> None:
         """Free pyqtgraph's menus and the scene (the window is closing)."""
-        for row in self.rows.values():
-            row.release_menus()
+        release_menus([p for row in self.rows.values() for p in row.plots])
         self.rows = {}
         self.close()
