@@ -17,6 +17,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from ssmviz.core.families.abi import AbiProfile
+    from ssmviz.core.families.view import FamilyView
     from ssmviz.core.kernels._base import KernelResult
     from ssmviz.core.problem import Problem
 
@@ -86,7 +87,8 @@ class Family:
     while ``state_elements`` is small). Sizes: ``size_names`` (the Problem fields this
     family uses, in :meth:`Problem.sizes` order), ``run_sizes`` (sizes a run needs that the
     arrays' shapes do not carry: SSD's chunk_len), ``default_sizes`` (the app's and
-    Problem's defaults), ``bench_sizes`` (size class -> label -> sizes).
+    Problem's defaults; its keys are the sizes a user sets, one control each in the app),
+    ``bench_sizes`` (size class -> label -> sizes).
     """
 
     name: str
@@ -129,6 +131,8 @@ class Family:
     bench: Callable[..., list[dict[str, Any]]] | None = None
     #: size class -> how many rows ``bench`` times (progress steps).
     bench_steps: Callable[[str], int] = lambda size: 0
+    #: () -> how the app's plots slice this family's arrays; None: the app cannot show it.
+    view: Callable[[], FamilyView] | None = None
 
     # -- derived ------------------------------------------------------------------------
     def reference(self, arrays: Arrays, convention: str, sizes: Sizes) -> dict[str, np.ndarray]:
