@@ -8,11 +8,12 @@ import json
 import numpy as np
 import pytest
 
-from ssmviz.app.derived import Selection, grad_views, readout, scan, trace
+from ssmviz.app.derived import Selection, grad_views, readout, trace
 from ssmviz.app.runner import one_line
 from ssmviz.app.session import Session
 from ssmviz.core.check import s6_reference, ssd_reference
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families.view import scan
 from ssmviz.core.problem import Problem
 from ssmviz.core.reference.ssd import ssd_forward_recurrent
 

@@ -11,6 +11,7 @@ so a session never changes on its way through the controls.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,14 +35,23 @@ from PySide6.QtWidgets import (
 )
 
 from ssmviz.app.derived import Selection, sizes_of
+from ssmviz.core import families
 from ssmviz.core.check import load_inputs_npz
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.fields import FLOAT_LIMIT
-from ssmviz.core.problem import A_INITS, CONVENTIONS, DY_KINDS, FAMILIES, Problem
+from ssmviz.core.problem import A_INITS, CONVENTIONS, DY_KINDS, Problem
 from ssmviz.core.signals import SIGNAL_NAMES
 
 BAD_STYLE = "background-color: #ffd6d6;"
 INT_RANGE = (-(2**31) + 1, 2**31 - 1)
+
+
+def user_sizes(family: str) -> tuple[str, ...]:
+    """The sizes a user sets for ``family`` (its default sizes' names; none when the
+    family is not registered): one control each."""
+    if family not in families.names():
+        return ()
+    return tuple(families.get(family).default_sizes)
 
 
 @dataclass(frozen=True)
@@ -51,10 +61,17 @@ class FieldSpec:
     path: str
     kind: str  # "int" | "float" | "choice" | "text"
     group: str
-    choices: tuple[str, ...] = ()
-    families: tuple[str, ...] = FAMILIES
+    #: The choices, or what gives them when the widget is made (the registered families).
+    choices: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()
     #: Steps multiply or divide (step sizes span decades, e.g. dt_min = 1e-7).
     log: bool = False
+
+    def options(self) -> tuple[str, ...]:
+        return self.choices() if callable(self.choices) else self.choices
+
+    def shown_for(self, family: str) -> bool:
+        """A size control shows for the families whose user sets that size."""
+        return self.group != "Sizes" or self.path in user_sizes(family)
 
     @property
     def label(self) -> str:
@@ -68,18 +85,18 @@ class FieldSpec:
 
 
 FIELDS = (
-    FieldSpec("family", "choice", "Problem", FAMILIES),
+    FieldSpec("family", "choice", "Problem", families.names),
     FieldSpec("convention", "choice", "Problem", CONVENTIONS),
     FieldSpec("seed", "int", "Problem"),
     FieldSpec("dy", "choice", "Problem", DY_KINDS),
     FieldSpec("batch", "int", "Sizes"),
     FieldSpec("seq_len", "int", "Sizes"),
-    FieldSpec("d_inner", "int", "Sizes", families=("s6",)),
+    FieldSpec("d_inner", "int", "Sizes"),
     FieldSpec("d_state", "int", "Sizes"),
-    FieldSpec("n_heads", "int", "Sizes", families=("ssd",)),
-    FieldSpec("d_head", "int", "Sizes", families=("ssd",)),
-    FieldSpec("n_groups", "int", "Sizes", families=("ssd",)),
-    FieldSpec("chunk_len", "int", "Sizes", families=("ssd",)),
+    FieldSpec("n_heads", "int", "Sizes"),
+    FieldSpec("d_head", "int", "Sizes"),
+    FieldSpec("n_groups", "int", "Sizes"),
+    FieldSpec("chunk_len", "int", "Sizes"),
     FieldSpec("signal.name", "choice", "Input signal", SIGNAL_NAMES),
     FieldSpec("signal.amplitude", "float", "Input signal"),
     FieldSpec("signal.frequency", "float", "Input signal"),
@@ -237,7 +254,11 @@ class ControlsPanel(QWidget):
     def _make_widget(self, spec: FieldSpec) -> QWidget:
         if spec.kind == "choice":
             w = QComboBox()
-            w.addItems(list(spec.choices))
+            w.addItems(list(spec.options()))
+            if spec.path == "family":
+                for i, name in enumerate(spec.options()):
+                    w.setItemData(i, families.get(name).display_name,
+                                  Qt.ItemDataRole.ToolTipRole)
             w.currentTextChanged.connect(self._edited)
         elif spec.kind == "int":
             w = QSpinBox()
@@ -280,8 +301,8 @@ class ControlsPanel(QWidget):
         data = Problem().to_dict()
         for spec in FIELDS:
             _set(data, spec.path, self._read(spec))
-        if data["family"] == "ssd":
-            data["d_inner"] = None  # n_heads·d_head
+        if "d_inner" not in user_sizes(data["family"]):
+            data["d_inner"] = None  # derived (SSD: n_heads·d_head)
         return data
 
     def problem(self) -> Problem:
@@ -292,7 +313,8 @@ class ControlsPanel(QWidget):
         """Show ``problem`` in the widgets without emitting per-field changes."""
         data = problem.to_dict()
         if data["d_inner"] is None:
-            data["d_inner"] = problem.inner if problem.family == "s6" else Problem().inner
+            given = "d_inner" in user_sizes(problem.family)
+            data["d_inner"] = problem.inner if given else Problem().inner
         self._loading = True
         try:
             for spec in FIELDS:
@@ -315,7 +337,7 @@ class ControlsPanel(QWidget):
         family = data["family"]
         for spec in FIELDS:
             form, w = self._rows[spec.path]
-            form.setRowVisible(w, family in spec.families)
+            form.setRowVisible(w, spec.shown_for(family))
         try:
             problem = Problem.from_dict(data)
             problem.validate()
@@ -368,7 +390,9 @@ class ControlsPanel(QWidget):
             raise SsmvizError(f"inputs file not found: {path}") from exc
         except Exception as exc:
             raise SsmvizError(f"cannot read inputs file {path}: {exc}") from exc
-        family = "ssd" if "x" in keys and "u" not in keys else "s6"
+        # The first family (registry order) whose first input the file holds.
+        names = families.names()
+        family = next((n for n in names if families.get(n).input_keys[0] in keys), names[0])
         arrays = load_inputs_npz(path, family)
         sizes = sizes_of(family, arrays)
         self.inputs_arrays, self.inputs_path = arrays, str(path)
@@ -377,8 +401,8 @@ class ControlsPanel(QWidget):
         self._lock_sizes(True)
         base = self._valid.to_dict() | {"family": family}
         base |= {k: v for k, v in sizes.items() if k in SIZE_PATHS}
-        if family == "ssd":
-            base["d_inner"] = None  # n_heads·d_head
+        if "d_inner" not in user_sizes(family):
+            base["d_inner"] = None  # derived (SSD: n_heads·d_head)
         self.set_problem(Problem.from_dict(base))
         self.inputsChanged.emit()
 

@@ -1,8 +1,9 @@
 """What the plots show, sliced out of one run's arrays (Qt-free numpy).
 
-A :class:`Selection` picks a batch entry, a channel and a state. For S6 the
-channel indexes d_inner; for SSD it indexes d_inner = n_heads·d_head, so channel
-c is head c // d_head, head dimension c % d_head, and group head·n_groups // n_heads.
+A :class:`Selection` picks a batch entry, a channel (of d_inner) and a state. What
+they are in a family's arrays is the family's :class:`~ssmviz.core.families.view.FamilyView`
+(SSD: channel c of d_inner = n_heads·d_head is head c // d_head, head dimension
+c % d_head).
 
 :func:`trace` returns the per-time quantities of the selection (every array is
 ``(seq_len,)`` unless noted), :func:`readout` the teaching read-out at one
@@ -11,16 +12,17 @@ step, :func:`grad_views` one 1-D or 2-D view per gradient tensor.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
+from ssmviz.core import families
 from ssmviz.core.check import FORWARD_TOL, element_bound
-from ssmviz.core.reference.s6 import s6_discretise
-from ssmviz.core.reference.ssd import ssd_discretise
+from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families.view import FamilyView, GradSlice
 
 #: Smallest value the log-scaled error plot shows (exact zeros would be -inf).
 LOG_FLOOR = 1e-20
@@ -49,8 +51,8 @@ class Trace:
     family: str
     convention: str
     sel: Selection
-    u: np.ndarray  # input u (S6) or x (SSD) of the channel
-    delta: np.ndarray  # Δ = softplus(delta + delta_bias) or dt_eff
+    u: np.ndarray  # the channel's input (S6 u, SSD x)
+    delta: np.ndarray  # its step size (S6 Δ = softplus(delta + delta_bias), SSD dt_eff)
     a_bar: np.ndarray  # (seq_len, d_state): Ā_t per state (SSD: the head's, repeated)
     bu: np.ndarray  # (seq_len, d_state): B̄_t·u_t per state
     c: np.ndarray  # (seq_len, d_state): C_t
@@ -64,7 +66,11 @@ class Trace:
     # SSD: GPU states at chunk ends, times (K,) and values (K, d_state)
     chunk_t: np.ndarray | None = None
     chunk_h_gpu: np.ndarray | None = None
+    #: What the family calls the series: "input", "delta", "a_bar" and "bu" (B̄_t·u_t's
+    #: formula in the convention).
     names: dict[str, str] = field(default_factory=dict)
+    #: False: Ā is one scalar per step, shared by the states (SSD's per head).
+    a_bar_per_state: bool = True
 
     @property
     def seq_len(self) -> int:
@@ -78,27 +84,17 @@ class Trace:
         return np.maximum(np.abs(self.y_gpu - self.y_ref), LOG_FLOOR)
 
 
-def scan(decay: np.ndarray, inp: np.ndarray) -> np.ndarray:
-    """h_t = decay_t·h_{t−1} + inp_t with h_{−1} = 0; decay, inp (seq_len, d_state)."""
-    out = np.empty_like(inp)
-    prev = np.zeros(inp.shape[1:])
-    for t in range(inp.shape[0]):
-        prev = decay[t] * prev + inp[t]
-        out[t] = prev
-    return out
+def family_view(family: str) -> FamilyView:
+    """The registered family's view; a one-line SsmvizError when it has none."""
+    fam = families.get(family)
+    if fam.view is None:
+        raise SsmvizError(f"family '{family}' has no view for the app's plots")
+    return fam.view()
 
 
 def sizes_of(family: str, inputs: Mapping[str, np.ndarray]) -> dict[str, int]:
-    """batch, seq_len, d_inner, d_state (and SSD head sizes) read off the input shapes."""
-    if family == "s6":
-        b, L, d = inputs["u"].shape
-        return {"batch": b, "seq_len": L, "d_inner": d, "d_state": inputs["A_log"].shape[1]}
-    b, L, H, P = inputs["x"].shape
-    G, N = inputs["B"].shape[2:]
-    return {
-        "batch": b, "seq_len": L, "d_inner": H * P, "d_state": N,
-        "n_heads": H, "d_head": P, "n_groups": G,
-    }
+    """batch, seq_len, d_inner, d_state (and the family's own sizes) off the input shapes."""
+    return family_view(family).sizes(inputs)
 
 
 def clamp_selection(family: str, inputs: Mapping[str, np.ndarray], sel: Selection) -> Selection:
@@ -123,56 +119,13 @@ def trace(
     chunk_len: int | None = None,
 ) -> Trace:
     """The selection's time series; ``sel`` is clamped to the sizes."""
-    s = sizes_of(family, inputs)
+    view = family_view(family)
+    s = view.sizes(inputs)
     sel = sel.clamped(s["batch"], s["d_inner"], s["d_state"])
-    b, ch = sel.batch, sel.channel
-    if family == "s6":
-        u = np.asarray(inputs["u"][b, :, ch], np.float64)
-        delta, a_bar, coef = s6_discretise(
-            inputs["delta"][b, :, ch], inputs["delta_bias"][ch], inputs["A_log"][ch],
-            convention=convention,
-        )
-        B = np.asarray(inputs["B"][b], np.float64)
-        bu = coef * B * u[:, None]
-        C = np.asarray(inputs["C"][b], np.float64)
-        d_skip = inputs["D"][ch] * u
-        h_ref = ref["h"][b, :, ch, :] if "h" in ref else scan(a_bar, bu)
-        h_gpu = gpu["h"][b, :, ch, :].astype(np.float64) if "h" in gpu else None
-        y_ref = ref["y"][b, :, ch]
-        y_gpu = gpu["y"][b, :, ch].astype(np.float64) if "y" in gpu else None
-        names = {"input": "u", "delta": "Δ", "a_bar": "Ā"}
-        return Trace(
-            family, convention, sel, u, delta, a_bar, bu, C, d_skip, h_ref, h_gpu,
-            y_ref, y_gpu, _threshold(y_ref), names=names,
-        )
-    P, H, G = s["d_head"], s["n_heads"], s["n_groups"]
-    head, p = ch // P, ch % P
-    g = head * G // H
-    u = np.asarray(inputs["x"][b, :, head, p], np.float64)
-    delta, log_decay, in_scale = ssd_discretise(
-        inputs["dt"][b, :, head], inputs["dt_bias"][head], inputs["A_log"][head],
-        convention=convention,
-    )
-    N = s["d_state"]
-    a_bar = np.repeat(np.exp(log_decay)[:, None], N, axis=1)
-    B = np.asarray(inputs["B"][b, :, g, :], np.float64)
-    bu = (in_scale * u)[:, None] * B
-    C = np.asarray(inputs["C"][b, :, g, :], np.float64)
-    y_ref = ref["y"][b, :, head, p]
-    y_gpu = gpu["y"][b, :, head, p].astype(np.float64) if "y" in gpu else None
-    chunk_t = chunk_h = None
-    states = gpu.get("chunk_states")
-    if chunk_len and states is not None and states.ndim == 5:
-        # Slot k ≥ 1 is the state entering chunk k, i.e. h at time k·chunk_len − 1.
-        L = s["seq_len"]
-        k = np.arange(1, states.shape[1])
-        chunk_t = np.minimum(k * chunk_len, L) - 1
-        chunk_h = states[b, 1:, head, p, :].astype(np.float64)
-    return Trace(
-        family, convention, sel, u, delta, a_bar, bu, C, inputs["D"][head] * u,
-        scan(a_bar, bu), None, y_ref, y_gpu, _threshold(y_ref), chunk_len,
-        chunk_t, chunk_h, names={"input": "x", "delta": "dt_eff", "a_bar": "Ā (head)"},
-    )
+    if chunk_len:
+        s["chunk_len"] = chunk_len
+    series = view.series(convention, inputs, ref, gpu, sel.batch, sel.channel, s)
+    return Trace(family, convention, sel, tol_curve=_threshold(series["y_ref"]), **series)
 
 
 def readout(tr: Trace, t: int) -> list[tuple[str, str]]:
@@ -185,10 +138,7 @@ def readout(tr: Trace, t: int) -> list[tuple[str, str]]:
     c_h = float(tr.c[t, n] * h_t)
     y_sum = float(tr.c[t] @ tr.h_ref[t] + tr.d_skip[t])
     i, d = tr.names.get("input", "u"), tr.names.get("delta", "Δ")
-    if tr.family == "s6":
-        bu_text = "Δ·B·u" if tr.convention == "mamba" else "expm1(ΔA)/A·B·u"
-    else:
-        bu_text = "dt·B·x" if tr.convention == "mamba" else "B·x (no dt)"
+    bu_text = tr.names.get("bu", "B̄·u")
     rows = [
         ("t", f"{t}"),
         (f"{i}_t", f"{tr.u[t]:+.6g}"),
@@ -229,41 +179,17 @@ class GradView:
     fd: Any = None
 
 
-Cut = Callable[[np.ndarray], np.ndarray]
-
-
 def grad_slicers(
     family: str, inputs: Mapping[str, np.ndarray], sel: Selection
-) -> dict[str, tuple[str, Cut, str, bool]]:
+) -> dict[str, GradSlice]:
     """key → (kind, cut, x_label, time_axis): how each gradient tensor is sliced for ``sel``.
 
     ``cut`` maps a full tensor (the gradient, or the input of the same shape) to its view.
     """
-    s = sizes_of(family, inputs)
+    view = family_view(family)
+    s = view.sizes(inputs)
     sel = sel.clamped(s["batch"], s["d_inner"], s["d_state"])
-    b, ch = sel.batch, sel.channel
-    if family == "s6":
-        return {
-            "du": ("line", lambda a: a[b, :, ch], "time", True),
-            "ddelta": ("line", lambda a: a[b, :, ch], "time", True),
-            "dA_log": ("image", lambda a: a, "channel × state", False),
-            "dB": ("image", lambda a: a[b], "time × state", True),
-            "dC": ("image", lambda a: a[b], "time × state", True),
-            "dD": ("bars", lambda a: a, "channel", False),
-            "ddelta_bias": ("bars", lambda a: a, "channel", False),
-        }
-    P, H, G = s["d_head"], s["n_heads"], s["n_groups"]
-    head, p = ch // P, ch % P
-    g = head * G // H
-    return {
-        "dx": ("line", lambda a: a[b, :, head, p], "time", True),
-        "ddt": ("line", lambda a: a[b, :, head], "time", True),
-        "dA_log": ("bars", lambda a: a, "head", False),
-        "dB": ("image", lambda a: a[b, :, g, :], "time × state", True),
-        "dC": ("image", lambda a: a[b, :, g, :], "time × state", True),
-        "dD": ("bars", lambda a: a, "head", False),
-        "ddt_bias": ("bars", lambda a: a, "head", False),
-    }
+    return view.grad_slices(s, sel.batch, sel.channel)
 
 
 def grad_views(

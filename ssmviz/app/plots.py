@@ -308,7 +308,7 @@ class TimePlots(pg.GraphicsLayoutWidget):
             self._title("input", f"input {tr.names['input']} (channel {tr.sel.channel})")
             self._title("delta", tr.names["delta"])
             # SSD's Ā is one scalar per head and step: no state to name.
-            self._title("a_bar", f"{tr.names['a_bar']}, state {n}" if tr.family == "s6" else
+            self._title("a_bar", f"{tr.names['a_bar']}, state {n}" if tr.a_bar_per_state else
                         f"{tr.names['a_bar']}: one scalar per step, shared by its states")
             self.h_lines.set_highlight(n)
             self._chunk_h = None
@@ -327,7 +327,7 @@ class TimePlots(pg.GraphicsLayoutWidget):
             self._series = dict(series)
             self._window = None
             self._apply_series(envelopes)
-            self._chunks(tr.chunk_len if tr.family == "ssd" else None, L)
+            self._chunks(tr.chunk_len, L)
             self.set_cursor(self.cursor, emit=False)  # the last part shows the read-out
             settle_geometry(list(self.plots.values()))
             self.updates += 1

@@ -21,11 +21,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ssmviz.app.derived import Selection
+from ssmviz.core import families
 from ssmviz.core.check import CheckReport, check_arrays, preflight, reference
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external.live import LiveRun
 from ssmviz.core.memory import check_memory
 from ssmviz.core.problem import Problem, infer_sizes
+
+
+def run_chunk_len(p: Problem) -> int | None:
+    """``p.chunk_len`` when its family's runs take one (SSD), else None."""
+    return p.chunk_len if "chunk_len" in families.get(p.family).run_sizes else None
 
 
 def one_line(exc: BaseException) -> str:
@@ -195,7 +201,7 @@ def _run_external(request: RunRequest, arrays: dict[str, np.ndarray], prof: obje
         # delta), kept also when it is refused, so the reference-only plots match.
         result.inputs = abi_inputs(prof, arrays)
     live = run_live_isolated(choice.path, choice.text, arrays, family=p.family,
-                             chunk_len=p.chunk_len if p.family == "ssd" else None)
+                             chunk_len=run_chunk_len(p))
     result.external = live
     result.report = live.report
     result.gpu, result.ref, result.inputs = dict(live.gpu), dict(live.ref), dict(live.inputs)
@@ -215,8 +221,9 @@ def execute(request: RunRequest) -> RunResult:
     result = RunResult(
         request.generation, p, {}, {}, {}, requested_at=request.requested_at, started_at=started
     )
-    chunk_len = p.chunk_len if p.family == "ssd" else None
+    chunk_len = None
     try:
+        chunk_len = run_chunk_len(p)
         # Before any work, like the CLI: a problem past the RAM runs nothing, not even
         # the reference (so the except below has no inputs to plot).
         sizes = _problem_sizes(p, request.arrays)
@@ -256,8 +263,8 @@ def _problem_sizes(p: Problem, arrays: Mapping[str, np.ndarray] | None) -> dict[
     """The sizes a run of ``p`` (on ``arrays`` when given) has, chunk_len included."""
     if arrays is None:
         return p.sizes()
-    sizes = infer_sizes(p.family, arrays)
-    return sizes | ({"chunk_len": p.chunk_len} if p.family == "ssd" else {})
+    run = families.get(p.family).run_sizes
+    return infer_sizes(p.family, arrays) | {k: getattr(p, k) for k in run}
 
 
 def _reference_only(result: RunResult, chunk_len: int | None) -> None:

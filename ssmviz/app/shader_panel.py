@@ -38,17 +38,22 @@ from PySide6.QtWidgets import (
 
 from ssmviz.app.highlighter import WgslHighlighter
 from ssmviz.app.runner import KernelChoice, RunResult
+from ssmviz.core import families
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external import Diagnostic, FileWatcher
 from ssmviz.core.external.loader import read_text
 from ssmviz.core.resources import shaders_dir
 
-FAMILY_SHADER = {"s6": "selective_scan.wgsl", "ssd": "ssd.wgsl"}
 RECENT_KEY = "shader/recent"
 MAX_RECENT = 8
 #: How often the kernel file is polled for changes on disk.
 POLL_MS = 150
 SEVERITY_COLOR = {"error": "#c62828", "warning": "#b26a00", "note": "#555555"}
+
+
+def builtin_shader(family: str) -> str:
+    """The file name of ``family``'s own shader in ssmviz's shaders folder."""
+    return families.get(family).shader
 
 
 def source_key(kind: str, path: str) -> str:
@@ -103,7 +108,7 @@ class ShaderPanel(QWidget):
         layout.addWidget(self.note)
 
         self.kind = "builtin"  # or "file"
-        self.path = FAMILY_SHADER["s6"]  # built-in name, or the file path
+        self.path = builtin_shader(families.names()[0])  # built-in name, or the file path
         self._loaded_text = ""  # text as read from disk / the shaders folder
         self._applied_text = ""  # text the runs use
         self.watcher: FileWatcher | None = None
@@ -146,7 +151,7 @@ class ShaderPanel(QWidget):
     def _fill_sources(self) -> None:
         self.sources.blockSignals(True)
         self.sources.clear()
-        for name in FAMILY_SHADER.values():
+        for name in map(builtin_shader, families.names()):
             self.sources.addItem(f"built-in: {name}", source_key("builtin", name))
         for path in self.recent_files():
             self.sources.addItem(f"file: {path}", source_key("file", path))
@@ -183,7 +188,7 @@ class ShaderPanel(QWidget):
 
     def show_family(self, family: str) -> None:
         """Follow the problem's family while a built-in kernel is shown (no re-run here)."""
-        name = FAMILY_SHADER.get(family, "")
+        name = builtin_shader(family) if family in families.names() else ""
         if self.kind == "builtin" and name and name != self.path:
             self.set_source("builtin", name, emit=False)
 

@@ -19,7 +19,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ssmviz.app.derived import GradView, Selection, Trace, grad_slicers, grad_views, trace
+from ssmviz.app.derived import (
+    GradView,
+    Selection,
+    Trace,
+    family_view,
+    grad_slicers,
+    grad_views,
+    trace,
+)
+from ssmviz.core import families
 from ssmviz.core.reference.gradcheck import finite_difference_grads
 
 #: Heatmaps keep at most this many rows along their first (time) axis.
@@ -274,22 +283,10 @@ def image_view(a: np.ndarray, *, symmetric: bool = False,
     return ImageView(rgba, levels, (float(a.shape[0]), float(a.shape[1])))
 
 
-def _forward_y(family: str, convention: str, chunk_len: int | None):
-    if family == "s6":
-        from ssmviz.core.reference.s6 import s6_forward
-
-        keys = ("u", "delta", "A_log", "B", "C", "D", "delta_bias")
-        return keys, lambda p: s6_forward(*(p[k] for k in keys), convention=convention).y
-    from ssmviz.core.reference.ssd import ssd_forward_chunked
-
-    keys = ("x", "dt", "A_log", "B", "C", "D", "dt_bias")
-    return keys, lambda p: ssd_forward_chunked(
-        *(p[k] for k in keys), chunk_len=int(chunk_len or 1), convention=convention).y
-
-
 def fd_small_enough(family: str, inputs: Mapping[str, np.ndarray]) -> bool:
-    """True when batch·seq_len·d_inner ≤ FD_MAX_ELEMENTS (finite differences stay cheap)."""
-    shape = inputs["u" if family == "s6" else "x"].shape
+    """True when the family's first input (batch·seq_len·d_inner elements: S6's u, SSD's
+    x) has at most FD_MAX_ELEMENTS (finite differences stay cheap)."""
+    shape = inputs[families.get(family).input_keys[0]].shape
     return int(np.prod(shape)) <= FD_MAX_ELEMENTS
 
 
@@ -311,7 +308,13 @@ def fd_points(
     their reference and GPU values are read off the views. Float64 reference forward
     throughout.
     """
-    keys, forward = _forward_y(family, convention, chunk_len)
+    keys = families.get(family).input_keys[:-1]  # all but dy
+    fam_view = family_view(family)
+    sizes = fam_view.sizes(inputs) | ({"chunk_len": chunk_len} if chunk_len else {})
+
+    def forward(p: dict[str, np.ndarray]) -> np.ndarray:
+        return fam_view.forward_y(p, convention, sizes)
+
     base = {k: np.array(inputs[k], np.float64) for k in keys}
     dy = np.asarray(inputs["dy"], np.float64)
     slicers = grad_slicers(family, inputs, sel)

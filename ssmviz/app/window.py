@@ -28,7 +28,7 @@ from ssmviz.app.plots import GradPlots, TimePlots
 from ssmviz.app.readout import ReadoutPanel
 from ssmviz.app.runner import RunResult
 from ssmviz.app.session import Session
-from ssmviz.app.shader_panel import FAMILY_SHADER, ShaderPanel
+from ssmviz.app.shader_panel import ShaderPanel, builtin_shader
 from ssmviz.app.statusbar import RunStatusBar
 from ssmviz.app.titles import grad_titles
 from ssmviz.app.viewdata import ViewData
@@ -417,7 +417,7 @@ class MainWindow(QMainWindow):
         if path:
             self.notice = (f"session kernel file not found: {path}; "
                            "using the built-in kernel")
-        builtin = FAMILY_SHADER[session.problem.family]
+        builtin = builtin_shader(session.problem.family)
         if (panel.kind, panel.path) != ("builtin", builtin):
             panel.set_source("builtin", builtin, emit=False)
         self.status.show_error(self.notice)

@@ -21,7 +21,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from ssmviz.app.runner import RunRequest, RunResult, execute, one_line
+from ssmviz.app.runner import RunRequest, RunResult, execute, one_line, run_chunk_len
 from ssmviz.app.viewdata import prepare_view
 
 
@@ -116,7 +116,7 @@ def view_job(job: tuple[RunResult, Any]) -> Any:
     p = result.problem
     try:
         return prepare_view(p.family, p.convention, result.inputs, result.ref, result.gpu, sel,
-                            p.chunk_len if p.family == "ssd" else None)
+                            run_chunk_len(p))
     except Exception as exc:  # a view that cannot be cut: one line on the status bar
         return f"cannot show this selection: {one_line(exc)}"
 

@@ -81,6 +81,12 @@ def _sweep(quick: bool) -> list[dict[str, Any]]:
     return [p.to_dict() for p in s6_cases(quick)]
 
 
+def _view() -> Any:
+    from ssmviz.core.families.s6.view import VIEW
+
+    return VIEW
+
+
 def _derive(sizes: dict[str, int]) -> dict[str, int]:
     return sizes
 
@@ -108,6 +114,7 @@ FAMILY = Family(
     state_elements=_states,
     reference_bytes=_ref_bytes,
     sweep_cases=_sweep,
+    view=_view,
     roles=RoleSpec(
         axes={
             **dict.fromkeys(("u", "delta", "dy", "y", "du", "ddelta", "du_no_skip"), _BLD),

@@ -78,6 +78,12 @@ def _sweep(quick: bool) -> list[dict[str, Any]]:
     return [p.to_dict() for p in ssd_cases(quick)]
 
 
+def _view() -> Any:
+    from ssmviz.core.families.ssd.view import VIEW
+
+    return VIEW
+
+
 def _derive(sizes: dict[str, int]) -> dict[str, int]:
     return sizes
 
@@ -107,6 +113,7 @@ FAMILY = Family(
     state_elements=_states,
     reference_bytes=_ref_bytes,
     sweep_cases=_sweep,
+    view=_view,
     roles=RoleSpec(
         axes={
             **dict.fromkeys(("x", "dy", "y", "dx", "dx_no_skip"), _BLHP),
