@@ -17,6 +17,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import NoReturn
 
+from ssmviz.core import families as registry
 from ssmviz.core.errors import SsmvizError
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -79,19 +80,15 @@ CHECK_DEFAULTS = {
     "signal": "sine",
     "seed": 0,
 }
-#: The sizes each family's problem uses; a size flag of the other family is refused.
-FAMILY_SIZES = {
-    "s6": ("batch", "seq_len", "d_inner", "d_state"),
-    "ssd": ("batch", "seq_len", "d_inner", "n_heads", "d_head", "n_groups", "d_state",
-            "chunk_len"),
-}
+#: Every size flag; one that the family's problem does not use (its ``size_names``) is
+#: refused.
 SIZE_FLAGS = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups",
               "chunk_len")
 
 
 def _add_problem_args(p: argparse.ArgumentParser) -> None:
     # Defaults are None so that --kernel can tell "unset" from "set to the default".
-    p.add_argument("--family", choices=("s6", "ssd"), default=None)
+    p.add_argument("--family", choices=registry.names(), default=None)
     p.add_argument("--convention", choices=("mamba", "builderforce"), default=None)
     p.add_argument("--batch", type=_positive("batch"), default=None)
     p.add_argument("--seq-len", type=_positive("seq_len"), default=None)
@@ -143,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "killed (default: 10 s + 1 s per 10⁶ elements)")
 
     sweep = sub.add_parser("sweep", help="check the acceptance matrix of a kernel family")
-    sweep.add_argument("--family", choices=("s6", "ssd"), default="s6")
+    sweep.add_argument("--family", choices=registry.names(), default=CHECK_DEFAULTS["family"])
     sweep.add_argument("--quick", action="store_true", help="short sequences only")
     sweep.add_argument("--runs", type=_positive("runs"), default=3)
     sweep.add_argument("--json", metavar="PATH.json", help="write every case's figures as JSON")
@@ -154,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Defaults are None so that --ui and --family reference can refuse what they ignore.
     bench.add_argument(
         "--family",
-        choices=("s6", "ssd", "all", "reference", "tint"),
+        choices=(*registry.names(), "all", "reference", "tint"),
         default=None,
         help="default all; reference: only the float64 references' times (no GPU); tint: "
         "the Tint cross-check's cost per kernel file",
@@ -192,7 +189,7 @@ def _given(args: argparse.Namespace, dests) -> list[str]:
 
 def _refuse_foreign_sizes(args: argparse.Namespace, families: Sequence[str], what: str) -> None:
     """Refuse a size flag that none of ``families`` uses."""
-    used = {k for f in families for k in FAMILY_SIZES[f]}
+    used = {k for f in families for k in registry.get(f).size_names}
     for dest in _given(args, SIZE_FLAGS):
         if dest not in used:
             fams = " or ".join(families)
@@ -272,11 +269,10 @@ def _resolve_inputs(args: argparse.Namespace, *, device: bool):
                               f"{k}={v}")
     for k, v in sizes.items():
         _agree(k, v, getattr(args, k, None), path)
-    chunk_len = None
-    if family == "ssd":
-        chunk_len = _agree("chunk_len", meta_sizes.get("chunk_len"), args.chunk_len, path)
-        chunk_len = chunk_len or CHECK_DEFAULTS["chunk_len"]
-        sizes["chunk_len"] = chunk_len
+    for name in registry.get(family).run_sizes:  # sizes the arrays' shapes do not carry
+        value = _agree(name, meta_sizes.get(name), getattr(args, name), path)
+        sizes[name] = value or CHECK_DEFAULTS[name]
+    chunk_len = sizes.get("chunk_len")
     convention = _agree("convention", f.meta_convention, args.convention, path)
     if f.meta is not None:
         notes = [f"inputs: {path} (family, convention and sizes from its meta)"]
@@ -316,14 +312,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     from ssmviz.core.progress import Progress
 
     progress = None
-    if is_long_check(infer_sizes(family, arrays)):
+    if is_long_check(family, infer_sizes(family, arrays)):
         progress = Progress(check_steps(args.runs), "check")
     try:
         report = check_arrays(
             family,
             arrays,
             convention=convention,
-            chunk_len=chunk_len if family == "ssd" else None,
+            chunk_len=chunk_len,
             runs=args.runs,
             step=progress.step if progress is not None else None,
         )

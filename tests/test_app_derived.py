@@ -13,9 +13,9 @@ from ssmviz.app.runner import one_line
 from ssmviz.app.session import Session
 from ssmviz.core.check import s6_reference, ssd_reference
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families.ssd.reference import ssd_forward_recurrent
 from ssmviz.core.families.view import scan
 from ssmviz.core.problem import Problem
-from ssmviz.core.reference.ssd import ssd_forward_recurrent
 
 
 @pytest.mark.parametrize("convention", ["mamba", "builderforce"])

@@ -116,7 +116,7 @@ def test_progress_is_a_line_per_step_off_a_terminal_and_a_bar_on_one() -> None:
 def test_bench_on_a_cpu_adapter_defaults_to_small_and_says_so(
     runtime, monkeypatch, capsys, argv, size, note
 ) -> None:
-    assert runtime.adapter_info.get("adapter_type") == "CPU"
+    assert runtime.adapter.info.get("adapter_type") == "CPU"
     asked = {}
 
     def fake_run_bench(**kw):  # the figures themselves are timed by the tests above

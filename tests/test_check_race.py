@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ssmviz.core.check import check_arrays
-from ssmviz.core.kernels.s6 import S6Kernel
+from ssmviz.core.families.s6.kernel import S6Kernel
 from ssmviz.core.problem import Problem
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ssmviz.core.check import check_arrays
-from ssmviz.core.kernels.s6 import S6Kernel
+from ssmviz.core.families.s6.kernel import S6Kernel
 from ssmviz.core.problem import Problem
 
 # Per-run stage times the wrapper reports: the median (2 ms) is neither the first nor the

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.expr import evaluate
 from ssmviz.core.external import wgsl
-from ssmviz.core.external.expr import evaluate
 from ssmviz.core.external.loader import load_kernel_file, load_kernel_text
 from ssmviz.core.external.profiles import (
     builtin_profiles,

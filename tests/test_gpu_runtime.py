@@ -216,7 +216,7 @@ def _same_bits(a: dict, b: dict) -> bool:
 
 @pytest.mark.parametrize("d_inner", [16, 128])  # one d-block (dB, dC in red_bc) and two
 def test_s6_run_matches_unbatched_path(runtime, d_inner) -> None:
-    from ssmviz.core.kernels.s6 import S6Kernel
+    from ssmviz.core.families.s6.kernel import S6Kernel
     from ssmviz.core.problem import Problem
 
     kernel = S6Kernel(runtime)
@@ -241,7 +241,7 @@ def test_s6_run_matches_unbatched_path(runtime, d_inner) -> None:
 
 
 def test_ssd_run_matches_unbatched_path(runtime) -> None:
-    from ssmviz.core.kernels.ssd import SSDKernel
+    from ssmviz.core.families.ssd.kernel import SSDKernel
     from ssmviz.core.problem import Problem
 
     kernel = SSDKernel(runtime)

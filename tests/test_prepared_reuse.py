@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from ssmviz.core.check import check_arrays, unwritten_count
+from ssmviz.core.families.s6.kernel import S6Kernel
+from ssmviz.core.families.ssd.kernel import SSDKernel
 from ssmviz.core.gpu import POISON_U32, Dispatch
 from ssmviz.core.kernels._base import PreparedCache, prepared_cache
-from ssmviz.core.kernels.s6 import S6Kernel
-from ssmviz.core.kernels.ssd import SSDKernel
 from ssmviz.core.problem import Problem
 from ssmviz.core.resources import shader_source
 

@@ -8,8 +8,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-import ssmviz.core.reference.s6 as s6_ref
-import ssmviz.core.reference.ssd as ssd_ref
+import ssmviz.core.families.s6.reference as s6_ref
+import ssmviz.core.families.ssd.reference as ssd_ref
 from ssmviz.core import check
 from ssmviz.core.problem import Problem
 

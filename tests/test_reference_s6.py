@@ -10,15 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.reference import s6 as s6_module
+from ssmviz.core.families.s6 import reference as s6_module
+from ssmviz.core.families.s6.reference import S6Forward, s6_backward, s6_forward
 from ssmviz.core.reference._common import inverse_softplus, sigmoid, softplus, softplus_grad
 from ssmviz.core.reference.gradcheck import (
     GradCheckResult,
     compare_grads,
     finite_difference_grads,
-    s6_gradcheck,
 )
-from ssmviz.core.reference.s6 import S6Forward, s6_backward, s6_forward
+from tests.gradchecks import s6_gradcheck
 
 CONVENTIONS = ("mamba", "builderforce")
 GRAD_KEYS = ("du", "ddelta", "dA_log", "dB", "dC", "dD", "ddelta_bias")
@@ -378,7 +378,7 @@ def test_finite_difference_rejects_unknown_name() -> None:
 
 def test_s6_gradcheck_detects_a_wrong_gradient(monkeypatch: pytest.MonkeyPatch) -> None:
     # The checker must be able to fail: break dB in the backward and watch it report.
-    import ssmviz.core.reference.gradcheck as gc
+    import tests.gradchecks as gc
 
     real = gc.s6_backward
 
@@ -394,8 +394,8 @@ def test_s6_gradcheck_detects_a_wrong_gradient(monkeypatch: pytest.MonkeyPatch) 
 
 @pytest.mark.parametrize("convention", ["mamba", "builderforce"])
 def test_s6_discretise_rebuilds_the_forward_states(convention: str) -> None:
+    from ssmviz.core.families.s6.reference import s6_discretise
     from ssmviz.core.problem import Problem
-    from ssmviz.core.reference.s6 import s6_discretise
 
     a = Problem(family="s6", seq_len=40, d_inner=2, d_state=3, convention=convention).build()
     fwd = s6_forward(a["u"], a["delta"], a["A_log"], a["B"], a["C"], a["D"], a["delta_bias"],

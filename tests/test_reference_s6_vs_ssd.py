@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ssmviz.core.reference.s6 import s6_backward, s6_forward
-from ssmviz.core.reference.ssd import (
+from ssmviz.core.families.s6.reference import s6_backward, s6_forward
+from ssmviz.core.families.ssd.reference import (
     ssd_backward_chunked,
     ssd_backward_recurrent,
     ssd_forward_chunked,

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.reference._common import softplus
-from ssmviz.core.reference.ssd import (
+from ssmviz.core.families.ssd.reference import (
     SSDGrads,
     n_chunks,
     ssd_backward_chunked,
@@ -16,7 +15,8 @@ from ssmviz.core.reference.ssd import (
     ssd_forward_recurrent,
     ssd_semiseparable_matrix,
 )
-from ssmviz.core.reference.ssd_gradcheck import SSD_PARAMS, ssd_gradcheck
+from ssmviz.core.reference._common import softplus
+from tests.gradchecks import SSD_PARAMS, ssd_gradcheck
 
 CONVENTIONS = ("mamba", "builderforce")
 GRAD_NAMES = tuple(f"d{k}" for k in SSD_PARAMS)
@@ -82,7 +82,7 @@ def test_gradients_match_finite_differences(
 
 def test_gradcheck_detects_a_wrong_gradient(monkeypatch: pytest.MonkeyPatch) -> None:
     """The check itself can fail: corrupt one analytic gradient and it must be flagged."""
-    import ssmviz.core.reference.ssd_gradcheck as mod
+    import tests.gradchecks as mod
 
     real = mod.ssd_backward_recurrent
 

@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 from ssmviz.core.errors import LimitError, SsmvizError
+from ssmviz.core.families.s6.abi import PARAM_FIELDS, S6_ABI
+from ssmviz.core.families.s6.kernel import S6Kernel
+from ssmviz.core.families.s6.plan import Sizes
+from ssmviz.core.families.s6.plan import make_plan as s6_make_plan
+from ssmviz.core.families.s6.reference import s6_backward, s6_forward
 from ssmviz.core.gpu import POISON_U32
-from ssmviz.core.kernels.s6 import PARAM_FIELDS, S6_ABI, S6Kernel
-from ssmviz.core.kernels.s6 import _make_plan as s6_make_plan
-from ssmviz.core.kernels.s6 import _Sizes as s6_sizes
 from ssmviz.core.reference._common import inverse_softplus
-from ssmviz.core.reference.s6 import s6_backward, s6_forward
 from ssmviz.core.resources import shader_source
 
 ON_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -176,7 +177,7 @@ def test_d_state_range(kernel, kernel_wg, d_state, bwd_path):
 def test_backward_mode_choice():
     """The stored-h backward when h is stored and its per-channel dB/dC rows are small."""
     def stored(batch, seq_len, d_inner, d_state, **kw):
-        plan = s6_make_plan(s6_sizes(batch, seq_len, d_inner, d_state), None, None, None, **kw)
+        plan = s6_make_plan(Sizes(batch, seq_len, d_inner, d_state), None, None, None, **kw)
         return plan.bwd_stored
 
     assert stored(1, 2048, 16, 16, store_h=True)
@@ -190,7 +191,7 @@ def test_backward_mode_choice():
     assert not stored(1, 10, 4, 4, store_h=True, bwd_mode="recompute")
 
     def ckpt(batch, seq_len, d_inner, d_state, **kw):
-        plan = s6_make_plan(s6_sizes(batch, seq_len, d_inner, d_state), None, None, None, **kw)
+        plan = s6_make_plan(Sizes(batch, seq_len, d_inner, d_state), None, None, None, **kw)
         return plan.bwd_ckpt
 
     # Without h: checkpoints every 8 steps while they take <= 1 GiB (the wide size: 512 MiB).
@@ -202,7 +203,7 @@ def test_backward_mode_choice():
     # With checkpoints the chunk only places the adjoint's carries: as long as 64k
     # invocations remain, 32 to 256 steps, one chunk per invocation.
     def chunk(batch, seq_len, d_inner, d_state, **kw):
-        plan = s6_make_plan(s6_sizes(batch, seq_len, d_inner, d_state), None, None, None, **kw)
+        plan = s6_make_plan(Sizes(batch, seq_len, d_inner, d_state), None, None, None, **kw)
         return plan.bwd_chunk, plan.k_chunks
 
     assert chunk(8, 8192, 1024, 16) == (256, 1)
@@ -211,9 +212,9 @@ def test_backward_mode_choice():
     assert chunk(1, 2048, 16, 16, store_h=True)[0] == 32  # stored: 32-step chunks
     assert chunk(8, 8192, 1024, 16, bwd_mode="recompute") == (32, 4)
     with pytest.raises(SsmvizError, match="bwd_chunk_len is 64"):
-        s6_make_plan(s6_sizes(1, 64, 4, 4), None, 64, None, bwd_mode="recompute")
+        s6_make_plan(Sizes(1, 64, 4, 4), None, 64, None, bwd_mode="recompute")
     with pytest.raises(SsmvizError, match="multiple of 8"):
-        s6_make_plan(s6_sizes(1, 64, 4, 4), None, 13, None, bwd_mode="checkpoint")
+        s6_make_plan(Sizes(1, 64, 4, 4), None, 13, None, bwd_mode="checkpoint")
     with pytest.raises(SsmvizError, match="no stored h"):
         ckpt(1, 64, 4, 4, store_h=True, bwd_mode="checkpoint")
     with pytest.raises(SsmvizError, match="store_h"):
@@ -294,7 +295,7 @@ def test_folded_pipeline_constants(
     d_state (whole 16-state tiles only; else 0, read from Params) as pipeline constants
     (CONV, CKPT, D_STATE); built without them, the shader reads the same facts from Params
     and gives the same bits."""
-    import ssmviz.core.kernels.s6 as s6
+    import ssmviz.core.families.s6.plan as s6_plan
 
     inp = make_inputs(2, 77, 70, d_state, seed=21)
     kw = dict(convention=convention, fwd_mode=fwd_mode, bwd_mode=bwd_mode, store_h=store_h)
@@ -304,7 +305,7 @@ def test_folded_pipeline_constants(
     # d_inner 70: lanes of 64, so G = min(subgroup size, 32) lanes per dB/dC row.
     sg = {"SG_GROUP": min(kernel.subgroup_size, 32)} if kernel.subgroup_size else {}
     passes = prep.forward_dispatches + prep.backward_dispatches
-    folded = [d for d in passes if d.label in s6._FOLDED_ENTRIES]
+    folded = [d for d in passes if d.label in s6_plan.FOLDED_ENTRIES]
     fwd = {"s6_fwd_onepass"} if fwd_mode == "onepass" else {"s6_fwd_summary", "s6_fwd_output"}
     out = "s6_bwd_output_h" if store_h else "s6_bwd_output"
     assert {d.label for d in folded} == fwd | {out}
@@ -315,7 +316,7 @@ def test_folded_pipeline_constants(
     got = prep.run().outputs
     no_poison(got)
     assert_close(got, reference(inp, convention), "folded")
-    monkeypatch.setattr(s6, "_FOLDED_ENTRIES", frozenset())
+    monkeypatch.setattr(s6_plan, "FOLDED_ENTRIES", frozenset())
     # A fresh prepare: kernel.run's prepared-problem cache does not key on the folding.
     same_bits(got, kernel.prepare(inp, **kw).run().outputs, "constants read from Params")
 
@@ -442,7 +443,7 @@ def test_onepass_forward_matches_reference(kernel, batch, seq_len, d_inner, d_st
 def test_forward_mode_choice():
     """Many channels, d_state <= 16 and no h: one pass; otherwise the chunked passes."""
     def entries(batch, seq_len, d_inner, d_state, **kw):
-        plan = s6_make_plan(s6_sizes(batch, seq_len, d_inner, d_state), None, None, None, **kw)
+        plan = s6_make_plan(Sizes(batch, seq_len, d_inner, d_state), None, None, None, **kw)
         return plan.fwd_onepass
 
     assert entries(8, 8192, 1024, 16)
@@ -559,20 +560,27 @@ def test_bad_inputs_name_the_array(kernel):
 
 def test_abi_matches_shader():
     src = shader_source("selective_scan.wgsl")
-    declared = {int(i): name for i, name in re.findall(r"@binding\((\d+)\) var<[^>]+> (\w+)", src)}
+    declared = {int(i): (space, name) for i, space, name in
+                re.findall(r"@binding\((\d+)\) var<([^>]+)> (\w+)", src)}  # fmt: skip
     wgsl_names = {"B": "Bm", "C": "Cm", "D": "Dv", "h": "h_out", "params": "P"}
-    for p in S6_ABI["passes"]:
+    for p in S6_ABI.passes:
         assert re.search(
-            rf"@workgroup_size\({p['workgroup_size']}\)\s*fn {p['entry_point']}\(", src
-        ), p["entry_point"]
-        for b in p["bindings"]:
-            assert declared[b["index"]] == wgsl_names.get(b["name"], b["name"]), b
+            rf"@workgroup_size\({p.workgroup_size[0]}\)\s*fn {p.entry}\(", src
+        ), p.entry
+        for index, name in p.bindings.items():
+            space, wgsl_name = declared[index]
+            assert wgsl_name == wgsl_names.get(name, name), (p.entry, index, name)
+            # The ABI's access is the declaration's: uniform, read or read_write.
+            want = {"uniform": "read", "storage, read": "read"}.get(space, "read_write")
+            assert p.access[index] == want, (p.entry, name, space)
     # Every pipeline constant a pass lists is an override the shader declares.
     overrides = set(re.findall(r"^override (\w+):", src, re.M))
-    listed = {o for p in S6_ABI["passes"] for o in p.get("overrides", ())}
+    listed = {o for p in S6_ABI.passes for o in p.overrides}
     assert listed == overrides == {"CONV", "CKPT", "D_STATE", "SG_GROUP"}
-    storage = max(sum(b["role"] != "uniform" for b in p["bindings"]) for p in S6_ABI["passes"])
-    assert storage == S6_ABI["storage_buffers_per_stage"]
+    # s6_bwd_output_h binds the most storage buffers; every other pass fits one fewer.
+    by_pass = {p.entry: p.storage_buffers for p in S6_ABI.passes}
+    assert S6_ABI.storage_buffers_per_stage == by_pass["s6_bwd_output_h"] == 15
+    assert max(n for e, n in by_pass.items() if e != "s6_bwd_output_h") == 14
     smem = re.findall(r"var<workgroup> (\w+): array<(f32|vec4<f32>), (\d+)>", src)
     assert smem, "no workgroup arrays found"
 
@@ -581,12 +589,12 @@ def test_abi_matches_shader():
                    if name.startswith(prefix))  # fmt: skip
 
     # Each pass's workgroup arrays: bc_smem (backward output), o_* (one-pass forward).
-    per_pass = {p["entry_point"]: p.get("workgroup_storage_bytes", 0) for p in S6_ABI["passes"]}
+    per_pass = {p.entry: p.workgroup_storage_bytes for p in S6_ABI.passes}
     assert per_pass["s6_bwd_output"] == smem_bytes("bc_") <= 16384
     assert per_pass["s6_bwd_output_h"] == 0  # no workgroup memory, no barriers
     assert per_pass["s6_fwd_onepass"] == smem_bytes("o_")
     assert sum(per_pass.values()) == smem_bytes("")
-    assert S6_ABI["workgroup_storage_bytes"] == max(per_pass.values())
+    assert S6_ABI.workgroup_storage_bytes == max(per_pass.values())
     fields = re.search(r"struct Params \{(.*?)\}", src, re.S).group(1)
     assert re.findall(r"(\w+): u32", fields) == PARAM_FIELDS
     assert len(PARAM_FIELDS) % 4 == 0  # 16-byte uniform

@@ -8,20 +8,17 @@ import numpy as np
 import pytest
 
 from ssmviz.core.errors import LimitError, SsmvizError
-from ssmviz.core.gpu import POISON_U32
-from ssmviz.core.kernels.ssd import (
-    SSD_ABI,
-    WORKGROUP_STORAGE_BYTES,
-    SSDKernel,
-    declared_workgroup_storage,
-)
-from ssmviz.core.reference._common import inverse_softplus
-from ssmviz.core.reference.ssd import (
+from ssmviz.core.families.ssd.abi import SSD_ABI, WORKGROUP_STORAGE_BYTES
+from ssmviz.core.families.ssd.kernel import SSDKernel
+from ssmviz.core.families.ssd.reference import (
     ssd_backward_recurrent,
     ssd_forward_chunked,
     ssd_forward_recurrent,
 )
+from ssmviz.core.gpu import POISON_U32
+from ssmviz.core.reference._common import inverse_softplus
 from ssmviz.core.resources import shader_source
+from tests.shader_storage import declared_workgroup_storage
 
 GRADS = ("dx", "ddt", "dA_log", "dB", "dC", "dD", "ddt_bias")
 ARGS = ("x", "dt", "A_log", "B", "C", "D", "dt_bias")
@@ -198,26 +195,26 @@ def test_workgroup_storage_within_default_limit() -> None:
     # Every pipeline of the module declares at most all of the module's workgroup variables.
     assert 0 < declared <= 16384
     assert declared >= WORKGROUP_STORAGE_BYTES
-    for p in SSD_ABI["passes"]:
-        assert p["workgroup_storage_bytes"] <= 16384, p["entry_point"]
+    for p in SSD_ABI.passes:
+        assert p.workgroup_storage_bytes <= 16384, p.entry
 
 
 def test_abi_matches_shader() -> None:
     source = shader_source("ssd.wgsl")
     entries = set(re.findall(r"@compute[^\n]*\n\s*fn (\w+)", source))
-    assert entries == {p["entry_point"] for p in SSD_ABI["passes"]}
+    assert entries == {p.entry for p in SSD_ABI.passes}
     declared = {int(i): n for i, n in re.findall(r"@binding\((\d+)\) var<[^>]+> (\w+)", source)}
     wgsl_names = {"B": "Bm", "C": "Cm", "D": "Dv", "params": "prm"}
-    for p in SSD_ABI["passes"]:
+    for p in SSD_ABI.passes:
         assert re.search(
-            rf"@workgroup_size\({p['workgroup_size']}\)\s*fn {p['entry_point']}\(", source
-        ), p["entry_point"]
+            rf"@workgroup_size\({p.workgroup_size[0]}\)\s*fn {p.entry}\(", source
+        ), p.entry
         # WebGPU's default is 8 storage buffers per stage; every pass fits.
-        assert p["storage_buffers"] <= 8, p["entry_point"]
-        for b in p["bindings"]:
-            assert b["index"] in declared
-            assert declared[b["index"]] == wgsl_names.get(b["name"], b["name"]), b
-            assert b["mode"] != "accumulate"  # no pass accumulates with += or atomics
+        assert p.storage_buffers <= 8, p.entry
+        for index, name in p.bindings.items():
+            assert index in declared
+            assert declared[index] == wgsl_names.get(name, name), (p.entry, index, name)
+            assert p.access[index] != "accumulate"  # no pass accumulates with += or atomics
     assert "atomic" not in source
 
 
@@ -249,11 +246,11 @@ LONG_CASES = [
 @pytest.mark.parametrize("case", LONG_CASES, ids=lambda c: "-".join(map(str, c)))
 def test_long_sequence_parameter_gradients(kernel: SSDKernel, case: tuple) -> None:
     from ssmviz.core.check import check_arrays
-    from ssmviz.core.sweep import ssd_cases
+    from ssmviz.core.sweep import cases
 
     chunk_len, n_groups, convention = case
     problem = next(
-        p for p in ssd_cases()
+        p for p in cases("ssd")
         if (p.seq_len, p.chunk_len, p.n_groups, p.convention)
         == (16384, chunk_len, n_groups, convention)
     )

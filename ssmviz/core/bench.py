@@ -1,10 +1,10 @@
 """``ssmviz bench``: kernel times against ceilings measured in the same run.
 
-- S6 (memory bound): effective bandwidth = minimum bytes / GPU time, next to a
-  grid-stride vec4 copy kernel's bandwidth (bytes read + written), as a ratio.
-- SSD (compute bound): achieved FLOP/s = the chunked algorithm's FLOPs / GPU
-  time, next to an fp32 tiled matmul's FLOP/s, as a ratio; plus the S6 kernel's
-  forward time on the equivalent problem.
+A grid-stride vec4 copy kernel's bandwidth (bytes read + written) is measured first;
+then each family's benchmark (its ``bench``, in ``families/<name>/bench.py``) times its
+kernels against a ceiling: S6 (memory bound) as effective bandwidth next to the copy's,
+SSD (compute bound) as achieved FLOP/s next to an fp32 tiled matmul's, plus the S6
+kernel's forward time on the equivalent problem.
 
 GPU times come from timestamp queries when the adapter has them, else from the
 wall clock (each figure says which). Absolute times only mean something on the
@@ -15,119 +15,55 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ssmviz.core.errors import SsmvizError
+from ssmviz.core import families
+from ssmviz.core.check import reference
 from ssmviz.core.gpu import Dispatch, GpuRuntime, get_runtime, split_workgroups
 from ssmviz.core.problem import Problem
 from ssmviz.core.resources import shader_source
-from ssmviz.core.signals import SignalSpec
+from ssmviz.core.timing import NOISE, Step, median_time, no_step
 
-S6_SIZES = {
-    "full": {
-        "wide": {"batch": 8, "seq_len": 8192, "d_inner": 1024, "d_state": 16},
-        "long": {"batch": 1, "seq_len": 1 << 20, "d_inner": 4, "d_state": 16},
-    },
-    "small": {
-        "wide": {"batch": 2, "seq_len": 2048, "d_inner": 256, "d_state": 16},
-        "long": {"batch": 1, "seq_len": 1 << 16, "d_inner": 4, "d_state": 16},
-    },
-    "tiny": {  # for the test suite: every code path, in seconds on lavapipe
-        "wide": {"batch": 2, "seq_len": 256, "d_inner": 64, "d_state": 16},
-        "long": {"batch": 1, "seq_len": 4096, "d_inner": 4, "d_state": 16},
-    },
-}
-SSD_SIZES = {
-    "full": {
-        "batch": 1,
-        "seq_len": 16384,
-        "n_heads": 32,
-        "d_head": 64,
-        "d_state": 128,
-        "chunk_len": 256,
-        "n_groups": 1,
-    },
-    "small": {
-        "batch": 1,
-        "seq_len": 2048,
-        "n_heads": 8,
-        "d_head": 32,
-        "d_state": 64,
-        "chunk_len": 64,
-        "n_groups": 1,
-    },
-    "tiny": {
-        "batch": 1,
-        "seq_len": 256,
-        "n_heads": 2,
-        "d_head": 16,
-        "d_state": 16,
-        "chunk_len": 64,
-        "n_groups": 1,
-    },
-}
-MATMUL_SIZE = {"full": 4096, "small": 512, "tiny": 128}
-WARMUP_S = 1.0
 COPY_BYTES = {"full": 1 << 30, "small": 1 << 26, "tiny": 1 << 20}
-_NOISE = SignalSpec(name="noise")  # the input signal of every benchmark problem
+#: What ``--family`` takes besides a family's name.
+GROUPS = ("all", "reference", "tint")
 
 REFERENCE_ADAPTER = "CPU (numpy float64)"
 TINT_ADAPTER = "Dawn null backend (Tint)"
-#: ``step(label, n=1)``: n timed rows finished (a :class:`~ssmviz.core.progress.Progress`).
-Step = Callable[..., None]
 
 
-def _no_step(label: str, n: int = 1) -> None:
-    pass
+def _benched(family: str) -> list[families.Family]:
+    """The families ``family`` ("all" or one name) benchmarks."""
+    chosen = families.names() if family == "all" else (family,)
+    return [f for f in map(families.get, chosen) if f.bench is not None]
+
+
+def _reference_cases() -> list[tuple[families.Family, str, dict[str, int]]]:
+    """(family, label, sizes) of every family's reference benchmark."""
+    return [
+        (f, label, dict(s))
+        for f in map(families.get, families.names())
+        for label, s in f.bench_sizes.get("reference", {}).items()
+    ]
 
 
 def step_count(family: str = "all", size: str = "full", reference: bool = False) -> int:
     """How many rows :func:`run_bench` times (each is one progress step)."""
     if family == "reference":
-        return 2
+        return len(_reference_cases())
     if family == "tint":
         return len(_tint_files())
-    s6 = 3 * len(S6_SIZES[size]) if family in ("s6", "all") else 0
-    ssd = 4 if family in ("ssd", "all") else 0
-    return 1 + s6 + ssd + (2 if reference else 0)
+    rows = sum(f.bench_steps(size) for f in _benched(family))
+    return 1 + rows + (len(_reference_cases()) if reference else 0)
 
 
-def _median_time(rt: GpuRuntime, dispatches: Sequence[Dispatch], repeats: int) -> tuple[float, str]:
-    t, source, _ = _median_time_per_pass(rt, dispatches, repeats)
-    return t, source
-
-
-def _median_time_per_pass(
-    rt: GpuRuntime, dispatches: Sequence[Dispatch], repeats: int
-) -> tuple[float, str, list[dict[str, Any]]]:
-    """Median total GPU time, how it was measured, and the median time of each entry
-    point (dispatches of the same entry point, e.g. the carry-scan levels, summed), in
-    dispatch order; empty without GPU timestamps."""
-    # Warm up for about a second: pipeline creation and first touch of the buffers, and
-    # GPU clocks that dropped while the host was building and uploading inputs.
-    start = time.perf_counter()
-    for i in range(1000):
-        rt.run(dispatches)
-        if i >= 2 and time.perf_counter() - start > WARMUP_S:
-            break
-    samples, source, per = [], "untimed", []
-    for _ in range(repeats):
-        res = rt.run(dispatches, timed=True)
-        samples.append(res.seconds)
-        source = res.source
-        if len(res.per_dispatch) == len(dispatches):
-            per.append(res.per_dispatch)
-    passes: dict[str, float] = {}
-    if per:
-        for i, d in enumerate(dispatches):
-            label = str(d.label) or f"pass {i}"
-            passes[label] = passes.get(label, 0.0) + statistics.median(r[i] for r in per)
-    per_pass = [{"entry_point": k, "seconds": v} for k, v in passes.items()]
-    return statistics.median(samples), source, per_pass
+def _arrays(family: str, sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
+    """A benchmark problem's inputs (the noise signal)."""
+    return Problem(family=family, signal=NOISE, **sizes).build()
 
 
 def copy_bandwidth(rt: GpuRuntime, nbytes: int, repeats: int) -> dict[str, Any]:
@@ -143,7 +79,7 @@ def copy_bandwidth(rt: GpuRuntime, nbytes: int, repeats: int) -> dict[str, Any]:
     params = rt.uniform(np.array([n_vec4, stride, 0, 0], dtype=np.uint32))
     src = rt.empty(nbytes)
     dst = rt.empty(nbytes)
-    t, source = _median_time(rt, [Dispatch(pipe, {0: params, 1: src, 2: dst}, wg, "copy")], repeats)
+    t, source = median_time(rt, [Dispatch(pipe, {0: params, 1: src, 2: dst}, wg, "copy")], repeats)
     for b in (src, dst):
         b.destroy()
     return {
@@ -155,176 +91,23 @@ def copy_bandwidth(rt: GpuRuntime, nbytes: int, repeats: int) -> dict[str, Any]:
     }
 
 
-def bench_s6(rt: GpuRuntime, size: str, repeats: int, copy_bw: float,
-             step: Step = _no_step) -> list[dict[str, Any]]:
-    """S6 forward alone, the forward of a training step (it also writes the backward's
-    checkpoints) and the backward, at the wide and the long, thin size."""
-    from ssmviz.core.kernels.s6 import S6Kernel
-
-    kernel = S6Kernel(rt)
+def bench_reference(repeats: int, step: Step = no_step) -> list[dict[str, Any]]:
+    """Float64 reference forward + backward at the sizes the app re-runs on every change
+    (each family's ``bench_sizes["reference"]``)."""
     out = []
-    # The forward alone (inference), then forward + backward: that forward also leaves the
-    # checkpoints its backward starts from (a training step). One problem on the device at
-    # a time.
-    stages = (
-        (False, (("forward", "forward"),)),
-        (True, (("training forward", "forward"), ("backward", "backward"))),
-    )
-    for label, s in S6_SIZES[size].items():
-        min_bytes = S6Kernel.min_bytes(**s, store_h=False)
-        rows, times = [], {}
-        try:
-            inputs = Problem(family="s6", signal=_NOISE, **s).build()
-            for backward, phases in stages:
-                prepared = kernel.prepare(
-                    inputs, convention="mamba", store_h=False, backward=backward
-                )
-                try:
-                    for phase, kind in phases:
-                        dispatches = getattr(prepared, f"{kind}_dispatches")
-                        t, source, per_pass = _median_time_per_pass(rt, dispatches, repeats)
-                        times[phase] = t
-                        bw = min_bytes[kind] / t if t > 0 else float("nan")
-                        rows.append(
-                            {
-                                "name": f"s6 {phase} {label}",
-                                "sizes": s,
-                                "seconds": t,
-                                "timing": source,
-                                "min_bytes": min_bytes[kind],
-                                "bandwidth": bw,
-                                "ratio_to_copy": bw / copy_bw if copy_bw > 0 else float("nan"),
-                                # Which entry points ran (the forward is one pass or chunked
-                                # by size) and what each took.
-                                "passes": per_pass,
-                            }
-                        )
-                        step(f"s6 {phase} {label}")
-                finally:
-                    _release(prepared)
-        except SsmvizError as exc:
-            out.append({"name": f"s6 {label}", "sizes": s, "error": str(exc)})
-            step(f"s6 {label}: does not run", 3 - len(rows))
-            continue
-        rows[-1]["backward_over_forward"] = times["backward"] / times["forward"]
-        rows[-1]["backward_over_training_forward"] = times["backward"] / times["training forward"]
-        out += rows
-    return out
-
-
-def bench_ssd(rt: GpuRuntime, size: str, repeats: int,
-              step: Step = _no_step) -> list[dict[str, Any]]:
-    """SSD forward and backward, an fp32 matmul ceiling, and S6 on the same problem."""
-    from ssmviz.core.kernels.matmul import MatmulKernel
-    from ssmviz.core.kernels.s6 import S6Kernel
-    from ssmviz.core.kernels.ssd import SSDKernel
-
-    s = SSD_SIZES[size]
-    m = MATMUL_SIZE[size]
-    mm = MatmulKernel(rt)
-    t_mm, source = _median_time(rt, mm.prepare(m, m, m), repeats)
-    mm_rate = MatmulKernel.flops(m, m, m) / t_mm
-    out: list[dict[str, Any]] = [
-        {
-            "name": f"matmul fp32 {m}³",
-            "seconds": t_mm,
-            "timing": source,
-            "flops_per_s": mm_rate,
-        }
-    ]
-    step(f"matmul fp32 {m}³")
-    try:
-        inputs = Problem(family="ssd", signal=_NOISE, **s).build()
-        prepared = SSDKernel(rt).prepare(inputs, chunk_len=s["chunk_len"], convention="mamba")
-    except SsmvizError as exc:
-        step("ssd: does not run", 3)
-        return [*out, {"name": "ssd", "sizes": s, "error": str(exc)}]
-    flops = SSDKernel.flops(
-        s["batch"], s["seq_len"], s["n_heads"], s["d_head"], s["d_state"], s["chunk_len"]
-    )
-    for phase in ("forward", "backward"):
-        t, source, per_pass = _median_time_per_pass(
-            rt, getattr(prepared, f"{phase}_dispatches"), repeats
-        )
-        rate = flops[phase] / t
-        out.append(
-            {
-                "name": f"ssd {phase}",
-                "sizes": s,
-                "seconds": t,
-                "timing": source,
-                "flops": flops[phase],
-                "flops_per_s": rate,
-                "ratio_to_matmul": rate / mm_rate,
-                "passes": per_pass,
-            }
-        )
-        step(f"ssd {phase}")
-    _release(prepared)
-    ssd_forward = out[1]["seconds"]
-    # S6 on the equivalent problem: one channel per (head, d_head) element, same state size.
-    s6_sizes = {
-        "batch": s["batch"],
-        "seq_len": s["seq_len"],
-        "d_inner": s["n_heads"] * s["d_head"],
-        "d_state": s["d_state"],
-    }
-    try:
-        s6_inputs = Problem(family="s6", signal=_NOISE, **s6_sizes).build()
-        s6_prep = S6Kernel(rt).prepare(s6_inputs, convention="mamba", store_h=False)
-        t6, source = _median_time(rt, s6_prep.forward_dispatches, repeats)
-        _release(s6_prep)
-        out.append(
-            {
-                "name": "s6 forward on the SSD problem",
-                "sizes": s6_sizes,
-                "seconds": t6,
-                "timing": source,
-                "ssd_speedup": t6 / ssd_forward,
-            }
-        )
-    except SsmvizError as exc:
-        out.append({"name": "s6 forward on the SSD problem", "sizes": s6_sizes, "error": str(exc)})
-    step("s6 forward on the SSD problem")
-    return out
-
-
-def bench_reference(repeats: int, step: Step = _no_step) -> list[dict[str, Any]]:
-    """Float64 reference forward + backward at the sizes the app re-runs on every change."""
-    from ssmviz.core.check import s6_reference, ssd_reference
-
-    cases: list[tuple[str, dict[str, int], Callable[[dict[str, np.ndarray]], Any]]] = [
-        (
-            "reference s6 fwd+bwd",
-            {"family": "s6", "batch": 1, "seq_len": 4096, "d_inner": 64, "d_state": 16},
-            lambda a: s6_reference(a, "mamba"),
-        ),
-        (
-            "reference ssd fwd+bwd (chunked)",
-            {
-                "family": "ssd",
-                "batch": 1,
-                "seq_len": 4096,
-                "n_heads": 4,
-                "d_head": 16,
-                "d_state": 16,
-                "chunk_len": 64,
-            },
-            lambda a: ssd_reference(a, "mamba", 64),
-        ),
-    ]
-    out = []
-    for name, s, fn in cases:
-        arrays = Problem(**s).build()
+    for fam, label, s in _reference_cases():
+        arrays = Problem(family=fam.name, **s).build()
+        chunk_len = s.get("chunk_len")
         samples = []
         for _ in range(repeats):
             t0 = time.perf_counter()
-            fn(arrays)
+            reference(fam.name, arrays, "mamba", chunk_len)
             samples.append(time.perf_counter() - t0)
+        name = f"reference {fam.name} {label}"
         out.append(
             {
                 "name": name,
-                "sizes": s,
+                "sizes": {"family": fam.name, **s},
                 "seconds": statistics.median(samples),
                 "timing": "wall-clock (CPU)",
             }
@@ -339,7 +122,7 @@ def _tint_files() -> list[Path]:
     return sorted((assets_dir() / "kernels").glob("*")) + sorted(shaders_dir().glob("*.wgsl"))
 
 
-def bench_tint(repeats: int, step: Step = _no_step) -> list[dict[str, Any]]:
+def bench_tint(repeats: int, step: Step = no_step) -> list[dict[str, Any]]:
     """The Tint cross-check's cost per kernel file (sample kernels and ssmviz's shaders):
     one Node + Dawn process per file, cache cleared, median wall time (target: ≤ 1 s)."""
     from ssmviz.core.external import tint
@@ -369,16 +152,9 @@ def bench_tint(repeats: int, step: Step = _no_step) -> list[dict[str, Any]]:
     return out
 
 
-def _release(prepared: Any) -> None:
-    # Free the benchmark's big buffers now rather than at garbage collection.
-    release = getattr(prepared, "release", None)
-    if callable(release):
-        release()
-
-
 def default_size(rt: GpuRuntime) -> str:
     """"small" on a CPU adapter (lavapipe takes many minutes at the full sizes), else "full"."""
-    return "small" if rt.adapter_info.get("adapter_type") == "CPU" else "full"
+    return "small" if rt.adapter.info.get("adapter_type") == "CPU" else "full"
 
 
 def header_line(adapter: str, size: str) -> str:
@@ -388,7 +164,7 @@ def header_line(adapter: str, size: str) -> str:
 
 def run_bench(
     *, family: str = "all", size: str = "full", repeats: int = 5, reference: bool = False,
-    step: Step = _no_step,
+    step: Step = no_step,
 ) -> dict[str, Any]:
     """Run the benchmarks; returns a JSON-ready dict. ``step`` is called as each of the
     :func:`step_count` rows finishes."""
@@ -402,10 +178,9 @@ def run_bench(
     copy = copy_bandwidth(rt, COPY_BYTES[size], repeats)
     results["results"].append(copy)
     step("copy vec4")
-    if family in ("s6", "all"):
-        results["results"] += bench_s6(rt, size, repeats, copy["bandwidth"], step)
-    if family in ("ssd", "all"):
-        results["results"] += bench_ssd(rt, size, repeats, step)
+    for fam in _benched(family):
+        results["results"] += fam.bench(rt, size, repeats, arrays=_arrays,
+                                        copy_bw=copy["bandwidth"], step=step)
     if reference:
         results["results"] += bench_reference(repeats, step)
     return results

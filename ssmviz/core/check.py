@@ -25,17 +25,12 @@ from typing import Any
 
 import numpy as np
 
+from ssmviz.core import families
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.gpu import POISON_U32
-from ssmviz.core.problem import (
-    CONVENTIONS,
-    FAMILIES,
-    S6_GRAD_KEYS,
-    S6_INPUT_KEYS,
-    SSD_GRAD_KEYS,
-    SSD_INPUT_KEYS,
-    infer_sizes,
-)
+from ssmviz.core.families.family import MAX_STORED_STATES
+from ssmviz.core.gpu import POISON_U32, get_runtime, with_device_retry
+from ssmviz.core.memory import check_memory
+from ssmviz.core.reference._common import CONVENTIONS
 
 #: Relative-error tolerances against the float64 reference (fp32 kernels).
 FORWARD_TOL = 1e-5
@@ -48,14 +43,9 @@ GRAD_TOL = 1e-4
 #: The factor puts the element bound (1e-3 forward, 1e-2 gradients) near the element-wise
 #: rtol of state-spaces/mamba's own tests (6e-4 forward).
 ELEMENT_FACTOR = 100.0
-#: Store every hidden state for the check (and the plots) up to this many elements.
-MAX_STORED_STATES = 1 << 24
-
-S6_FORWARD_KEYS = ("y", "last_state", "h")
 # States at chunk ends have few slots along axis 1 (two for one chunk): judge them on the
 # scale of the whole tensor, like the final states.
 _NO_TIME_AXIS = ("last_state", "final_state", "chunk_states")
-SSD_FORWARD_KEYS = ("y", "final_state", "chunk_states")
 
 
 @dataclass
@@ -481,55 +471,6 @@ def _reference_pool() -> ThreadPoolExecutor:
     return _REFERENCE_POOL
 
 
-def s6_reference(arrays: Mapping[str, np.ndarray], convention: str, *,
-                 reuse: bool = False) -> dict[str, np.ndarray]:
-    """Float64 reference outputs and gradients of an S6 problem, keyed like the GPU's.
-
-    ``reuse``: take what the last reusing call computed for the same inputs
-    (:class:`_ReferenceMemo`): all of it, or its forward when only dy changed.
-    """
-    from ssmviz.core.reference.s6 import s6_backward, s6_forward
-
-    args = [np.asarray(arrays[k], dtype=np.float64) for k in S6_INPUT_KEYS[:7]]
-    dy = np.asarray(arrays["dy"], np.float64)
-    memo = _MEMO.lookup(("s6", convention), args, dy) if reuse else None
-    if memo is not None and memo.out is not None:
-        return dict(memo.out)
-    fwd = memo.fwd if memo is not None else s6_forward(*args, convention=convention)
-    grads = s6_backward(*args, dy, convention=convention, fwd=fwd)
-    out = {"y": fwd.y, "last_state": fwd.last_state, "h": fwd.h}
-    out |= {k: getattr(grads, k) for k in S6_GRAD_KEYS}
-    if reuse:
-        _MEMO.store(("s6", convention), args, dy, fwd, out)
-    return dict(out)
-
-
-def ssd_reference(
-    arrays: Mapping[str, np.ndarray], convention: str, chunk_len: int, *, reuse: bool = False
-) -> dict[str, np.ndarray]:
-    """Float64 reference of an SSD problem (chunked form), keyed like the GPU's.
-
-    ``reuse``: as for :func:`s6_reference`; a dy-only change reuses the forward's outputs
-    (the chunked backward recomputes what it needs of the forward itself).
-    """
-    from ssmviz.core.reference.ssd import ssd_backward_chunked, ssd_forward_chunked
-
-    args = [np.asarray(arrays[k], dtype=np.float64) for k in SSD_INPUT_KEYS[:7]]
-    dy = np.asarray(arrays["dy"], np.float64)
-    key = ("ssd", convention, chunk_len)
-    memo = _MEMO.lookup(key, args, dy) if reuse else None
-    if memo is not None and memo.out is not None:
-        return dict(memo.out)
-    fwd = memo.fwd if memo is not None else ssd_forward_chunked(
-        *args, chunk_len=chunk_len, convention=convention)
-    grads = ssd_backward_chunked(*args, dy, chunk_len=chunk_len, convention=convention)
-    out = {"y": fwd.y, "final_state": fwd.final_state, "chunk_states": fwd.chunk_states}
-    out |= {k: getattr(grads, k) for k in SSD_GRAD_KEYS}
-    if reuse:
-        _MEMO.store(key, args, dy, fwd, out)
-    return dict(out)
-
-
 @dataclass
 class _Memo:
     fwd: Any
@@ -589,20 +530,44 @@ def reference(
     family: str, arrays: Mapping[str, np.ndarray], convention: str, chunk_len: int | None = None,
     *, reuse: bool = False,
 ) -> dict[str, np.ndarray]:
-    """The float64 reference of a problem of either family (SSD: chunked, ``chunk_len``).
+    """The float64 reference of a problem (every forward output and gradient, keyed like
+    the GPU's); ``chunk_len`` for a family that takes it (SSD's chunked form).
 
     ``reuse`` (the app's live re-runs): results of the last reusing call stand in for the
-    parts whose inputs are unchanged (see :class:`_ReferenceMemo`).
+    parts whose inputs are unchanged (see :class:`_ReferenceMemo`): all of it, or its
+    forward when only dy changed.
     """
-    if family == "s6":
-        return s6_reference(arrays, convention, reuse=reuse)
-    return ssd_reference(arrays, convention, int(chunk_len or 1), reuse=reuse)
+    fam = families.get(family)
+    sizes = _run_sizes(fam, {"chunk_len": chunk_len})
+    inputs = {k: np.asarray(arrays[k], dtype=np.float64) for k in fam.input_keys[:-1]}
+    args = list(inputs.values())
+    dy = np.asarray(arrays[fam.input_keys[-1]], np.float64)
+    key = (family, convention, *sizes.values())
+    memo = _MEMO.lookup(key, args, dy) if reuse else None
+    if memo is not None and memo.out is not None:
+        return dict(memo.out)
+    fwd = memo.fwd if memo is not None else fam.reference_forward(inputs, convention, sizes)
+    out = fam.reference_outputs(inputs, dy, convention, sizes, fwd)
+    if reuse:
+        _MEMO.store(key, args, dy, fwd, out)
+    return dict(out)
 
 
-def _can_store_states(sizes: Mapping[str, int]) -> bool:
-    """Whether every hidden state (b·L·d_inner·d_state of them) fits MAX_STORED_STATES."""
-    n_states = sizes["batch"] * sizes["seq_len"] * sizes["d_inner"] * sizes["d_state"]
-    return n_states <= MAX_STORED_STATES
+def _run_sizes(fam: families.Family, given: Mapping[str, int | None]) -> dict[str, int]:
+    """The family's ``run_sizes`` from ``given``; one missing or not an integer ≥ 1 is a
+    one-line SsmvizError."""
+    out = {}
+    for name in fam.run_sizes:
+        value = given.get(name)
+        if value is None or isinstance(value, bool) or int(value) < 1:
+            raise SsmvizError(f"{name} must be an integer ≥ 1; got {value!r}")
+        out[name] = int(value)
+    return out
+
+
+def _can_store_states(family: str, sizes: Mapping[str, int]) -> bool:
+    """Whether every hidden state (the family's ``state_elements``) fits MAX_STORED_STATES."""
+    return families.get(family).state_elements(sizes) <= MAX_STORED_STATES
 
 
 def preflight(sizes: Mapping[str, int], family: str, *, runtime: Any = None, runs: int = 3,
@@ -613,39 +578,17 @@ def preflight(sizes: Mapping[str, int], family: str, *, runtime: Any = None, run
 
     Raises LimitError naming the limit and by how much it is exceeded.
     """
-    from ssmviz.core.memory import check_memory
-
     check_memory(family, sizes, runs=runs)
     if not device:
         return
-    from ssmviz.core.gpu import get_runtime
-
     rt = runtime or get_runtime()
-    store = _can_store_states(sizes)
-    if family == "s6":
-        from ssmviz.core.kernels.s6 import S6Kernel
-
-        need = S6Kernel(rt).requirements(
-            sizes["batch"], sizes["seq_len"], sizes["d_inner"], sizes["d_state"], store_h=store
-        )
-    else:
-        from ssmviz.core.kernels.ssd import SSDKernel
-
-        need = SSDKernel(rt).requirements(
-            sizes["batch"],
-            sizes["seq_len"],
-            sizes["n_heads"],
-            sizes["d_head"],
-            sizes["n_groups"],
-            sizes["d_state"],
-            sizes["chunk_len"],
-            store_states=store,
-        )
+    store = _can_store_states(family, sizes)
+    need = families.get(family).kernel(rt).requirements_for(sizes, store_states=store)
     rt.require(**need, what=f"{family} at " + ", ".join(f"{k}={v}" for k, v in sizes.items()))
 
 
-#: A check of at least this many hidden-state elements (batch·seq_len·d_inner·d_state)
-#: shows progress on the command line (seconds on lavapipe).
+#: A check of at least this many hidden-state elements (the family's ``state_elements``,
+#: S6: batch·seq_len·d_inner·d_state) shows progress on the command line (seconds on lavapipe).
 LONG_CHECK_STATES = 1 << 22
 
 
@@ -654,10 +597,9 @@ def check_steps(runs: int, race_probe: bool = True) -> int:
     return 1 + runs + int(race_probe)
 
 
-def is_long_check(sizes: Mapping[str, int]) -> bool:
+def is_long_check(family: str, sizes: Mapping[str, int]) -> bool:
     """Whether a check of these sizes takes long enough to show progress."""
-    n = sizes["batch"] * sizes["seq_len"] * sizes["d_inner"] * sizes["d_state"]
-    return n >= LONG_CHECK_STATES
+    return families.get(family).state_elements(sizes) >= LONG_CHECK_STATES
 
 
 def check_arrays(
@@ -692,8 +634,6 @@ def check_arrays(
     A lost device is rebuilt and the check run once more (``kernel`` rebuilt on the new
     device from its source); lost again, DeviceLostError says the GPU was lost.
     """
-    from ssmviz.core.gpu import with_device_retry
-
     def attempt(rt: Any) -> CheckReport:
         kern = kernel
         if kern is not None and getattr(kern, "rt", rt) is not rt:  # built on the lost device
@@ -721,56 +661,25 @@ def _check_arrays(
     step: Callable[[str], Any] | None,
     reuse_reference: bool,
 ) -> CheckReport:
-    if family not in FAMILIES:
-        raise SsmvizError(f"family must be s6 or ssd; got '{family}'")
+    fam = families.get(family)
     if convention not in CONVENTIONS:
         raise SsmvizError(f"convention must be mamba or builderforce; got '{convention}'")
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise SsmvizError(f"runs must be an integer ≥ 1; got {runs!r}")
-    sizes = infer_sizes(family, arrays)
-    keys = S6_INPUT_KEYS if family == "s6" else SSD_INPUT_KEYS
-    inputs = {k: np.asarray(arrays[k]) for k in keys}
-    if family == "ssd":
-        if chunk_len is None or isinstance(chunk_len, bool) or int(chunk_len) < 1:
-            raise SsmvizError(f"chunk_len must be an integer ≥ 1; got {chunk_len!r}")
-        sizes["chunk_len"] = int(chunk_len)
+    sizes = fam.infer_sizes(arrays)
+    inputs = {k: np.asarray(arrays[k]) for k in fam.input_keys}
+    sizes |= _run_sizes(fam, {"chunk_len": chunk_len})
     if store_states is None:
-        store_states = _can_store_states(sizes)
+        store_states = _can_store_states(family, sizes)
 
     rt = runtime
-    if family == "s6":
-        from ssmviz.core.kernels.s6 import S6Kernel
+    kern = kernel or fam.kernel(rt)
 
-        kern = kernel or S6Kernel(rt)
+    def gpu_run(reverse_wg: bool = False) -> Any:
+        return kern.run_problem(inputs, sizes, convention=convention, store_states=store_states,
+                                timed=True, reverse_wg=reverse_wg)
 
-        def gpu_run(reverse_wg: bool = False) -> Any:
-            return kern.run(
-                inputs,
-                convention=convention,
-                store_h=store_states,
-                timed=True,
-                reverse_wg=reverse_wg,
-            )
-
-        forward_keys, grad_keys = S6_FORWARD_KEYS, S6_GRAD_KEYS
-        all_states = "h"
-    else:
-        from ssmviz.core.kernels.ssd import SSDKernel
-
-        kern = kernel or SSDKernel(rt)
-
-        def gpu_run(reverse_wg: bool = False) -> Any:
-            return kern.run(
-                inputs,
-                chunk_len=sizes["chunk_len"],
-                convention=convention,
-                store_states=store_states,
-                timed=True,
-                reverse_wg=reverse_wg,
-            )
-
-        forward_keys, grad_keys = SSD_FORWARD_KEYS, SSD_GRAD_KEYS
-        all_states = "chunk_states"
+    forward_keys, grad_keys, all_states = fam.forward_keys, fam.grad_keys, fam.state_key
 
     def ref_run() -> dict[str, np.ndarray]:
         return reference(family, inputs, convention, sizes.get("chunk_len"),

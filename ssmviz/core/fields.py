@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
+import numpy as np
+
 from ssmviz.core.errors import SsmvizError
 
 #: The largest magnitude a float field may hold: the app's spin boxes hold exactly this range.
@@ -21,6 +23,18 @@ FLOAT_LIMIT = 1e12
 FLOAT_TINY = 1e-300
 #: Seeds are 31-bit: what every seed spin box holds (numpy takes any integer ≥ 0).
 SEED_MAX = 2**31 - 1
+#: Largest sizes the app and CLI accept before even asking the device (keeps a typo
+#: like seq_len=10**12 from allocating); the device limits are checked separately.
+MAX_SIZE = {
+    "batch": 4096,
+    "seq_len": 1 << 26,
+    "d_inner": 1 << 16,
+    "d_state": 256,
+    "n_heads": 4096,
+    "d_head": 1024,
+    "n_groups": 4096,
+    "chunk_len": 4096,
+}
 
 
 def describe(value: Any) -> str:
@@ -56,6 +70,16 @@ def _number(name: str, value: Any) -> float:
     if not math.isfinite(out):
         raise SsmvizError(f"{name} must be a finite number; got {describe(value)}")
     return out
+
+
+def check_int(name: str, value: object, minimum: int, maximum: int | None = None) -> None:
+    """A range check of an integer field (sizes, seeds): ``minimum`` ≤ value ≤ ``maximum``."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise SsmvizError(f"{name} must be an integer; got {value!r}")
+    if value < minimum:
+        raise SsmvizError(f"{name} must be ≥ {minimum}; got {value}")
+    if maximum is not None and value > maximum:
+        raise SsmvizError(f"{name} must be ≤ {maximum}; got {value}")
 
 
 def check_number(name: str, value: float, *, positive: bool = False) -> None:

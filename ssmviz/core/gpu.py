@@ -375,10 +375,6 @@ class GpuRuntime:
         return cls(device.adapter, device, force_cpu)
 
     # -- description ------------------------------------------------------------------
-    @property
-    def adapter_info(self) -> dict[str, Any]:
-        return dict(self.adapter.info)
-
     def description(self) -> str:
         """E.g. ``"llvmpipe (LLVM 15.0.6, 256 bits) / Vulkan / CPU"``."""
         info = self.adapter.info

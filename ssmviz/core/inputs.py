@@ -20,24 +20,15 @@ from typing import Any
 
 import numpy as np
 
+from ssmviz.core import families
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.problem import (
-    CONVENTIONS,
-    FAMILIES,
-    S6_INPUT_KEYS,
-    SSD_INPUT_KEYS,
-    infer_sizes,
-)
+from ssmviz.core.reference._common import CONVENTIONS
 
 #: The meta entry is a short JSON text; anything far longer is not ssmviz's.
 MAX_META_CHARS = 1 << 20
 #: Sizes the meta may name (the export writes every size of its family).
 META_SIZES = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups",
               "chunk_len")
-
-
-def input_keys(family: str) -> tuple[str, ...]:
-    return S6_INPUT_KEYS if family == "s6" else SSD_INPUT_KEYS
 
 
 def dtype_problem(key: str, dtype: np.dtype) -> str:
@@ -86,11 +77,15 @@ class InputsFile:
         return {} if self.meta is None else dict(self.meta.get("sizes") or {})
 
     def guess_family(self) -> str:
-        """The family the keys say (an SSD archive has ``x`` and no ``u``)."""
-        return "ssd" if "x" in self.headers and "u" not in self.headers else "s6"
+        """The family the keys say: the first registered one whose input keys the archive
+        holds most of (an SSD archive has ``x``, ``dt`` ... and no ``u``)."""
+        def held(name: str) -> int:
+            return sum(k in self.headers for k in families.get(name).input_keys)
+
+        return max(families.names(), key=held)  # the first of equal counts
 
     def _checked_headers(self, family: str) -> dict[str, _Header]:
-        keys = input_keys(family)
+        keys = families.get(family).input_keys
         for key in keys:
             if key not in self.headers:
                 raise SsmvizError(f"inputs {self.path} lack the key '{key}' "
@@ -111,7 +106,7 @@ class InputsFile:
                 stand_ins[key] = np.broadcast_to(np.zeros((), h.dtype), h.shape)
             except (ValueError, MemoryError) as exc:
                 raise SsmvizError(f"inputs key '{key}' has an impossible shape {h.shape}") from exc
-        return infer_sizes(family, stand_ins)
+        return families.get(family).infer_sizes(stand_ins)
 
     def load(self, family: str) -> dict[str, np.ndarray]:
         """The family's input arrays (float32 or float64); adds a note per float16 key and
@@ -182,8 +177,9 @@ def _parse_meta(zf: zipfile.ZipFile, h: _Header, path: str) -> dict[str, Any]:
     if not isinstance(meta, dict):
         raise SsmvizError(f"{where} must be a JSON object; got {type(meta).__name__}")
     family, convention = meta.get("family"), meta.get("convention")
-    if family is not None and family not in FAMILIES:
-        raise SsmvizError(f"{where} names family {family!r}; need one of {', '.join(FAMILIES)}")
+    if family is not None and family not in families.names():
+        raise SsmvizError(f"{where} names family {family!r}; need one of "
+                          f"{', '.join(families.names())}")
     if convention is not None and convention not in CONVENTIONS:
         raise SsmvizError(f"{where} names convention {convention!r}; need one of "
                           f"{', '.join(CONVENTIONS)}")

@@ -1,21 +1,12 @@
 """One dataclass that describes an SSM problem, and the arrays it builds.
 
-A :class:`Problem` names the family (``s6`` or ``ssd``), the numerical
-convention (``mamba`` or ``builderforce``, see :mod:`ssmviz.core.reference._common`), the sizes,
-the input signal, the parameter initialisation and the seed. ``build()`` turns
-it, deterministically, into every input array including the upstream gradient
-``dy``. Arrays are float64; the GPU runners cast to float32.
-
-S6 arrays (keys as ``ssmviz check --export`` writes them):
-    u, delta, dy       (batch, seq_len, d_inner)   delta is raw: Δ = softplus(delta + delta_bias)
-    A_log              (d_inner, d_state)           A = -exp(A_log)
-    B, C               (batch, seq_len, d_state)
-    D, delta_bias      (d_inner,)
-SSD arrays:
-    x, dy              (batch, seq_len, n_heads, d_head)
-    dt                 (batch, seq_len, n_heads)    raw: dt_eff = softplus(dt + dt_bias)
-    A_log, D, dt_bias  (n_heads,)
-    B, C               (batch, seq_len, n_groups, d_state)
+A :class:`Problem` names the family (a registered one: ``s6``, ``ssd``, see
+:mod:`ssmviz.core.families`), the numerical convention (``mamba`` or ``builderforce``,
+see :mod:`ssmviz.core.reference._common`), the sizes, the input signal, the parameter
+initialisation and the seed. ``build()`` turns it, deterministically, into every input
+array including the upstream gradient ``dy`` (the family's ``build_arrays``, with the
+seeded draws below). Arrays are float64; the GPU runners cast to float32. Each family's
+``arrays`` module lists its keys and shapes.
 """
 
 from __future__ import annotations
@@ -28,41 +19,14 @@ from typing import Any
 
 import numpy as np
 
+from ssmviz.core import families
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.fields import SEED_MAX, check_number, typed_fields
-from ssmviz.core.reference._common import CONVENTIONS, inverse_softplus
-from ssmviz.core.signals import SignalSpec, generate
+from ssmviz.core.fields import SEED_MAX, check_int, check_number, typed_fields
+from ssmviz.core.reference._common import CONVENTIONS
+from ssmviz.core.signals import SignalSpec
 
-FAMILIES = ("s6", "ssd")
 A_INITS = ("mamba", "constant", "random")
 DY_KINDS = ("random", "ones")
-
-S6_INPUT_KEYS = ("u", "delta", "A_log", "B", "C", "D", "delta_bias", "dy")
-SSD_INPUT_KEYS = ("x", "dt", "A_log", "B", "C", "D", "dt_bias", "dy")
-S6_GRAD_KEYS = ("du", "ddelta", "dA_log", "dB", "dC", "dD", "ddelta_bias")
-SSD_GRAD_KEYS = ("dx", "ddt", "dA_log", "dB", "dC", "dD", "ddt_bias")
-
-#: Largest sizes the app and CLI accept before even asking the device (keeps a typo
-#: like seq_len=10**12 from allocating); the device limits are checked separately.
-MAX_SIZE = {
-    "batch": 4096,
-    "seq_len": 1 << 26,
-    "d_inner": 1 << 16,
-    "d_state": 256,
-    "n_heads": 4096,
-    "d_head": 1024,
-    "n_groups": 4096,
-    "chunk_len": 4096,
-}
-
-
-def _check_int(name: str, value: object, minimum: int, maximum: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise SsmvizError(f"{name} must be an integer; got {value!r}")
-    if value < minimum:
-        raise SsmvizError(f"{name} must be ≥ {minimum}; got {value}")
-    if maximum is not None and value > maximum:
-        raise SsmvizError(f"{name} must be ≤ {maximum}; got {value}")
 
 
 #: Random input blocks up to this many elements are kept: a live re-run after a control
@@ -130,10 +94,10 @@ class ParamInit:
 class Problem:
     """Everything needed to build a problem's inputs.
 
-    For ``s6`` the sizes are batch, seq_len, d_inner, d_state. For ``ssd`` they
-    are batch, seq_len, n_heads, d_head, n_groups, d_state, chunk_len, with
-    d_inner = n_heads·d_head (``d_inner`` may be left ``None``; when given it must
-    match).
+    The family's ``size_names`` say which sizes it uses (S6: batch, seq_len, d_inner,
+    d_state; SSD: batch, seq_len, n_heads, d_head, n_groups, d_state, chunk_len, with
+    d_inner = n_heads·d_head). ``d_inner`` may be left ``None``: the family's default
+    (S6) or what the other sizes make it (SSD; when given it must match).
     """
 
     family: str = "s6"
@@ -153,68 +117,49 @@ class Problem:
 
     # -- sizes ----------------------------------------------------------------------------
     @property
+    def family_record(self) -> families.Family:
+        """The registered family (a one-line SsmvizError when there is none)."""
+        return families.get(self.family)
+
+    @property
     def inner(self) -> int:
-        """d_inner: given for S6 (default 4), n_heads·d_head for SSD."""
-        if self.family == "ssd":
-            return self.n_heads * self.d_head
-        return 4 if self.d_inner is None else self.d_inner
+        """d_inner: given, the family's default, or derived (SSD: n_heads·d_head)."""
+        return self.sizes()["d_inner"]
 
     def sizes(self) -> dict[str, int]:
         """The sizes that matter for this family, by their paper names."""
-        s = {"batch": self.batch, "seq_len": self.seq_len, "d_inner": self.inner}
-        s["d_state"] = self.d_state
-        if self.family == "ssd":
-            s |= {
-                "n_heads": self.n_heads,
-                "d_head": self.d_head,
-                "n_groups": self.n_groups,
-                "chunk_len": self.chunk_len,
-            }
-        return s
+        return self.family_record.problem_sizes(self)
 
     def validate(self) -> None:
         """Raise SsmvizError with a one-line message naming the first bad parameter."""
-        if self.family not in FAMILIES:
-            raise SsmvizError(f"family must be one of {', '.join(FAMILIES)}; got '{self.family}'")
+        fam = self.family_record
         if self.convention not in CONVENTIONS:
             raise SsmvizError(
                 f"convention must be one of {', '.join(CONVENTIONS)}; got '{self.convention}'"
             )
-        names = ["batch", "seq_len", "d_state"]
-        names += ["n_heads", "d_head", "n_groups", "chunk_len"] if self.family == "ssd" else []
-        if self.d_inner is not None:  # None: the default (S6) or n_heads·d_head (SSD)
-            names.insert(2, "d_inner")
-        for name in names:
-            _check_int(name, getattr(self, name), 1, MAX_SIZE[name])
-        if self.family == "ssd":
-            if self.d_inner is not None and self.d_inner != self.n_heads * self.d_head:
-                raise SsmvizError(
-                    f"d_inner must equal n_heads·d_head = {self.n_heads}·{self.d_head} = "
-                    f"{self.n_heads * self.d_head}; got {self.d_inner}"
-                )
-            if self.n_heads % self.n_groups != 0:
-                raise SsmvizError(
-                    f"n_heads ({self.n_heads}) must be divisible by n_groups ({self.n_groups})"
-                )
+        fam.check_problem(self)
         if self.dy not in DY_KINDS:
             raise SsmvizError(f"dy must be one of {', '.join(DY_KINDS)}; got '{self.dy}'")
-        _check_int("seed", self.seed, 0, SEED_MAX)
+        check_int("seed", self.seed, 0, SEED_MAX)
         self.signal.validate()
         self.init.validate()
 
-    # -- arrays ---------------------------------------------------------------------------
+    # -- arrays: the seeded draws every family builds from -------------------------------
     def _rng(self, name: str) -> np.random.Generator:
         return _stream(self.seed, name)
 
-    def _normal(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    def draw_normal(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
         """Standard normals of stream ``name`` (read-only; cached while small)."""
         return _standard_normal(self.seed, name, tuple(int(n) for n in shape))
 
-    def _dt_sample(self, count: int) -> np.ndarray:
+    def draw_dt(self, count: int) -> np.ndarray:
+        """``count`` step sizes, log-uniform in [dt_min, dt_max] (stream ``dt``)."""
         lo, hi = np.log(self.init.dt_min), np.log(self.init.dt_max)
         return np.exp(self._rng("dt").uniform(lo, hi, size=count))
 
-    def _A_log(self, shape: tuple[int, ...], per_state_axis: int | None) -> np.ndarray:
+    def draw_A_log(self, shape: tuple[int, ...], per_state_axis: int | None) -> np.ndarray:
+        """A_log by ``init.A``; ``per_state_axis``: mamba's log(1..d_state) along that axis
+        (S6), else (None) a seeded log-uniform in [1, 16]."""
         init = self.init
         if init.A == "constant":
             return np.full(shape, np.log(init.A_value))
@@ -225,51 +170,16 @@ class Problem:
             return np.broadcast_to(np.log(np.arange(1, n + 1, dtype=np.float64)), shape).copy()
         return np.log(self._rng("A").uniform(1.0, 16.0, size=shape))
 
-    def _dy(self, shape: tuple[int, ...]) -> np.ndarray:
+    def draw_dy(self, shape: tuple[int, ...]) -> np.ndarray:
+        """The upstream gradient: ones, or standard normals (stream ``dy``)."""
         if self.dy == "ones":
             return np.ones(shape)
-        return self._normal("dy", shape).copy()
+        return self.draw_normal("dy", shape).copy()
 
     def build(self) -> dict[str, np.ndarray]:
         """Every input array of the problem, float64, keyed as the export writes them."""
         self.validate()
-        return self._build_s6() if self.family == "s6" else self._build_ssd()
-
-    def _build_s6(self) -> dict[str, np.ndarray]:
-        b, L, d, n = self.batch, self.seq_len, self.inner, self.d_state
-        bias = inverse_softplus(self._dt_sample(d))
-        noise = self.init.delta_noise * self._normal("delta", (b, L, d))
-        if self.convention == "builderforce":
-            # builderforce has no delta_bias: fold the bias into the raw delta.
-            delta, delta_bias = noise + bias, np.zeros(d)
-        else:
-            delta, delta_bias = noise, bias
-        scale = self.init.bc_scale
-        return {
-            "u": generate(self.signal, b, L, d),
-            "delta": delta,
-            "A_log": self._A_log((d, n), per_state_axis=1),
-            "B": scale * self._normal("B", (b, L, n)),
-            "C": scale * self._normal("C", (b, L, n)),
-            "D": np.full(d, self.init.D),
-            "delta_bias": delta_bias,
-            "dy": self._dy((b, L, d)),
-        }
-
-    def _build_ssd(self) -> dict[str, np.ndarray]:
-        b, L, h, p = self.batch, self.seq_len, self.n_heads, self.d_head
-        g, n = self.n_groups, self.d_state
-        scale = self.init.bc_scale
-        return {
-            "x": generate(self.signal, b, L, h * p).reshape(b, L, h, p),
-            "dt": self.init.delta_noise * self._normal("delta", (b, L, h)),
-            "A_log": self._A_log((h,), per_state_axis=None),
-            "B": scale * self._normal("B", (b, L, g, n)),
-            "C": scale * self._normal("C", (b, L, g, n)),
-            "D": np.full(h, self.init.D),
-            "dt_bias": inverse_softplus(self._dt_sample(h)),
-            "dy": self._dy((b, L, h, p)),
-        }
+        return self.family_record.build_arrays(self)
 
     # -- (de)serialisation ----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -296,75 +206,9 @@ class Problem:
 
 
 def infer_sizes(family: str, arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
-    """Infer and cross-check the sizes of user-given inputs.
+    """Infer and cross-check the sizes of user-given inputs (the family's ``infer_sizes``).
 
     Raises SsmvizError naming the first missing key or the first array whose
     shape does not match the others.
     """
-    keys = S6_INPUT_KEYS if family == "s6" else SSD_INPUT_KEYS
-    for key in keys:
-        if key not in arrays:
-            raise SsmvizError(f"inputs lack the key '{key}' (need {', '.join(keys)})")
-    a = {k: np.asarray(arrays[k]) for k in keys}
-    if family == "s6":
-        if a["u"].ndim != 3:
-            raise SsmvizError(f"u must be (batch, seq_len, d_inner); got shape {a['u'].shape}")
-        batch, seq_len, d_inner = a["u"].shape
-        if a["A_log"].ndim != 2:
-            raise SsmvizError(f"A_log must be (d_inner, d_state); got shape {a['A_log'].shape}")
-        d_state = a["A_log"].shape[1]
-        sizes = {"batch": batch, "seq_len": seq_len, "d_inner": d_inner, "d_state": d_state}
-        expected = {
-            "u": ((batch, seq_len, d_inner), "(batch, seq_len, d_inner)"),
-            "delta": ((batch, seq_len, d_inner), "(batch, seq_len, d_inner)"),
-            "A_log": ((d_inner, d_state), "(d_inner, d_state)"),
-            "B": ((batch, seq_len, d_state), "(batch, seq_len, d_state)"),
-            "C": ((batch, seq_len, d_state), "(batch, seq_len, d_state)"),
-            "D": ((d_inner,), "(d_inner,)"),
-            "delta_bias": ((d_inner,), "(d_inner,)"),
-            "dy": ((batch, seq_len, d_inner), "(batch, seq_len, d_inner)"),
-        }
-    else:
-        if a["x"].ndim != 4:
-            raise SsmvizError(
-                f"x must be (batch, seq_len, n_heads, d_head); got shape {a['x'].shape}"
-            )
-        batch, seq_len, n_heads, d_head = a["x"].shape
-        if a["B"].ndim != 4:
-            raise SsmvizError(
-                f"B must be (batch, seq_len, n_groups, d_state); got shape {a['B'].shape}"
-            )
-        n_groups, d_state = a["B"].shape[2:]
-        sizes = {
-            "batch": batch,
-            "seq_len": seq_len,
-            "d_inner": n_heads * d_head,
-            "n_heads": n_heads,
-            "d_head": d_head,
-            "n_groups": n_groups,
-            "d_state": d_state,
-        }
-        bl = "(batch, seq_len, "
-        expected = {
-            "x": ((batch, seq_len, n_heads, d_head), bl + "n_heads, d_head)"),
-            "dt": ((batch, seq_len, n_heads), bl + "n_heads)"),
-            "A_log": ((n_heads,), "(n_heads,)"),
-            "B": ((batch, seq_len, n_groups, d_state), bl + "n_groups, d_state)"),
-            "C": ((batch, seq_len, n_groups, d_state), bl + "n_groups, d_state)"),
-            "D": ((n_heads,), "(n_heads,)"),
-            "dt_bias": ((n_heads,), "(n_heads,)"),
-            "dy": ((batch, seq_len, n_heads, d_head), bl + "n_heads, d_head)"),
-        }
-    for key, (shape, text) in expected.items():
-        if a[key].shape != shape:
-            raise SsmvizError(f"{key} has shape {a[key].shape}, expected {text} = {shape}")
-        if not np.issubdtype(a[key].dtype, np.number):
-            raise SsmvizError(f"{key} must hold numbers; got dtype {a[key].dtype}")
-    for name, value in sizes.items():
-        if value < 1:
-            raise SsmvizError(f"{name} inferred from the inputs is {value}; it must be ≥ 1")
-    if family == "ssd" and sizes["n_heads"] % sizes["n_groups"] != 0:
-        raise SsmvizError(
-            f"n_heads ({sizes['n_heads']}) must be divisible by n_groups ({sizes['n_groups']})"
-        )
-    return sizes
+    return families.get(family).infer_sizes(arrays)

@@ -4,6 +4,7 @@ every line back to the original file, build it with naga and with Tint (Chrome's
 judge against the float64 reference, with race probes and hot reload. Qt-free.
 """
 
+from ssmviz.core.expr import evaluate
 from ssmviz.core.external.command import (
     FileWatcher,
     main_check_kernel,
@@ -11,11 +12,9 @@ from ssmviz.core.external.command import (
     watch_kernel,
 )
 from ssmviz.core.external.diagnostics import Diagnostic, parse_naga_error
-from ssmviz.core.external.expr import evaluate
 from ssmviz.core.external.live import LiveRun, run_live
 from ssmviz.core.external.loader import KernelFile, KernelSource, load_kernel_file
 from ssmviz.core.external.profiles import (
-    AbiProfile,
     builtin_profiles,
     detect_profile,
     get_profile,
@@ -24,6 +23,7 @@ from ssmviz.core.external.profiles import (
     parse_profile_text,
 )
 from ssmviz.core.external.runner import KernelCheckResult, analyze, check_kernel
+from ssmviz.core.families.abi import AbiProfile
 
 __all__ = [
     "AbiProfile",

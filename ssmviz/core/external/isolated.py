@@ -37,9 +37,9 @@ from typing import Any
 
 import numpy as np
 
+from ssmviz.core import families
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external.runner import (
-    DEFAULT_SIZES,
     EXIT_BUILD,
     EXIT_FAIL,
     KernelCheckResult,
@@ -68,26 +68,37 @@ def default_deadline(elements: int) -> float:
 
 
 def problem_elements(sizes: Mapping[str, int] | None) -> int:
-    """Elements of the hidden state (batch, seq_len, d_inner, d_state), the largest tensor,
-    for ``sizes`` over the default problem (the larger of the two families' readings)."""
+    """Elements of the hidden state (each family's ``state_elements``, S6: batch, seq_len,
+    d_inner, d_state), the largest tensor, for ``sizes`` over the default problem (the
+    largest of the families' readings)."""
     best = 0
-    for family in DEFAULT_SIZES:
+    for name in families.names():
         try:
-            s = base_sizes(family, sizes)
+            s = base_sizes(name, sizes)
         except SsmvizError:
-            s = base_sizes(family, None)  # the worker reports the bad size itself
-        d_inner = s.get("d_inner") or s["n_heads"] * s["d_head"]
-        best = max(best, s["batch"] * s["seq_len"] * d_inner * s["d_state"])
+            s = base_sizes(name, None)  # the worker reports the bad size itself
+        best = max(best, families.get(name).state_elements(s))
     return best
 
 
 def array_elements(arrays: Mapping[str, np.ndarray]) -> int:
-    """Elements of the hidden state of given inputs: the input signal's (u, or SSD's x)
-    times d_state (B's last axis), the largest tensor."""
-    signal = arrays.get("u", arrays.get("x"))
-    if signal is None or "B" not in arrays:
-        return problem_elements(None)
-    return int(np.asarray(signal).size * np.asarray(arrays["B"]).shape[-1])
+    """Elements of the hidden state of given inputs, the largest tensor; the default
+    problem's when they are no family's whole inputs."""
+    found = _state_elements(arrays)
+    return problem_elements(None) if found is None else found
+
+
+def _state_elements(arrays: Mapping[str, np.ndarray]) -> int | None:
+    """The ``state_elements`` of the family whose input keys ``arrays`` hold (None: no
+    family's, or shapes that do not agree)."""
+    for name in families.names():
+        fam = families.get(name)
+        if all(k in arrays for k in fam.input_keys):
+            try:
+                return fam.state_elements(fam.infer_sizes(arrays))
+            except SsmvizError:
+                continue
+    return None
 
 
 def nesting_depth(text: str) -> int:
@@ -472,12 +483,11 @@ def check_kernel_isolated(path: str, *, timeout: float | None = None, **kwargs: 
 
 
 def _array_elements(arrays: Mapping[str, np.ndarray]) -> int:
-    """The hidden state's elements of a problem given as arrays: u's (or x's) × d_state."""
-    x = arrays.get("u", arrays.get("x"))
-    b = arrays.get("B")
-    if x is None or b is None:
+    """The hidden state's elements of a problem given as arrays; else its largest array's."""
+    found = _state_elements(arrays)
+    if found is None:
         return max((int(np.size(a)) for a in arrays.values()), default=0)
-    return int(np.size(x)) * int(np.shape(b)[-1])
+    return found
 
 
 def run_live_isolated(path: str, text: str | None, arrays: Mapping[str, np.ndarray], *,
@@ -534,15 +544,7 @@ def check_source(family: str, source: str, arrays: Mapping[str, np.ndarray], *,
     from ssmviz.core.external import progress
     from ssmviz.core.gpu import get_runtime
 
-    rt = get_runtime()
-    if family == "s6":
-        from ssmviz.core.kernels.s6 import S6Kernel
-
-        kernel: Any = S6Kernel(rt, source=source)
-    else:
-        from ssmviz.core.kernels.ssd import SSDKernel
-
-        kernel = SSDKernel(rt, source=source)
+    kernel = families.get(family).kernel(get_runtime(), source=source)
     progress.report("run", f"the edited {family} shader (build and passes)")
     return check_arrays(family, arrays, convention=convention, chunk_len=chunk_len, runs=1,
                         kernel=kernel, race_probe=False, concurrent_reference=True)

@@ -18,18 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from ssmviz.core import families
 from ssmviz.core.check import CheckReport
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.external.profiles import ROLE_KEY, AbiProfile
 from ssmviz.core.external.runner import KernelCheckResult, check_kernel, role_of_label
-
-#: Roles judged but not drawn: C·h per state has no plot of its own (h has).
-NOT_PLOTTED = {"Ch"}
-#: Roles that leave out the D·dy skip term, with the index that broadcasts D over dy. The
-#: plots add the term back, so the kernel's gradient is drawn against ssmviz's reference
-#: gradient and the finite differences of the full loss; gpu − ref stays the kernel's error.
-SKIP_TERM = {"du_no_skip": (None, None, slice(None)),
-             "dx_no_skip": (None, None, slice(None), None)}
+from ssmviz.core.families.abi import AbiProfile
 
 
 @dataclass
@@ -79,16 +72,17 @@ def ssmviz_outputs(prof: AbiProfile, report: CheckReport
     outputs: dict[str, np.ndarray] = {}
     keys: dict[str, str] = {}
     mapped: dict[str, str] = {}
+    derived_roles = families.get(prof.family).roles.derived
     for label, arr in report.gpu.items():
         _, role = role_of_label(prof, label)
-        key = ROLE_KEY.get(role, role)
+        derived = derived_roles.get(role)
+        key = derived.key if derived is not None else role
         keys[label] = key
-        if role in NOT_PLOTTED:
-            continue
-        if role in SKIP_TERM:
-            d, dy = report.inputs["D"], report.inputs["dy"]
-            outputs[key] = np.asarray(arr, np.float64) + d[SKIP_TERM[role]] * dy
-            mapped[key] = f"{label} + D·dy"  # the verdict's note says why
+        if derived is not None:
+            if derived.drawn_as is None:
+                continue  # judged, not drawn (e.g. C·h per state: h has its own plot)
+            outputs[key] = derived.drawn_as(arr, report.inputs)
+            mapped[key] = f"{label} {derived.drawn_note}"  # the verdict's note says why
         else:
             outputs[key] = arr
             if label != key:

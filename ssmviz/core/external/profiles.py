@@ -1,134 +1,58 @@
 """ABI profiles: the data that says how to run and judge a kernel someone else wrote.
 
-A profile names the family (s6 / ssd) and numerical convention, the params struct
-(u32 fields, each a formula over the sizes), every buffer (its role, its axes, whether
-it is an input, an output that is overwritten (filled with poison first) or accumulated
-(zeroed first), or scratch), and the passes (entry point, workgroup size, dispatch as
-formulas of the sizes, binding index -> buffer). It is plain data: built-ins are dicts
-below (ssmviz's own kernels derive theirs from ``S6_ABI`` / ``SSD_ABI`` at run time) and
-users write the same schema in TOML (see ``assets/profiles/example.toml``).
+A profile (:class:`~ssmviz.core.families.abi.AbiProfile`, the one ABI schema) names the
+family and numerical convention, the params struct (u32 fields, each a formula over the
+sizes), every buffer (its role, its axes, whether it is an input, an output that is
+overwritten (filled with poison first) or accumulated (zeroed first), or scratch), and the
+passes (entry point, workgroup size, dispatch as formulas of the sizes, binding index ->
+buffer). Users write it in TOML (see ``assets/profiles/example.toml``), parsed here; the
+built-ins are each family's builderforce table (``families/<name>/builderforce.py``,
+parsed the same way) and ssmviz's own kernels' ABI (``families/<name>/abi.py``).
 
 Roles name reference quantities, so that a buffer can be compared against the float64
-reference re-expressed in the ABI's own definition: the family's input keys and
-gradient keys, ``y``/``h``/``last_state`` (S6), ``y``/``final_state``/``chunk_states``
-(SSD), and derived ones: ``Ch`` (C·h per state, S6), ``du_no_skip`` (du − D·dy, S6),
-``dx_no_skip`` (dx − D·dy, SSD). A list of roles stacks them along a leading axis.
+reference re-expressed in the ABI's own definition: the family's input, forward-output
+and gradient keys, and derived ones (each family's ``roles``: e.g. ``Ch``, C·h per state,
+and ``du_no_skip``, du − D·dy, for S6; ``dx_no_skip`` for SSD). A list of roles stacks
+them along a leading axis.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import importlib
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ssmviz.core import families
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.external.expr import evaluate, names_in
-
-S6_SIZES = ("batch", "seq_len", "d_inner", "d_state")
-SSD_SIZES = ("batch", "seq_len", "d_inner", "n_heads", "d_head", "n_groups", "d_state",
-             "chunk_len", "n_chunks", "chunk_slot")
-
-_BLD = ("batch", "seq_len", "d_inner")
-_BLN = ("batch", "seq_len", "d_state")
-_BLHP = ("batch", "seq_len", "n_heads", "d_head")
-_BLGN = ("batch", "seq_len", "n_groups", "d_state")
-
-#: Axes of every role, per family (the reference's own layout).
-ROLE_AXES: dict[str, dict[str, tuple[str, ...]]] = {
-    "s6": {
-        **dict.fromkeys(("u", "delta", "dy", "y", "du", "ddelta", "du_no_skip"), _BLD),
-        **dict.fromkeys(("A_log", "dA_log"), ("d_inner", "d_state")),
-        **dict.fromkeys(("B", "C", "dB", "dC"), _BLN),
-        **dict.fromkeys(("D", "delta_bias", "dD", "ddelta_bias"), ("d_inner",)),
-        **dict.fromkeys(("h", "Ch"), ("batch", "seq_len", "d_inner", "d_state")),
-        "last_state": ("batch", "d_inner", "d_state"),
-    },
-    "ssd": {
-        **dict.fromkeys(("x", "dy", "y", "dx", "dx_no_skip"), _BLHP),
-        **dict.fromkeys(("dt", "ddt"), ("batch", "seq_len", "n_heads")),
-        **dict.fromkeys(("A_log", "D", "dt_bias", "dA_log", "dD", "ddt_bias"), ("n_heads",)),
-        **dict.fromkeys(("B", "C", "dB", "dC"), _BLGN),
-        "final_state": ("batch", "n_heads", "d_head", "d_state"),
-        "chunk_states": ("batch", "chunk_slot", "n_heads", "d_head", "d_state"),
-    },
-}
-INPUT_ROLES = {
-    "s6": ("u", "delta", "A_log", "B", "C", "D", "delta_bias", "dy"),
-    "ssd": ("x", "dt", "A_log", "B", "C", "D", "dt_bias", "dy"),
-}
-FORWARD_ROLES = {"y", "h", "Ch", "last_state", "final_state", "chunk_states"}
-#: What each derived role means, for the verdict table.
-ROLE_NOTES = {
-    "Ch": "C·h per state",
-    "du_no_skip": "compared with ref du − D·dy: this ABI's du omits the D·dy skip term",
-    "dx_no_skip": "compared with ref dx − D·dy: this ABI's dx omits the D·dy skip term",
-}
-CHECKED_KEYS = {
-    "s6": ("y", "last_state", "h", "du", "ddelta", "dA_log", "dB", "dC", "dD", "ddelta_bias"),
-    "ssd": ("y", "final_state", "chunk_states", "dx", "ddt", "dA_log", "dB", "dC", "dD",
-            "ddt_bias"),
-}
-#: Role -> the reference key it stands for (when checked under another name).
-ROLE_KEY = {"du_no_skip": "du", "dx_no_skip": "dx", "Ch": "h"}
+from ssmviz.core.expr import evaluate, names_in
+from ssmviz.core.families.abi import AbiProfile, BufferSpec, PassSpec
 
 
-@dataclass
-class BufferSpec:
-    """One buffer: ``roles`` (one, or several stacked on a leading axis) and its axes."""
-
-    name: str
-    roles: list[str]
-    dims: list[str]
-    io: str  # "in" | "out" | "scratch"
-    init: str = "poison"  # outputs/scratch: "poison" (overwritten) | "zero" (accumulated)
-    zero_leading: str | None = None  # formula: leading elements zeroed (e.g. an initial state)
-    stage: str = "forward"  # the stage that writes it (outputs / scratch)
+def role_axes(family: str) -> Mapping[str, tuple[str, ...]]:
+    """Axes of every role of ``family`` (the reference's own layout)."""
+    return families.get(family).roles.axes
 
 
-@dataclass
-class PassSpec:
-    entry: str
-    stage: str  # "forward" | "backward"
-    workgroup_size: tuple[int, int, int] | None
-    dispatch: list[str]  # 3 formulas, or 1 formula folded by split_workgroups
-    bindings: dict[int, str]  # binding index -> buffer name ("params" = the params struct)
-    export: str | None = None  # glob of the export holding this entry (JS modules)
+def role_key(family: str, role: str) -> str:
+    """The reference key a role is judged as (a derived role's key, else the role)."""
+    derived = families.get(family).roles.derived.get(role)
+    return derived.key if derived is not None else role
 
 
-@dataclass
-class AbiProfile:
-    name: str
-    family: str
-    convention: str | None  # None: the kernel takes the convention as a param
-    params: list[str]
-    params_binding: int
-    sizes: dict[str, str]
-    buffers: dict[str, BufferSpec]
-    passes: list[PassSpec]
-    detect_entry_points: list[str] = field(default_factory=list)
-    detect_exports: list[str] = field(default_factory=list)
-    not_checked: dict[str, str] = field(default_factory=dict)
-    description: str = ""
-    tolerance: dict[str, float] = field(default_factory=dict)
-    stages: tuple[str, ...] = ("forward", "backward")
-    #: "s6" / "ssd": ssmviz's own host code plans and dispatches the passes (their params
-    #: hold per-dispatch offsets of a multi-level scan that no static formula describes);
-    #: the profile then serves the static checks and the source is run by S6Kernel/SSDKernel.
-    host: str | None = None
+def role_note(family: str, role: str) -> str:
+    """What the verdict table says about a role ('' for the family's own keys)."""
+    derived = families.get(family).roles.derived.get(role)
+    return derived.note if derived is not None else ""
 
-    def sizes_for(self, base: Mapping[str, int]) -> dict[str, int]:
-        """The base sizes plus the profile's derived sizes, in order."""
-        out = dict(base)
-        for name, formula in self.sizes.items():
-            out[name] = evaluate(formula, out)
-        return out
 
-    def entry_points(self) -> list[str]:
-        return [p.entry for p in self.passes]
+def forward_roles(family: str) -> set[str]:
+    """The roles the forward produces: forward keys and the roles derived from them."""
+    fam = families.get(family)
+    derived = {r for r, d in fam.roles.derived.items() if d.key in fam.forward_keys}
+    return set(fam.forward_keys) | derived
 
 
 # -- parsing -------------------------------------------------------------------------------------
@@ -191,13 +115,14 @@ def parse_profile(data: Any, *, origin: str = "profile") -> AbiProfile:
     _known_keys(origin, data, _TOP_KEYS)
     name = _str(f"{origin}: name", data.get("name"))
     family = data.get("family")
-    if family not in ("s6", "ssd"):
-        raise SsmvizError(f"{origin}: family must be s6 or ssd; got {family!r}"[:200])
+    if not isinstance(family, str) or family not in families.names():
+        raise SsmvizError(f"{origin}: family must be {' or '.join(families.names())}; got "
+                          f"{family!r}"[:200])
     convention = data.get("convention")
     if convention not in (None, "mamba", "builderforce"):
         raise SsmvizError(f"{origin}: convention must be mamba or builderforce; got {convention!r}"
                           [:200])
-    names = set(S6_SIZES if family == "s6" else SSD_SIZES)
+    names = set(families.get(family).roles.sizes)
     sizes_raw = data.get("sizes", {})
     if not isinstance(sizes_raw, Mapping):
         raise SsmvizError(f"{origin}: sizes must be a table of name = formula")
@@ -216,8 +141,8 @@ def parse_profile(data: Any, *, origin: str = "profile") -> AbiProfile:
     if isinstance(pb, bool) or not isinstance(pb, int) or not 0 <= pb < 1000:
         raise SsmvizError(f"{origin}: params_binding must be an integer in [0, 1000); got {pb!r}")
     host = data.get("host")
-    if host not in (None, "s6", "ssd") or (host is not None and host != family):
-        raise SsmvizError(f"{origin}: host must be the family name (s6 or ssd); got {host!r}"
+    if host is not None and host != family:
+        raise SsmvizError(f"{origin}: host must be the family name ({family}); got {host!r}"
                           [:200])
     buffers = _parse_buffers(origin, family, data.get("buffers"), names)
     passes = _parse_passes(origin, data.get("passes"), names, buffers, hosted=host is not None)
@@ -257,7 +182,7 @@ def parse_profile(data: Any, *, origin: str = "profile") -> AbiProfile:
 def _parse_buffers(origin: str, family: str, raw: Any, names: set[str]) -> dict[str, BufferSpec]:
     if not isinstance(raw, Mapping) or not raw:
         raise SsmvizError(f"{origin}: buffers must be a non-empty table of buffer tables")
-    axes_of = ROLE_AXES[family]
+    axes_of = role_axes(family)
     out: dict[str, BufferSpec] = {}
     for bname, spec in raw.items():
         where = f"{origin}: buffers.{bname}"
@@ -286,7 +211,7 @@ def _parse_buffers(origin: str, family: str, raw: Any, names: set[str]) -> dict[
             for i, d in enumerate(dims):
                 _formula(f"{where}.dims[{i}]", d, names)
         default_io = "scratch" if scratch else (
-            "in" if all(r in INPUT_ROLES[family] for r in roles) else "out")
+            "in" if all(r in families.get(family).input_keys for r in roles) else "out")
         io = spec.get("io", default_io)
         if io not in ("in", "out", "scratch"):
             raise SsmvizError(f"{where}.io must be in, out or scratch; got {io!r}"[:200])
@@ -298,7 +223,7 @@ def _parse_buffers(origin: str, family: str, raw: Any, names: set[str]) -> dict[
         zl = spec.get("zero_leading")
         if zl is not None:
             zl = _formula(f"{where}.zero_leading", zl, names)
-        stage = spec.get("stage", "forward" if set(roles) <= FORWARD_ROLES | {"scratch"}
+        stage = spec.get("stage", "forward" if set(roles) <= forward_roles(family) | {"scratch"}
                          else "backward")
         if stage not in ("forward", "backward"):
             raise SsmvizError(f"{where}.stage must be forward or backward")
@@ -306,11 +231,19 @@ def _parse_buffers(origin: str, family: str, raw: Any, names: set[str]) -> dict[
     return out
 
 
+def expanded_dims(family: str, dims: list[str], want: tuple[str, ...]) -> list[str]:
+    """``dims`` with each axis a profile may give whole (the family's ``split``, SSD's
+    d_inner) replaced by the axes the role ``want`` has instead (n_heads, d_head)."""
+    split = families.get(family).roles.split
+    out: list[str] = []
+    for d in dims:
+        parts = split.get(d)
+        out += list(parts) if parts and all(a in want for a in parts) else [d]
+    return out
+
+
 def _check_axes(where: str, family: str, dims: list[str], want: tuple[str, ...]) -> None:
-    have = list(dims)
-    if family == "ssd" and "d_inner" in have and "n_heads" in want and "d_head" in want:
-        i = have.index("d_inner")
-        have[i : i + 1] = ["n_heads", "d_head"]
+    have = expanded_dims(family, dims, want)
     if sorted(have) != sorted(want) or len(set(have)) != len(have):
         raise SsmvizError(
             f"{where}.dims {dims} must be a permutation of the role's axes {list(want)}"[:300]
@@ -403,158 +336,19 @@ def parse_profile_text(raw: bytes | str, *, origin: str = "profile") -> AbiProfi
 # -- built-ins -----------------------------------------------------------------------------------
 
 
-def _bf_s6() -> dict[str, Any]:
-    bld = ["batch", "seq_len", "d_inner"]
-    bln = ["batch", "seq_len", "d_state"]
-    return {
-        "name": "builderforce-s6",
-        "family": "s6",
-        "convention": "builderforce",
-        "description": "builderforce-memory-engine selective_scan.js (forward + backward)",
-        "params": ["seq_len", "d_state", "d_inner", "batch"],
-        "detect": {"entry_points": ["forward_scan", "forward_reduce", "backward_scan"],
-                   "exports": ["*SELECTIVE_SCAN*", "*SCAN*"]},
-        "buffers": {
-            "u": {"role": "u", "dims": bld},
-            "delta": {"role": "delta", "dims": bld},
-            "A": {"role": "A_log", "dims": ["d_inner", "d_state"]},
-            "B": {"role": "B", "dims": bln},
-            "C": {"role": "C", "dims": bln},
-            "D_vec": {"role": "D", "dims": ["d_inner"]},
-            "dy": {"role": "dy", "dims": bld},
-            "y": {"role": "y", "dims": bld},
-            "h_cache": {"role": ["h", "Ch"], "dims": ["batch", "seq_len", "d_inner", "d_state"],
-                        "stage": "forward"},
-            "dA": {"role": "dA_log", "dims": ["d_inner", "d_state"], "init": "zero"},
-            "dB": {"role": "dB", "dims": bln, "init": "zero"},
-            "dC": {"role": "dC", "dims": bln, "init": "zero"},
-            "dDelta": {"role": "ddelta", "dims": bld, "init": "zero"},
-            "du": {"role": "du_no_skip", "dims": bld, "init": "zero"},
-        },
-        "passes": [
-            {"entry": "forward_scan", "stage": "forward", "workgroup_size": 64,
-             "dispatch": ["d_inner", "d_state", "batch"],
-             "bindings": {0: "params", 1: "u", 2: "delta", 3: "A", 4: "B", 5: "C", 6: "D_vec",
-                          7: "y", 8: "h_cache"}},
-            {"entry": "forward_reduce", "stage": "forward", "workgroup_size": 64,
-             "dispatch": ["ceil_div(seq_len, 64)", "d_inner", "batch"],
-             "bindings": {0: "params", 1: "u", 2: "delta", 3: "A", 4: "B", 5: "C", 6: "D_vec",
-                          7: "y", 8: "h_cache"}},
-            {"entry": "backward_scan", "stage": "backward", "workgroup_size": 1,
-             "dispatch": ["d_inner", "d_state", "batch"],
-             "bindings": {0: "params", 1: "u", 2: "delta", 3: "A", 4: "B", 5: "C", 6: "h_cache",
-                          7: "dy", 8: "dA", 9: "dB", 10: "dC", 11: "dDelta", 12: "du"}},
-        ],
-        "not_checked": {
-            "dD": "the ABI has no dD output",
-            "ddelta_bias": "the ABI has no delta_bias (builderforce: Δ = softplus(delta))",
-            "last_state": "the ABI has no last_state output (h_cache[h] holds every state)",
-        },
-    }
-
-
-def _bf_ssd() -> dict[str, Any]:
-    bld = ["batch", "seq_len", "d_inner"]
-    bgn = ["batch", "seq_len", "n_groups", "d_state"]
-    blh = ["batch", "seq_len", "n_heads"]
-    carry = ["chunk_slot", "batch", "n_heads", "d_state", "d_head"]
-    fwd = {0: "params", 1: "x_in", 2: "B_proj", 3: "C_proj", 4: "dt_in", 5: "A_log",
-           6: "dt_bias", 7: "D_vec", 8: "out_buf", 9: "state_carry"}
-    bwd = {0: "params", 1: "x_in", 2: "B_proj", 3: "C_proj", 4: "dt_in", 5: "A_log",
-           6: "dt_bias", 7: "state_carry", 8: "dy", 9: "dx", 10: "dB", 11: "dC", 12: "ddt",
-           13: "dA_log", 14: "dD_vec"}
-    return {
-        "name": "builderforce-ssd",
-        "family": "ssd",
-        "convention": "builderforce",
-        "description": "builderforce-memory-engine ssd.js (forward + backward)",
-        "params": ["seq_len", "d_inner", "n_heads", "d_head", "n_groups", "d_state",
-                   "chunk_len", "n_chunks", "batch"],
-        "detect": {"entry_points": ["ssd_chunk_forward", "ssd_chunk_backward"],
-                   "exports": ["*SSD*"]},
-        "buffers": {
-            "x_in": {"role": "x", "dims": bld},
-            "B_proj": {"role": "B", "dims": bgn},
-            "C_proj": {"role": "C", "dims": bgn},
-            "dt_in": {"role": "dt", "dims": blh},
-            "A_log": {"role": "A_log", "dims": ["n_heads"]},
-            "dt_bias": {"role": "dt_bias", "dims": ["n_heads"]},
-            "D_vec": {"role": "D", "dims": ["n_heads"]},
-            "dy": {"role": "dy", "dims": bld},
-            "out_buf": {"role": "y", "dims": bld},
-            "state_carry": {"role": "chunk_states", "dims": carry,
-                            "zero_leading": "batch * n_heads * d_state * d_head"},
-            "dx": {"role": "dx_no_skip", "dims": bld, "init": "zero"},
-            "dB": {"role": "dB", "dims": bgn, "init": "zero"},
-            "dC": {"role": "dC", "dims": bgn, "init": "zero"},
-            "ddt": {"role": "ddt", "dims": blh, "init": "zero"},
-            "dA_log": {"role": "dA_log", "dims": ["n_heads"], "init": "zero"},
-            "dD_vec": {"role": "dD", "dims": ["n_heads"], "init": "zero"},
-        },
-        "passes": [
-            {"entry": "ssd_chunk_forward", "stage": "forward", "workgroup_size": 1,
-             "dispatch": ["n_chunks", "n_heads", "batch"], "bindings": fwd},
-            {"entry": "ssd_chunk_backward", "stage": "backward", "workgroup_size": 1,
-             "dispatch": ["n_chunks", "n_heads", "batch"], "bindings": bwd},
-        ],
-        "not_checked": {
-            "ddt_bias": "the ABI has no ddt_bias output",
-            "final_state": "the ABI has no final_state output (state_carry's last slot holds it)",
-        },
-    }
-
-
-def _from_ssmviz_abi(abi: Mapping[str, Any], family: str, name: str) -> dict[str, Any]:
-    """A host-driven profile from ssmviz's own ABI dict (``S6_ABI`` / ``SSD_ABI``): entry
-    points, workgroup sizes and bindings for the static checks; S6Kernel/SSDKernel run it."""
-    buffers: dict[str, Any] = {}
-    passes = []
-    for p in abi["passes"]:
-        binds: dict[int, str] = {}
-        for b in p["bindings"]:
-            bname = str(b["name"])
-            if b.get("role") == "uniform" or b.get("access") == "uniform":
-                binds[int(b["index"])] = "params"
-                continue
-            binds[int(b["index"])] = bname
-            buffers.setdefault(bname, {"role": "scratch", "dims": ["1"], "io": "scratch"})
-        stage = str(p.get("stage", p.get("direction", "forward")))
-        wg = p.get("workgroup_size")
-        passes.append({
-            "entry": p["entry_point"], "stage": "forward" if "forward" in stage else "backward",
-            "workgroup_size": wg if isinstance(wg, int) else None, "bindings": binds,
-        })
-    return {
-        "name": name, "family": family, "convention": None, "host": family,
-        "description": f"ssmviz's own {family.upper()} kernels ({abi.get('shader', '')})",
-        "detect": {"entry_points": [p["entry"] for p in passes]},
-        "buffers": buffers, "passes": passes,
-    }
-
-
-def _ssmviz_own(family: str) -> dict[str, Any] | None:
-    """The profile of ssmviz's own kernels of ``family``, from ``S6_ABI`` / ``SSD_ABI``."""
-    try:
-        mod = importlib.import_module(f"ssmviz.core.kernels.{family}")
-    except Exception:  # the module is being written; absent or broken means no profile
-        return None
-    abi = getattr(mod, f"{family.upper()}_ABI", None)
-    if not isinstance(abi, Mapping):
-        return None
-    return _from_ssmviz_abi(abi, family, f"ssmviz-{family}")
-
-
 def builtin_profiles() -> dict[str, AbiProfile]:
-    """Every built-in profile by name (ssmviz's own ones only when their ABI dicts load)."""
+    """Every built-in profile by name: each family's builderforce profile, then ssmviz's
+    own kernels' ABIs (copies: a caller may restrict their stages)."""
     out = {}
-    for data in (_bf_s6(), _bf_ssd(), _ssmviz_own("s6"), _ssmviz_own("ssd")):
-        if data is None:
-            continue
-        try:
+    fams = [families.get(n) for n in families.names()]
+    for fam in fams:
+        if fam.builderforce is not None:
+            data = fam.builderforce()
             prof = parse_profile(data, origin=f"built-in profile {data.get('name')}")
-        except (SsmvizError, KeyError, TypeError, ValueError):
-            continue  # an ABI dict we cannot read (yet): skip rather than break every check
-        out[prof.name] = prof
+            out[prof.name] = prof
+    for fam in fams:
+        own = replace(fam.abi())
+        out[own.name] = own
     return out
 
 
@@ -580,9 +374,7 @@ def get_profile(name: str) -> AbiProfile:
             f"--abi: unknown profile '{name}' (built-in: {', '.join(profile_names())}; "
             "or a .toml file)"
         )
-    prof = profiles[base]
-    prof.stages = stages
-    return prof
+    return replace(profiles[base], stages=stages)
 
 
 def detect_profiles(entry_points: set[str], exports: list[str]) -> list[AbiProfile]:

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ssmviz.core import families
 from ssmviz.core.check import (
     FORWARD_TOL,
     GRAD_TOL,
@@ -31,6 +32,7 @@ from ssmviz.core.check import (
     reference,
 )
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.expr import evaluate
 from ssmviz.core.external import progress
 from ssmviz.core.external.diagnostics import (
     Diagnostic,
@@ -40,7 +42,6 @@ from ssmviz.core.external.diagnostics import (
     static_diagnostics,
     tint_diagnostics,
 )
-from ssmviz.core.external.expr import evaluate
 from ssmviz.core.external.loader import (
     KernelFile,
     KernelSource,
@@ -48,17 +49,13 @@ from ssmviz.core.external.loader import (
     load_kernel_text,
 )
 from ssmviz.core.external.profiles import (
-    CHECKED_KEYS,
-    FORWARD_ROLES,
-    ROLE_AXES,
-    ROLE_KEY,
-    ROLE_NOTES,
-    AbiProfile,
-    BufferSpec,
-    PassSpec,
     detect_profile,
     detect_profiles,
+    expanded_dims,
     get_profile,
+    role_axes,
+    role_key,
+    role_note,
 )
 from ssmviz.core.external.tint import TintVerdict
 from ssmviz.core.external.wgsl import (
@@ -67,16 +64,12 @@ from ssmviz.core.external.wgsl import (
     reverse_workgroup_order,
     stored_value_origin,
 )
+from ssmviz.core.families.abi import AbiProfile, BufferSpec, PassSpec
+from ssmviz.core.gpu import POISON_U32, Dispatch, Readback, split_workgroups, with_device_retry
+from ssmviz.core.problem import Problem
 
 EXIT_PASS, EXIT_FAIL, EXIT_BUILD = 0, 1, 2
 
-#: Small default problems: lavapipe-fast, ragged (seq_len not a multiple of 64 or of
-#: chunk_len), several chunks.
-DEFAULT_SIZES = {
-    "s6": {"batch": 2, "seq_len": 37, "d_inner": 4, "d_state": 4},
-    "ssd": {"batch": 1, "seq_len": 37, "n_heads": 4, "d_head": 4, "n_groups": 2, "d_state": 4,
-            "chunk_len": 8},
-}
 WEBGPU_DEFAULT_STORAGE_BUFFERS = 8
 
 
@@ -287,16 +280,6 @@ def _consistency(an: _Analysis, prof: AbiProfile, passes: list[tuple[PassSpec, K
 # -- buffers and layouts -----------------------------------------------------------------------
 
 
-def _expanded(family: str, dims: list[str], want: tuple[str, ...]) -> list[str]:
-    out = []
-    for d in dims:
-        if family == "ssd" and d == "d_inner" and "n_heads" in want and "d_head" in want:
-            out += ["n_heads", "d_head"]
-        else:
-            out.append(d)
-    return out
-
-
 def buffer_shape(spec: BufferSpec, sizes: Mapping[str, int]) -> tuple[int, ...]:
     """A buffer's shape: a leading axis for stacked roles, then its dims evaluated."""
     dims = tuple(evaluate(d, sizes) for d in spec.dims)
@@ -308,8 +291,8 @@ def to_layout(prof: AbiProfile, spec: BufferSpec, values: Mapping[str, np.ndarra
     """Canonical role arrays -> the buffer's layout (float64)."""
     parts = []
     for role in spec.roles:
-        want = ROLE_AXES[prof.family][role]
-        exp = _expanded(prof.family, spec.dims, want)
+        want = role_axes(prof.family)[role]
+        exp = expanded_dims(prof.family, spec.dims, want)
         perm = [want.index(a) for a in exp]
         arr = np.asarray(values[role], dtype=np.float64).transpose(perm)
         parts.append(arr.reshape(tuple(sizes[d] for d in spec.dims)))
@@ -322,8 +305,8 @@ def from_layout(prof: AbiProfile, spec: BufferSpec, data: np.ndarray,
     out = {}
     parts = data if len(spec.roles) > 1 else data[None]
     for role, part in zip(spec.roles, parts, strict=True):
-        want = ROLE_AXES[prof.family][role]
-        exp = _expanded(prof.family, spec.dims, want)
+        want = role_axes(prof.family)[role]
+        exp = expanded_dims(prof.family, spec.dims, want)
         arr = part.reshape(tuple(sizes[a] for a in exp))
         inv = [exp.index(a) for a in want]
         out[role] = np.ascontiguousarray(arr.transpose(inv))
@@ -335,19 +318,14 @@ def _role_values(family: str, arrays: Mapping[str, np.ndarray],
     """Every role's float64 value: inputs, reference outputs and the derived roles."""
     vals: dict[str, np.ndarray] = {k: np.asarray(v, np.float64) for k, v in arrays.items()}
     vals.update({k: np.asarray(v, np.float64) for k, v in ref.items()})
-    if family == "s6":
-        vals["Ch"] = arrays["C"][:, :, None, :] * ref["h"]
-        vals["du_no_skip"] = ref["du"] - arrays["D"] * arrays["dy"]
-    else:
-        vals["dx_no_skip"] = ref["dx"] - arrays["D"][:, None] * arrays["dy"]
+    for role, derived in families.get(family).roles.derived.items():
+        vals[role] = derived.value(arrays, ref)
     return vals
 
 
 def _problem_arrays(prof: AbiProfile, sizes: dict[str, int], convention: str, seed: int
                     ) -> dict[str, np.ndarray]:
-    from ssmviz.core.problem import Problem
-
-    kw = {k: sizes[k] for k in DEFAULT_SIZES[prof.family]}
+    kw = {k: sizes[k] for k in families.get(prof.family).roles.defaults}
     problem = Problem(family=prof.family, convention=convention, seed=seed, **kw)
     return abi_inputs(prof, problem.build())
 
@@ -370,8 +348,10 @@ def abi_inputs(prof: AbiProfile, arrays: Mapping[str, np.ndarray]) -> dict[str, 
 
 
 def base_sizes(family: str, sizes: Mapping[str, int] | None) -> dict[str, int]:
-    """Default sizes overridden by ``sizes``; SSD adds d_inner, n_chunks and chunk_slot."""
-    out = dict(DEFAULT_SIZES[family])
+    """Default sizes overridden by ``sizes``, then the family's derived ones (SSD: d_inner,
+    n_chunks and chunk_slot)."""
+    roles = families.get(family).roles
+    out = dict(roles.defaults)
     for k, v in (sizes or {}).items():
         if v is None:
             continue
@@ -380,20 +360,13 @@ def base_sizes(family: str, sizes: Mapping[str, int] | None) -> dict[str, int]:
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise SsmvizError(f"{k} must be an integer ≥ 1; got {v!r}")
         out[k] = int(v)
-    if family == "ssd":
-        if out["n_heads"] % out["n_groups"]:
-            raise SsmvizError(f"n_heads ({out['n_heads']}) must be divisible by n_groups "
-                              f"({out['n_groups']})")
-        out["d_inner"] = out["n_heads"] * out["d_head"]
-        out["n_chunks"] = -(-out["seq_len"] // out["chunk_len"])
-        out["chunk_slot"] = out["n_chunks"] + 1
-    return out
+    return roles.derive(out)
 
 
 def _probe_sizes(family: str, sizes: Mapping[str, int]) -> dict[str, int]:
     """The size probe's problem: the same sizes at a longer seq_len (more chunks and
     workgroups, a different ragged tail)."""
-    base = {k: v for k, v in sizes.items() if k in DEFAULT_SIZES[family]}
+    base = {k: v for k, v in sizes.items() if k in families.get(family).roles.defaults}
     base["seq_len"] = sizes["seq_len"] + 2 * sizes.get("chunk_len", 64) + 3
     return base_sizes(family, base)
 
@@ -423,8 +396,6 @@ def _run(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module],
          sizes: dict[str, int], values: Mapping[str, np.ndarray], rt: Any
          ) -> tuple[dict[str, np.ndarray], float]:
     """One run of every planned pass; returns each buffer read back (float32, its layout)."""
-    from ssmviz.core.gpu import POISON_U32, Dispatch, Readback, split_workgroups
-
     prof = plan.prof
     used = _bindings_used(plan, modules)
     shapes = require_sizes(plan, modules, sizes, rt)
@@ -497,8 +468,6 @@ def require_sizes(plan: _Plan, modules: Mapping[str, Module], sizes: Mapping[str
     anything is allocated) when the sizes break the ABI's constraints on this device:
     a params field past u32, a buffer past the storage binding / buffer size, a dispatch
     past the workgroup count per dimension."""
-    from ssmviz.core.gpu import split_workgroups
-
     prof = plan.prof
     used = _bindings_used(plan, modules)
     names = {p.bindings[b] for p, _ in plan.passes for b in used[p.entry] if b in p.bindings}
@@ -556,7 +525,7 @@ def role_of_label(prof: AbiProfile, label: str) -> tuple[BufferSpec, str]:
 
 
 def _seq_axis(family: str, role: str) -> int | None:
-    axes = ROLE_AXES[family].get(role, ())
+    axes = role_axes(family).get(role, ())
     if "seq_len" in axes:
         return axes.index("seq_len")
     return None
@@ -566,7 +535,7 @@ def _pattern(prof: AbiProfile, role: str, v: TensorVerdict, sizes: Mapping[str, 
     """Plain words about where along the sequence a tensor first goes wrong."""
     if v.first_bad is None or not v.first_bad:
         return ""
-    axes = ROLE_AXES[prof.family].get(role, ())
+    axes = role_axes(prof.family).get(role, ())
     if "seq_len" in axes:
         t = v.first_bad[axes.index("seq_len")]
         if t == 0:
@@ -632,8 +601,6 @@ def check_kernel(
     Never raises for problems with the file or the arguments: they come back as
     ``exit_code`` 2 with a one-line ``message`` or diagnostics.
     """
-    from ssmviz.core.gpu import with_device_retry
-
     opts = _Options(text, arrays, family, probe, size_probe and probe)
     last = KernelCheckResult(path, EXIT_BUILD)
 
@@ -696,10 +663,9 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
     res.profile = prof
     res.also = [o.name for o in others]
     if opts.arrays is not None:
-        from ssmviz.core.problem import infer_sizes
-
-        given = infer_sizes(prof.family, opts.arrays)
-        sizes_in = given | {k: v for k, v in (sizes_in or {}).items() if k == "chunk_len"}
+        fam = families.get(prof.family)
+        given = fam.infer_sizes(opts.arrays)
+        sizes_in = given | {k: v for k, v in (sizes_in or {}).items() if k in fam.run_sizes}
     planned: list[tuple[PassSpec, KernelSource]] = []
     missing_stage: dict[str, str] = {}
     for stage in prof.stages:
@@ -794,18 +760,19 @@ def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str
                     continue
                 v = compare(label, gpu[0][label], values[role], tol[spec.stage],
                             repeats=[g[label] for g in gpu[1:]])
-                v.note = ROLE_NOTES.get(role, "")
+                v.note = role_note(prof.family, role)
                 if not v.deterministic:
                     _add_note(v, f"differs across {runs} runs")
                 verdicts.append(v)
                 judged.append(_Judged(v, spec.stage, _seq_axis(prof.family, role),
                                       gpu[0][label], values[role]))
-                covered.add(ROLE_KEY.get(role, role))
+                covered.add(role_key(prof.family, role))
     _adapter_cut(judged, sizes["seq_len"], rt)
-    for key in CHECKED_KEYS[prof.family]:
+    fam = families.get(prof.family)
+    for key in fam.output_keys:
         if key in covered:
             continue
-        stage = "forward" if key in FORWARD_ROLES else "backward"
+        stage = "forward" if key in fam.forward_keys else "backward"
         if stage in missing_stage:
             note = f"the file has no {stage} pass (entry `{missing_stage[stage]}`)"
         elif stage not in prof.stages:
@@ -816,7 +783,7 @@ def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str
         verdicts.append(TensorVerdict(key, shape, tol[stage], checked=False, note=note))
     report = CheckReport(
         family=prof.family, convention=plan.convention,
-        sizes={k: v for k, v in sizes.items() if k in DEFAULT_SIZES[prof.family]},
+        sizes={k: v for k, v in sizes.items() if k in fam.roles.defaults},
         adapter=rt.description(), runs=runs, verdicts=verdicts,
         gpu_seconds={"all passes (wall)": gpu_s / runs}, timing_source="wall-clock",
         reference_seconds=ref_s, inputs=dict(arrays), gpu=gpu[0],
@@ -1057,26 +1024,10 @@ def _locate_failures(plan: _Plan, an: _Analysis, kf: KernelFile, report: CheckRe
 # -- ssmviz's own kernels: the host code plans the dispatches --------------------------------
 
 
-def _host_kernel(family: str, rt: Any, source: str) -> Any:
-    if family == "s6":
-        from ssmviz.core.kernels.s6 import S6Kernel
-
-        return S6Kernel(rt, source=source)
-    from ssmviz.core.kernels.ssd import SSDKernel
-
-    return SSDKernel(rt, source=source)
-
-
 def _host_outputs(family: str, kernel: Any, arrays: Mapping[str, np.ndarray], conv: str,
                   sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
-    from ssmviz.core.problem import S6_INPUT_KEYS, SSD_INPUT_KEYS
-
-    keys = S6_INPUT_KEYS if family == "s6" else SSD_INPUT_KEYS
-    inputs = {k: arrays[k] for k in keys}
-    if family == "s6":
-        return dict(kernel.run(inputs, convention=conv, store_h=True).outputs)
-    return dict(kernel.run(inputs, chunk_len=sizes["chunk_len"], convention=conv,
-                           store_states=True).outputs)
+    inputs = {k: arrays[k] for k in families.get(family).input_keys}
+    return dict(kernel.run_problem(inputs, sizes, convention=conv, store_states=True).outputs)
 
 
 def _judge_host(prof: AbiProfile, an: _Analysis, kf: KernelFile,
@@ -1090,8 +1041,8 @@ def _judge_host(prof: AbiProfile, an: _Analysis, kf: KernelFile,
     given = opts.arrays
     arrays = _problem_arrays(prof, sizes, conv, seed) if given is None else abi_inputs(prof, given)
     probe = opts.probe
-    chunk = sizes.get("chunk_len") if family == "ssd" else None
-    kernel = _host_kernel(family, rt, src.text)
+    chunk = sizes.get("chunk_len")
+    kernel = families.get(family).kernel(rt, source=src.text)
     progress.report("run", f"the {family} host code's passes of `{src.name}`")
     # The race probe below rewrites the user's source itself, so none from check_arrays.
     report = check_arrays(family, arrays, convention=conv, chunk_len=chunk, runs=runs,
@@ -1106,7 +1057,8 @@ def _judge_host(prof: AbiProfile, an: _Analysis, kf: KernelFile,
             res.probe_lines.append("race probe (workgroup order): skipped (builtins in a struct)")
         else:
             # The judged run (report.gpu) against the same inputs with the order reversed.
-            flipped = _host_outputs(family, _host_kernel(family, rt, rev), arrays, conv, sizes)
+            flipped = _host_outputs(family, families.get(family).kernel(rt, source=rev), arrays,
+                                    conv, sizes)
             changed = [k for k, a in report.gpu.items()
                        if k in flipped and _changed_bits(a, flipped[k])]
             if changed:

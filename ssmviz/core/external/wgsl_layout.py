@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.external.expr import evaluate
+from ssmviz.core.expr import evaluate
 from ssmviz.core.external.wgsl import Module, Problem, Tok
 
 #: (size, align) of the scalar types.

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from ssmviz.core.errors import SsmvizError
+
 if TYPE_CHECKING:
     from ssmviz.core.families.abi import AbiProfile
     from ssmviz.core.families.view import FamilyView
@@ -23,6 +25,10 @@ if TYPE_CHECKING:
 
 Arrays = Mapping[str, np.ndarray]
 Sizes = Mapping[str, int]
+
+#: Every hidden state is returned, stored and compared up to this many elements
+#: (``Family.state_elements``); the check, the plots and the RAM estimate share it.
+MAX_STORED_STATES = 1 << 24
 
 
 class KernelRunner(Protocol):
@@ -54,26 +60,37 @@ class KernelRunner(Protocol):
 
 
 @dataclass(frozen=True)
-class RoleSpec:
-    """How external ABI profiles may name this family's tensors (``ROLE_AXES`` and kin).
+class DerivedRole:
+    """A tensor an external ABI may hold instead of a reference key: judged as ``key``
+    re-expressed (``value``: (inputs, reference) -> its float64 value); ``note`` is what
+    the verdict table says about it. ``drawn_as`` turns the kernel's tensor back into
+    ``key`` for the app's plots ((tensor, inputs) -> float64; None: not drawn), and
+    ``drawn_note`` says how (e.g. "+ D·dy")."""
 
-    ``axes``: every role's axes, in the reference's own layout (input, output and derived
-    roles). ``derived``: role -> (what the verdict table says, the float64 value from the
-    inputs and the reference). ``stands_for``: a derived role -> the reference key it is
-    judged as. ``split``: an axis a profile may give whole that the reference splits
-    (SSD: ``d_inner`` = ``n_heads`` × ``d_head``). ``sizes``: the size names a profile's
-    formulas may use. ``defaults``: the small problem an external check runs by default;
-    ``derive``: the sizes derived from those (SSD: d_inner, n_chunks, chunk_slot), checked.
+    key: str
+    note: str
+    value: Callable[[Arrays, Arrays], np.ndarray]
+    drawn_as: Callable[[np.ndarray, Arrays], np.ndarray] | None = None
+    drawn_note: str = ""
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    """How external ABI profiles may name this family's tensors.
+
+    ``axes``: every role's axes, in the reference's own layout (inputs, outputs and
+    ``derived`` roles). ``split``: an axis a profile may give whole that the reference
+    splits (SSD: ``d_inner`` = ``n_heads`` × ``d_head``). ``sizes``: the size names a
+    profile's formulas may use. ``defaults``: the small problem an external check runs
+    by default; ``derive``: those sizes with the ones derived from them (SSD: d_inner,
+    n_chunks, chunk_slot), checked (a one-line SsmvizError).
     """
 
     axes: Mapping[str, tuple[str, ...]]
     sizes: tuple[str, ...]
     defaults: Mapping[str, int]
     derive: Callable[[dict[str, int]], dict[str, int]]
-    derived: Mapping[str, tuple[str, Callable[[Arrays, Arrays], np.ndarray]]] = field(
-        default_factory=dict
-    )
-    stands_for: Mapping[str, str] = field(default_factory=dict)
+    derived: Mapping[str, DerivedRole] = field(default_factory=dict)
     split: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
@@ -120,14 +137,19 @@ class Family:
     abi: Callable[[], AbiProfile]
     #: Sizes -> elements of ``state_key`` (batch·seq_len·d_inner·d_state for S6).
     state_elements: Callable[[Sizes], int]
-    #: (sizes, runs) -> bytes of RAM a check needs at its peak (estimate, high side).
-    reference_bytes: Callable[[Sizes, int], int]
+    #: (sizes, runs, stored_max) -> bytes of RAM the reference, the comparison and ``runs``
+    #: GPU results need at their peak (estimate, high side); ``state_key`` is read back
+    #: and compared only while ``state_elements`` ≤ stored_max.
+    reference_bytes: Callable[[Sizes, int, int], int]
     #: quick -> the sweep's problems, as Problem fields (family and convention included).
     sweep_cases: Callable[[bool], list[dict[str, Any]]]
+    #: How external profiles name this family's tensors.
     roles: RoleSpec
     #: The builderforce package's kernels of this family, as a profile table (or None).
     builderforce: Callable[[], dict[str, Any]] | None = None
-    #: (runtime, size class, repeats, ceilings, step) -> benchmark rows; None: no bench.
+    #: (runtime, size class, repeats, *, arrays, copy_bw, step) -> ``ssmviz bench`` rows
+    #: (``arrays(family, sizes)`` builds a problem's inputs; ``copy_bw`` is the copy
+    #: kernel's bandwidth); None: the family has no benchmark.
     bench: Callable[..., list[dict[str, Any]]] | None = None
     #: size class -> how many rows ``bench`` times (progress steps).
     bench_steps: Callable[[str], int] = lambda size: 0
@@ -146,3 +168,32 @@ class Family:
     def output_keys(self) -> tuple[str, ...]:
         """Every key the reference and the kernel produce: forward outputs, then gradients."""
         return (*self.forward_keys, *self.grad_keys)
+
+
+# -- helpers the families share ---------------------------------------------------------------
+
+
+def require_keys(arrays: Arrays, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The arrays of ``keys``; a one-line SsmvizError names the first missing key."""
+    for key in keys:
+        if key not in arrays:
+            raise SsmvizError(f"inputs lack the key '{key}' (need {', '.join(keys)})")
+    return {k: np.asarray(arrays[k]) for k in keys}
+
+
+def check_shapes(
+    a: Mapping[str, np.ndarray],
+    expected: Mapping[str, tuple[tuple[int, ...], str]],
+    sizes: dict[str, int],
+) -> dict[str, int]:
+    """Check each array's shape (``expected``: key -> (shape, its axes in words)) and
+    dtype, and that every inferred size is ≥ 1; returns ``sizes``."""
+    for key, (shape, text) in expected.items():
+        if a[key].shape != shape:
+            raise SsmvizError(f"{key} has shape {a[key].shape}, expected {text} = {shape}")
+        if not np.issubdtype(a[key].dtype, np.number):
+            raise SsmvizError(f"{key} must hold numbers; got dtype {a[key].dtype}")
+    for name, value in sizes.items():
+        if value < 1:
+            raise SsmvizError(f"{name} inferred from the inputs is {value}; it must be ≥ 1")
+    return sizes

@@ -2,8 +2,8 @@
 
 :func:`finite_difference_grads` and :func:`compare_grads` know nothing about
 S6 or SSD: they take a scalar loss over a dict of named arrays;
-:func:`gradcheck_sum_loss` applies them to the loss sum(y * dy) of a forward.
-:func:`s6_gradcheck` wires that to :mod:`ssmviz.core.reference.s6`.
+:func:`gradcheck_sum_loss` applies them to the loss sum(y * dy) of a forward (the test
+suite's ``tests/gradchecks.py`` wires that to each family's reference).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.reference.s6 import s6_backward, s6_forward
 
 _TINY = float(np.finfo(np.float64).tiny)
 
@@ -137,40 +136,3 @@ def gradcheck_sum_loss(
     )
     analytic = {f"d{k}": getattr(grads, f"d{k}") for k in names}
     return compare_grads(analytic, {f"d{k}": v for k, v in numeric.items()})
-
-
-_S6_PARAMS = ("u", "delta", "A_log", "B", "C", "D", "delta_bias")
-
-
-def s6_gradcheck(
-    inputs: dict[str, np.ndarray],
-    *,
-    convention: str = "mamba",
-    eps: float = 1e-6,
-    max_elements: int | None = None,
-    seed: int = 0,
-) -> dict[str, GradCheckResult]:
-    """Check :func:`s6_backward` against finite differences of L = sum(y * dy).
-
-    ``inputs`` holds u, delta, A_log, B, C, D, dy and optionally delta_bias
-    (missing or None: zeros, still checked), shaped as in :func:`s6_forward`.
-    Returns results keyed du, ddelta, dA_log, dB, dC, dD, ddelta_bias.
-    ``max_elements``/``seed`` subsample as in :func:`finite_difference_grads`.
-    """
-    missing = [k for k in (*_S6_PARAMS[:-1], "dy") if k not in inputs]
-    if missing:
-        raise SsmvizError(f"s6_gradcheck inputs lack {', '.join(missing)}")
-    point = {k: np.asarray(inputs[k], dtype=np.float64) for k in _S6_PARAMS[:-1]}
-    bias = inputs.get("delta_bias")
-    point["delta_bias"] = (
-        np.zeros(point["D"].shape) if bias is None else np.asarray(bias, dtype=np.float64)
-    )
-    dy = np.asarray(inputs["dy"], dtype=np.float64)
-
-    def forward(p: dict[str, np.ndarray]) -> np.ndarray:
-        return s6_forward(*(p[k] for k in _S6_PARAMS), convention=convention).y  # type: ignore[arg-type]
-
-    grads = s6_backward(*(point[k] for k in _S6_PARAMS), dy, convention=convention)  # type: ignore[arg-type]
-    return gradcheck_sum_loss(
-        forward, grads, point, _S6_PARAMS, dy, eps=eps, max_elements=max_elements, seed=seed
-    )

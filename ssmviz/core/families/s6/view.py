@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from ssmviz.core.families.s6.reference import s6_discretise, s6_forward
 from ssmviz.core.families.view import Arrays, FamilyView, GradSlice, Sizes, scan
-from ssmviz.core.reference.s6 import s6_discretise, s6_forward
 
 _FORWARD_KEYS = ("u", "delta", "A_log", "B", "C", "D", "delta_bias")
 

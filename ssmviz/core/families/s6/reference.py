@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 import threading
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -512,3 +513,53 @@ def s6_backward(
         dD=np.einsum("bld,bld->d", dy_, u_),
         ddelta_bias=ddelta.sum(axis=(0, 1)),
     )
+
+
+# ------------------------------------------------------------- as the family record calls it
+
+#: The keys of :func:`s6_backward`'s gradients, in the family's order.
+GRAD_KEYS = ("du", "ddelta", "dA_log", "dB", "dC", "dD", "ddelta_bias")
+
+
+def reference_forward(inputs: Mapping[str, np.ndarray], convention: str,
+                      sizes: Mapping[str, int]) -> S6Forward:
+    """:func:`s6_forward` of the input keys but dy, in order (``sizes`` unused)."""
+    del sizes
+    return s6_forward(*inputs.values(), convention=convention)  # type: ignore[arg-type]
+
+
+def reference_outputs(inputs: Mapping[str, np.ndarray], dy: np.ndarray, convention: str,
+                      sizes: Mapping[str, int], fwd: S6Forward) -> dict[str, np.ndarray]:
+    """Every forward output and gradient, the backward reusing ``fwd``'s states."""
+    del sizes
+    grads = s6_backward(*inputs.values(), dy, convention=convention, fwd=fwd)  # type: ignore[arg-type]
+    out = {"y": fwd.y, "last_state": fwd.last_state, "h": fwd.h}
+    return out | {k: getattr(grads, k) for k in GRAD_KEYS}
+
+
+# --------------------------------------------------------------------------- RAM a check needs
+
+#: float64 arrays of (batch, seq_len, d_inner) alive at once: inputs, outputs, gradients.
+_ROW_ARRAYS = 12
+#: (batch, seq_len, d_state) arrays: B, C, their gradients and the per-step copies.
+_STATE_ARRAYS = 6
+#: float64 passes over h in the comparison (gpu − ref and the element bound).
+_COMPARE_COPIES = 2
+
+
+def reference_bytes(sizes: Mapping[str, int], runs: int, stored_max: int) -> int:
+    """Bytes of RAM the reference, the comparison and ``runs`` GPU results need (high
+    side): the scan keeps every h and, while h is small, Ā (and zero-order hold's
+    coefficient) for the backward (``_KEEP_ELEMENTS``); the comparison makes float64
+    copies of the GPU's h, read back only while it has at most ``stored_max`` elements."""
+    b, L = int(sizes["batch"]), int(sizes["seq_len"])
+    d, n = int(sizes["d_inner"]), int(sizes["d_state"])
+    states = b * L * d * n
+    keep = 2 if states <= _KEEP_ELEMENTS else 0
+    stored = states if states <= stored_max else 0
+    ref = 8 * (states * (1 + keep) + stored * _COMPARE_COPIES)
+    ref += 8 * b * L * (_ROW_ARRAYS * d + _STATE_ARRAYS * n)
+    gpu = 4 * (runs + 1) * (stored + 3 * b * L * d + 2 * b * L * n)
+    # The kernel's own h buffer: device memory, which on lavapipe is this RAM.
+    device = 4 * states
+    return ref + gpu + device

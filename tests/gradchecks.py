@@ -1,6 +1,6 @@
-"""Finite-difference check of the SSD reference backward (recurrent or chunked form).
+"""Finite-difference checks of the S6 and SSD reference backwards (test helpers).
 
-Wires :mod:`ssmviz.core.reference.ssd` to
+Wire each family's float64 reference to
 :func:`ssmviz.core.reference.gradcheck.gradcheck_sum_loss`, for the loss L = sum(y * dy).
 """
 
@@ -9,15 +9,16 @@ from __future__ import annotations
 import numpy as np
 
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.reference.gradcheck import GradCheckResult, gradcheck_sum_loss
-from ssmviz.core.reference.ssd import (
+from ssmviz.core.families.s6.reference import s6_backward, s6_forward
+from ssmviz.core.families.ssd.reference import (
     ssd_backward_chunked,
     ssd_backward_recurrent,
     ssd_forward_chunked,
     ssd_forward_recurrent,
 )
+from ssmviz.core.reference.gradcheck import GradCheckResult, gradcheck_sum_loss
 
-__all__ = ["SSD_PARAMS", "ssd_gradcheck"]
+__all__ = ["SSD_PARAMS", "s6_gradcheck", "ssd_gradcheck"]
 
 # Differentiated inputs, in the positional order of the ssd_* functions.
 SSD_PARAMS = ("x", "dt", "A_log", "B", "C", "D", "dt_bias")
@@ -62,3 +63,40 @@ def ssd_gradcheck(
         )
 
     return gradcheck_sum_loss(forward, grads, point, SSD_PARAMS, dy, eps=eps)
+
+
+_S6_PARAMS = ("u", "delta", "A_log", "B", "C", "D", "delta_bias")
+
+
+def s6_gradcheck(
+    inputs: dict[str, np.ndarray],
+    *,
+    convention: str = "mamba",
+    eps: float = 1e-6,
+    max_elements: int | None = None,
+    seed: int = 0,
+) -> dict[str, GradCheckResult]:
+    """Check :func:`s6_backward` against finite differences of L = sum(y * dy).
+
+    ``inputs`` holds u, delta, A_log, B, C, D, dy and optionally delta_bias
+    (missing or None: zeros, still checked), shaped as in :func:`s6_forward`.
+    Returns results keyed du, ddelta, dA_log, dB, dC, dD, ddelta_bias.
+    ``max_elements``/``seed`` subsample as in :func:`finite_difference_grads`.
+    """
+    missing = [k for k in (*_S6_PARAMS[:-1], "dy") if k not in inputs]
+    if missing:
+        raise SsmvizError(f"s6_gradcheck inputs lack {', '.join(missing)}")
+    point = {k: np.asarray(inputs[k], dtype=np.float64) for k in _S6_PARAMS[:-1]}
+    bias = inputs.get("delta_bias")
+    point["delta_bias"] = (
+        np.zeros(point["D"].shape) if bias is None else np.asarray(bias, dtype=np.float64)
+    )
+    dy = np.asarray(inputs["dy"], dtype=np.float64)
+
+    def forward(p: dict[str, np.ndarray]) -> np.ndarray:
+        return s6_forward(*(p[k] for k in _S6_PARAMS), convention=convention).y  # type: ignore[arg-type]
+
+    grads = s6_backward(*(point[k] for k in _S6_PARAMS), dy, convention=convention)  # type: ignore[arg-type]
+    return gradcheck_sum_loss(
+        forward, grads, point, _S6_PARAMS, dy, eps=eps, max_elements=max_elements, seed=seed
+    )

@@ -31,6 +31,8 @@ Recurrence (h_{-1} = 0): h_t = Ā_t h_{t-1} + s_t x_t ⊗ B_t;  y_t = h_t·C_t +
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,9 +43,13 @@ from ssmviz.core.reference._common import CONVENTIONS, softplus, softplus_grad
 
 __all__ = [
     "CONVENTIONS",
+    "GRAD_KEYS",
     "SSDForward",
     "SSDGrads",
     "n_chunks",
+    "reference_bytes",
+    "reference_forward",
+    "reference_outputs",
     "ssd_backward_chunked",
     "ssd_backward_recurrent",
     "ssd_forward_chunked",
@@ -639,3 +645,56 @@ def ssd_semiseparable_matrix(
     M *= Cg @ Bg.T
     M *= disc.in_scale[batch_index, :, head][None, :]
     return M
+
+
+# ------------------------------------------------------------- as the family record calls it
+
+#: The keys of the chunked backward's gradients, in the family's order.
+GRAD_KEYS = ("dx", "ddt", "dA_log", "dB", "dC", "dD", "ddt_bias")
+
+
+def reference_forward(inputs: Mapping[str, np.ndarray], convention: str,
+                      sizes: Mapping[str, int]) -> SSDForward:
+    """:func:`ssd_forward_chunked` of the input keys but dy, in order, at
+    ``sizes["chunk_len"]``."""
+    return ssd_forward_chunked(*inputs.values(), chunk_len=int(sizes["chunk_len"]),
+                               convention=convention)
+
+
+def reference_outputs(inputs: Mapping[str, np.ndarray], dy: np.ndarray, convention: str,
+                      sizes: Mapping[str, int], fwd: SSDForward) -> dict[str, np.ndarray]:
+    """Every forward output and gradient (the chunked backward recomputes what it needs
+    of the forward itself)."""
+    grads = ssd_backward_chunked(*inputs.values(), dy, chunk_len=int(sizes["chunk_len"]),
+                                 convention=convention)
+    out = {"y": fwd.y, "final_state": fwd.final_state, "chunk_states": fwd.chunk_states}
+    return out | {k: getattr(grads, k) for k in GRAD_KEYS}
+
+
+# --------------------------------------------------------------------------- RAM a check needs
+
+#: float64 arrays per element class of the chunked forward and backward.
+_SQUARE_ARRAYS = 10  # (b, c, H, Q, Q): seg, decay matrix, M, d_M, d_CB, d_seg, ...
+_HEAD_STATE_ARRAYS = 8  # (b, L, H, N): B and C per head, dB, dC, their chunked copies
+_ROW_ARRAYS = 12  # (b, L, H, P): x, xs, y, dy, dx, d_xs, ...
+_CHUNK_STATE_ARRAYS = 5  # (b, c + 1, H, P, N): states, new states and their gradients
+
+
+def reference_bytes(sizes: Mapping[str, int], runs: int, stored_max: int) -> int:
+    """Bytes of RAM the chunked reference and ``runs`` GPU results need (high side): it
+    works on (batch, n_chunks, n_heads, chunk_len, chunk_len) decay matrices and per-head
+    copies of B and C. ``stored_max`` is unused: the chunk states are always compared."""
+    del stored_max
+    b, L, n = int(sizes["batch"]), int(sizes["seq_len"]), int(sizes["d_state"])
+    h, p = int(sizes["n_heads"]), int(sizes["d_head"])
+    q = max(1, min(int(sizes.get("chunk_len", 64)), L))
+    chunks = math.ceil(L / q)
+    padded = chunks * q
+    ref = 8 * (
+        _SQUARE_ARRAYS * b * padded * h * q
+        + _HEAD_STATE_ARRAYS * b * padded * h * n
+        + _ROW_ARRAYS * b * padded * h * p
+        + _CHUNK_STATE_ARRAYS * b * (chunks + 1) * h * p * n
+    )
+    gpu = 4 * (runs + 1) * (3 * b * L * h * p + (chunks + 1) * b * h * p * n)
+    return ref + gpu

@@ -1,0 +1,81 @@
+"""S6's rows of ``ssmviz bench``: memory bound, so effective bandwidth against a copy.
+
+The forward alone (inference), then forward + backward: that forward also leaves the
+checkpoints its backward starts from (a training step), at the wide and the long, thin
+size. Effective bandwidth = the minimum bytes (each input read once, each output written
+once) / GPU time, next to the copy kernel's bandwidth as a ratio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families.s6.cases import BENCH_SIZES
+from ssmviz.core.families.s6.kernel import S6Kernel
+from ssmviz.core.gpu import GpuRuntime
+from ssmviz.core.timing import Step, median_time_per_pass, no_step, release
+
+#: Builds a problem's inputs: (family, sizes) -> arrays (the benchmark's noise signal).
+Arrays = Callable[[str, Mapping[str, int]], dict[str, np.ndarray]]
+# (backward prepared, ((row label, dispatch list), ...)); one problem on the device at a time.
+_STAGES = (
+    (False, (("forward", "forward"),)),
+    (True, (("training forward", "forward"), ("backward", "backward"))),
+)
+
+
+def steps(size: str) -> int:
+    """Rows :func:`bench` times at ``size``."""
+    return 3 * len(BENCH_SIZES[size])
+
+
+def bench(rt: GpuRuntime, size: str, repeats: int, *, arrays: Arrays, copy_bw: float,
+          step: Step = no_step) -> list[dict[str, Any]]:
+    """The rows at ``size`` (see the module docstring); a size that does not run is one
+    row with its error."""
+    kernel = S6Kernel(rt)
+    out = []
+    for label, s in BENCH_SIZES[size].items():
+        min_bytes = S6Kernel.min_bytes(**s, store_h=False)
+        rows, times = [], {}
+        try:
+            inputs = arrays("s6", s)
+            for backward, phases in _STAGES:
+                prepared = kernel.prepare(
+                    inputs, convention="mamba", store_h=False, backward=backward
+                )
+                try:
+                    for phase, kind in phases:
+                        dispatches = getattr(prepared, f"{kind}_dispatches")
+                        t, source, per_pass = median_time_per_pass(rt, dispatches, repeats)
+                        times[phase] = t
+                        bw = min_bytes[kind] / t if t > 0 else float("nan")
+                        rows.append(
+                            {
+                                "name": f"s6 {phase} {label}",
+                                "sizes": s,
+                                "seconds": t,
+                                "timing": source,
+                                "min_bytes": min_bytes[kind],
+                                "bandwidth": bw,
+                                "ratio_to_copy": bw / copy_bw if copy_bw > 0 else float("nan"),
+                                # Which entry points ran (the forward is one pass or chunked
+                                # by size) and what each took.
+                                "passes": per_pass,
+                            }
+                        )
+                        step(f"s6 {phase} {label}")
+                finally:
+                    release(prepared)
+        except SsmvizError as exc:
+            out.append({"name": f"s6 {label}", "sizes": s, "error": str(exc)})
+            step(f"s6 {label}: does not run", 3 - len(rows))
+            continue
+        rows[-1]["backward_over_forward"] = times["backward"] / times["forward"]
+        rows[-1]["backward_over_training_forward"] = times["backward"] / times["training forward"]
+        out += rows
+    return out

@@ -1,0 +1,614 @@
+"""Runner for ssmviz's own S6 (Mamba selective scan) WGSL kernels, forward and backward.
+
+The kernels live in ``shaders/selective_scan.wgsl``; :mod:`.abi` describes their passes,
+bindings and params, :mod:`.plan` which of them run. :class:`S6Kernel` uploads a problem,
+builds the dispatch lists (:class:`_Dispatches`) and reads the results back. Shapes as
+in :mod:`.abi`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families.s6.abi import (
+    BINDING_INDEX,
+    BWD_STORAGE,
+    CONVENTION_IDS,
+    FLAG_ADJOINT_ONLY,
+    FLAG_CKPT,
+    FLAG_REVERSE_WG,
+    FLAG_STORE_H,
+    ONEPASS_LANES,
+    ONEPASS_WORKGROUP,
+    PARAM_FIELDS,
+    S6_ABI,
+    SCAN_BLOCK,
+    SHADER,
+    WORKGROUP,
+    WORKGROUP_STORAGE,
+)
+from ssmviz.core.families.s6.plan import (
+    BWD_STORED_BUFFERS,
+    OTHER_BUFFERS,
+    Plan,
+    ScanLayout,
+    Sizes,
+    cdiv,
+    fit_to_device,
+    make_plan,
+    pipeline_constants,
+    reduce_levels,
+)
+from ssmviz.core.gpu import POISON_U32, Dispatch, Readback, split_workgroups
+from ssmviz.core.kernels._base import KernelResult, Prepared, ShaderKernel
+
+#: Outputs (float32, shapes as in the abi module) and GPU timing per stage.
+S6GpuResult = KernelResult
+
+_PASS_BINDINGS: dict[str, list[str]] = {p.entry: list(p.bindings.values()) for p in S6_ABI.passes}
+_GRADS = ["du", "ddelta", "dA_log", "dB", "dC", "dD", "ddelta_bias"]
+
+
+def _params(**fields: int) -> np.ndarray:
+    unknown = set(fields) - set(PARAM_FIELDS)
+    if unknown:
+        raise AssertionError(f"unknown params fields {sorted(unknown)}")
+    return np.array([int(fields.get(f, 0)) for f in PARAM_FIELDS], dtype=np.uint32)
+
+
+def _bc_padded(x: Any, batch: int, seq_len: int, d_state: int) -> np.ndarray:
+    """B or C laid out as the kernels read them: rows of ceil(d_state / 4) vec4s, zero-padded,
+    and one zero vec4 after the last row (the stand-in for vec4s past a row)."""
+    q4 = cdiv(d_state, 4)
+    out = np.zeros(batch * seq_len * q4 * 4 + 4, np.float32)
+    out[:-4].reshape(batch, seq_len, q4 * 4)[..., :d_state] = np.asarray(x, np.float32)
+    return out
+
+
+def _output_shapes(sz: Sizes) -> dict[str, tuple[int, ...]]:
+    B_, L_, Di, Ds = sz.batch, sz.seq_len, sz.d_inner, sz.d_state
+    return {
+        "y": (B_, L_, Di),
+        "last_state": (B_, Di, Ds),
+        "h": (B_, L_, Di, Ds),
+        "du": (B_, L_, Di),
+        "ddelta": (B_, L_, Di),
+        "dA_log": (Di, Ds),
+        "dB": (B_, L_, Ds),
+        "dC": (B_, L_, Ds),
+        "dD": (Di,),
+        "ddelta_bias": (Di,),
+    }
+
+
+def buffer_bytes(plan: Plan, store_h: bool, backward: bool = True) -> dict[str, int]:
+    """Bytes of the problem's buffers under ``plan`` (the largest sets the device limit)."""
+    sz = plan.sz
+    act = sz.batch * sz.seq_len * sz.d_inner * 4
+    fs = plan.fwd_scan()
+    sizes = {
+        "activation": act,
+        "B": (sz.batch * sz.seq_len * cdiv(sz.d_state, 4) + 1) * 16,
+        "h": act * sz.d_state if store_h else 4,
+        # The single-pass forward has no chunk summaries.
+        "fwd_sbuf": 4 if plan.fwd_onepass else fs.s_size * 4,
+        "fwd_Sbuf": 4 if plan.fwd_onepass else fs.S_size * 4,
+    }
+    if backward:
+        bs = plan.bwd_scan()
+        # Every reduction level's rows stay in the buffer (level l+1 follows level l).
+        bc_rows = plan.bc_rows if plan.bwd_stored else sum(reduce_levels(plan.bc_rows))
+        par_rows = sum(reduce_levels(plan.par_rows()))
+        sizes.update(
+            bwd_sbuf=bs.s_size * 4,
+            bwd_Sbuf=plan.bwd_Sbuf_bytes(),
+            red_bc=bc_rows * plan.bc_cols() * 4,
+            red_par=par_rows * plan.par_cols() * 4,
+        )
+    return sizes
+
+
+def _requirements(plan: Plan, store_h: bool, backward: bool) -> dict[str, int]:
+    biggest = max(buffer_bytes(plan, store_h, backward).values())
+    sz = plan.sz
+    most_wg = max(
+        sz.batch * cdiv(sz.d_inner, ONEPASS_LANES),
+        plan.chunk_workgroups(plan.n_fwd_chunks),
+        plan.chunk_workgroups(plan.n_kgroups),
+        cdiv(2 * sz.batch * plan.n_bwd_chunks * sz.d_inner * sz.d_state, WORKGROUP),
+        cdiv(plan.bc_cols() * cdiv(plan.bc_rows, SCAN_BLOCK), WORKGROUP),
+        cdiv(plan.par_cols() * cdiv(plan.par_rows(), SCAN_BLOCK), WORKGROUP),
+    )
+    return {
+        "storage_binding_bytes": biggest,
+        "buffer_bytes": biggest,
+        "workgroup_storage_bytes": WORKGROUP_STORAGE if plan.fwd_onepass else BWD_STORAGE,
+        "invocations_per_workgroup": ONEPASS_WORKGROUP if plan.fwd_onepass else WORKGROUP,
+        "storage_buffers_per_stage": max(OTHER_BUFFERS, BWD_STORED_BUFFERS if plan.bwd_stored
+                                         else 0),
+        "workgroups_per_dimension": max(split_workgroups(most_wg)),
+    }
+
+
+class _Dispatches:
+    """Builds one prepared problem's dispatches: each pass with its Params, its bound
+    buffers and its pipeline constants."""
+
+    def __init__(self, kernel: S6Kernel, plan: Plan, convention: str, reverse_wg: bool,
+                 ckpt: bool) -> None:
+        self.kernel = kernel
+        self.plan = plan
+        self.convention = convention
+        sz = plan.sz
+        self.base_flags = FLAG_REVERSE_WG if reverse_wg else 0
+        self.common = dict(
+            batch=sz.batch,
+            seq_len=sz.seq_len,
+            d_inner=sz.d_inner,
+            d_state=sz.d_state,
+            convention=CONVENTION_IDS[convention],
+            wg_d=plan.wg_d,
+            n_dblocks=plan.n_dblocks,
+            # Where the checkpoints start in the backward's Sbuf buffer (past its levels).
+            off_ckpt=plan.bwd_scan().S_size if ckpt else 0,
+        )
+
+    def one(self, entry: str, n_wg: int, bindings: Mapping[str, Any], **fields: int) -> Dispatch:
+        """A dispatch of ``entry`` over ``n_wg`` workgroups; ``fields`` set Params."""
+        flags = fields.pop("flags", 0) | self.base_flags
+        constants = pipeline_constants(self.plan, entry, self.convention,
+                                       ckpt=bool(flags & FLAG_CKPT))
+        params = self.kernel.rt.uniform(_params(**{**self.common, **fields}, n_wg=n_wg,
+                                                flags=flags))
+        names = _PASS_BINDINGS[entry]
+        missing = [n for n in names if n != "params" and n not in bindings]
+        if missing:
+            raise AssertionError(f"{entry}: no buffer for {missing}")
+        bound = {0: params} | {BINDING_INDEX[n]: bindings[n] for n in names if n != "params"}
+        return self.kernel.dispatch(entry, bound, n_wg, constants or None)
+
+    def scan(self, lay: ScanLayout, sets: int, bindings: Mapping[str, Any]) -> list[Dispatch]:
+        """The carry scan: up-sweeps bottom up, then down-sweeps from the top - 1 to 1."""
+        sz = self.plan.sz
+        ds: list[Dispatch] = []
+        top = len(lay.counts) - 1
+        for lvl, n in enumerate(lay.counts):
+            threads = sets * cdiv(n, SCAN_BLOCK) * sz.d_inner * sz.d_state
+            ds.append(self.one(
+                "s6_scan_up", cdiv(threads, WORKGROUP), bindings,
+                scan_n=n, scan_sets=sets,
+                off_in_s=lay.s_in[lvl], off_out_s=lay.s_out[lvl],
+                off_in_S=lay.S[lvl], off_out_S=lay.S[lvl],
+                off_agg_s=lay.s_in[lvl + 1] if lvl < top else lay.agg_s,
+                off_agg_S=lay.S[lvl + 1] if lvl < top else lay.agg_S,
+                n_threads=threads,
+            ))
+        # Level 0 is folded in by the output passes (ld_carry4), not by a down-sweep.
+        for lvl in range(top - 1, 0, -1):
+            threads = sets * lay.counts[lvl] * sz.d_inner * sz.d_state
+            ds.append(self.one(
+                "s6_scan_down", cdiv(threads, WORKGROUP), bindings,
+                scan_n=lay.counts[lvl], scan_sets=sets,
+                off_out_s=lay.s_out[lvl], off_out_S=lay.S[lvl], off_agg_S=lay.S[lvl + 1],
+                n_threads=threads,
+            ))
+        return ds
+
+    @staticmethod
+    def carry_fields(lay: ScanLayout) -> dict[str, int]:
+        """Level 0's scanned states and ΣΔ prefixes, and level 1 for the block fold."""
+        agg = lay.S[1] if len(lay.counts) > 1 else lay.agg_S
+        return {"off_carry": lay.S[0], "off_out_s": lay.s_out[0], "off_agg_S": agg}
+
+    def reduce(self, red: Any, rows: int, cols: int, outs: tuple, m0: int, m1: int
+               ) -> list[Dispatch]:
+        """Sum ``rows`` partial rows of ``cols`` columns in a fixed order, 32 rows a level,
+        into ``outs`` (columns [0, m0), [m0, m0 + m1), the rest)."""
+        levels = reduce_levels(rows)
+        ds = []
+        off = 0
+        for lvl in range(len(levels) - 1):
+            threads = levels[lvl + 1] * cols
+            out_off = off + levels[lvl] * cols
+            ds.append(self.one(
+                "s6_reduce_rows", cdiv(threads, WORKGROUP), {"red": red},
+                red_rows=levels[lvl], red_cols=cols, red_in=off, red_out=out_off,
+                n_threads=threads,
+            ))
+            off = out_off
+        # Whole vec4s when the last level's rows allow (NOTES.md).
+        vec4 = cols % 4 == 0 and off % 4 == 0
+        ds.append(self.one(
+            "s6_reduce_final4" if vec4 else "s6_reduce_final",
+            cdiv(cols // 4 if vec4 else cols, WORKGROUP),
+            {"red4" if vec4 else "red": red, "out0": outs[0], "out1": outs[1], "out2": outs[2]},
+            red_rows=levels[-1], red_cols=cols, red_in=off, m0=m0, m1=m1, n_threads=cols,
+        ))
+        return ds
+
+
+class _Problem:
+    """One prepare's buffers: the uploaded inputs, the outputs (poisoned when asked) and
+    the scratch, by name."""
+
+    def __init__(self, kernel: S6Kernel, plan: Plan, uploads: Mapping[str, np.ndarray],
+                 poison: bool) -> None:
+        self.rt = kernel.rt
+        self.plan = plan
+        self.poison = poison
+        self.poisoned: list[Any] = []  # filled with POISON_U32 at the end, in one submission
+        self.buf: dict[str, Any] = {n: kernel.upload(a, n) for n, a in uploads.items()}
+
+    def out(self, name: str, nbytes: int, label: str | None = None) -> Any:
+        """An output buffer (poisoned when asked), kept as ``name``."""
+        b = self.buf[name] = self.rt.empty(nbytes, label=label or name)
+        if self.poison:
+            self.poisoned.append(b)
+        return b
+
+    def scratch(self, name: str, nbytes: int, label: str) -> Any:
+        b = self.buf[name] = self.rt.empty(nbytes, label=label)
+        return b
+
+
+class S6Kernel(ShaderKernel):
+    """ssmviz's S6 forward/backward WGSL kernels on the shared GPU runtime."""
+
+    SHADER = SHADER
+
+    # -- sizes and limits --------------------------------------------------------------
+    def requirements(
+        self,
+        batch: int,
+        seq_len: int,
+        d_inner: int,
+        d_state: int,
+        *,
+        store_h: bool,
+        backward: bool = True,
+    ) -> dict[str, int]:
+        """Keyword arguments for ``rt.require`` for this problem (forward, and backward),
+        for the plan :meth:`prepare` would run on this device."""
+        sz = Sizes(batch, seq_len, d_inner, d_state)
+        plan = self.plan(sz, store_h=store_h, backward=backward)
+        return _requirements(plan, store_h, backward)
+
+    def plan(
+        self,
+        sz: Sizes,
+        *,
+        store_h: bool,
+        backward: bool = True,
+        fwd_chunk: int | None = None,
+        bwd_chunk: int | None = None,
+        k_chunks: int | None = None,
+        fwd_mode: str = "auto",
+        bwd_mode: str = "auto",
+    ) -> Plan:
+        """:func:`~.plan.make_plan` fitted to this device (:func:`~.plan.fit_to_device`)."""
+
+        def remake(mode: str) -> Plan:
+            return make_plan(sz, fwd_chunk, bwd_chunk, k_chunks, fwd_mode, store_h, mode)
+
+        return fit_to_device(remake(bwd_mode), self.rt.limits, self.subgroup_size,
+                             remake=remake, fwd_mode=fwd_mode, bwd_mode=bwd_mode,
+                             backward=backward)
+
+    @staticmethod
+    def min_bytes(
+        batch: int, seq_len: int, d_inner: int, d_state: int, *, store_h: bool = False
+    ) -> dict[str, int]:
+        """Bytes that must move at minimum: each input read once, each output written once."""
+        act = batch * seq_len * d_inner
+        bc = batch * seq_len * d_state
+        a = d_inner * d_state
+        fwd = 2 * act + a + 2 * bc + 2 * d_inner + act + batch * a
+        if store_h:
+            fwd += act * d_state
+        bwd = (3 * act + a + 2 * bc + 2 * d_inner) + (2 * act + a + 2 * bc + 2 * d_inner)
+        return {"forward": 4 * fwd, "backward": 4 * bwd}
+
+    # -- inputs ---------------------------------------------------------------------------
+    @staticmethod
+    def _sizes(inputs: Mapping[str, Any], need_dy: bool) -> Sizes:
+        def get(name: str) -> Any:
+            if name not in inputs or inputs[name] is None:
+                raise SsmvizError(f"S6 input '{name}' is missing")
+            return inputs[name]
+
+        u = get("u")
+        if np.ndim(u) != 3:
+            raise SsmvizError(f"u has shape {np.shape(u)}, expected (batch, seq_len, d_inner)")
+        batch, seq_len, d_inner = (int(x) for x in np.shape(u))
+        a_log = get("A_log")
+        if np.ndim(a_log) != 2:
+            raise SsmvizError(f"A_log has shape {np.shape(a_log)}, expected (d_inner, d_state)")
+        d_state = int(np.shape(a_log)[1])
+        if min(batch, seq_len, d_inner, d_state) < 1:
+            raise SsmvizError(
+                f"S6 sizes must be >= 1: batch {batch}, seq_len {seq_len}, d_inner {d_inner}, "
+                f"d_state {d_state}"
+            )
+        want = {
+            "delta": (batch, seq_len, d_inner),
+            "A_log": (d_inner, d_state),
+            "B": (batch, seq_len, d_state),
+            "C": (batch, seq_len, d_state),
+            "D": (d_inner,),
+        }
+        if inputs.get("delta_bias") is not None:
+            want["delta_bias"] = (d_inner,)
+        if need_dy:
+            want["dy"] = (batch, seq_len, d_inner)
+        for name, shape in want.items():
+            got = tuple(np.shape(get(name)))
+            if got != shape:
+                raise SsmvizError(f"{name} has shape {got}, expected {shape}")
+        return Sizes(batch, seq_len, d_inner, d_state)
+
+    def _checked_sizes(self, inputs: Mapping[str, Any], convention: str, backward: bool) -> Sizes:
+        if convention not in CONVENTION_IDS:
+            raise SsmvizError(
+                f"convention is {convention!r}, expected one of {', '.join(CONVENTION_IDS)}"
+            )
+        return self._sizes(inputs, backward)
+
+    @staticmethod
+    def _input_arrays(
+        inputs: Mapping[str, Any], sz: Sizes, backward: bool
+    ) -> dict[str, np.ndarray]:
+        """Each input buffer's contents as uploaded: float32, B and C in the kernels' padded
+        layout, zeros for an absent delta_bias, dy only with the backward."""
+        arrays = {n: np.asarray(inputs[n], dtype=np.float32) for n in ("u", "delta", "A_log")}
+        for n in ("B", "C"):
+            arrays[n] = _bc_padded(inputs[n], sz.batch, sz.seq_len, sz.d_state)
+        arrays["D"] = np.asarray(inputs["D"], dtype=np.float32)
+        bias = inputs.get("delta_bias")
+        arrays["delta_bias"] = np.asarray(
+            bias if bias is not None else np.zeros(sz.d_inner), dtype=np.float32
+        )
+        if backward:
+            arrays["dy"] = np.asarray(inputs["dy"], dtype=np.float32)
+        return arrays
+
+    # -- building ---------------------------------------------------------------------------
+    def prepare(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        convention: str = "mamba",
+        store_h: bool = False,
+        backward: bool = True,
+        poison: bool = True,
+        reverse_wg: bool = False,
+        fwd_chunk_len: int | None = None,
+        bwd_chunk_len: int | None = None,
+        bwd_k_chunks: int | None = None,
+        fwd_mode: str = "auto",
+        bwd_mode: str = "auto",
+    ) -> Prepared:
+        """Check limits, upload once and build the forward and backward dispatch lists.
+
+        ``reverse_wg`` runs every pass with its workgroups in reverse order (race probe);
+        the ``*_chunk_len`` / ``bwd_k_chunks`` overrides are for tests. ``fwd_mode``:
+        "onepass" forces the one-pass forward (d_state <= 16, no h), "chunked" the chunked one,
+        "auto" picks by size. ``bwd_mode``: "stored" reads the stored h in the backward
+        (needs ``store_h``), "checkpoint" starts from the forward's checkpoints,
+        "recompute" recomputes h, "auto" picks by size (:mod:`.plan`).
+        """
+        sz = self._checked_sizes(inputs, convention, backward)
+        plan = self.plan(sz, store_h=store_h, backward=backward, fwd_chunk=fwd_chunk_len,
+                         bwd_chunk=bwd_chunk_len, k_chunks=bwd_k_chunks, fwd_mode=fwd_mode,
+                         bwd_mode=bwd_mode)
+        self.rt.require(
+            **_requirements(plan, store_h, backward),
+            what=f"S6 (batch {sz.batch}, seq_len {sz.seq_len}, d_inner {sz.d_inner}, "
+            f"d_state {sz.d_state})",
+        )
+        uploads = self._input_arrays(inputs, sz, backward)
+        pb = _Problem(self, plan, {n: a for n, a in uploads.items() if n != "dy"}, poison)
+        ckpt = backward and plan.bwd_ckpt
+        ds = _Dispatches(self, plan, convention, reverse_wg, ckpt)
+        self._allocate_forward(pb, store_h, backward)
+        forward = self._forward(pb, ds, store_h, ckpt)
+        backward_list: list[Dispatch] = []
+        if backward:
+            pb.buf["dy"] = self.upload(uploads["dy"], "dy")
+            self._allocate_backward(pb, store_h)
+            backward_list = self._backward(pb, ds, ckpt)
+        outputs = ["y", "last_state"] + (["h"] if store_h else []) + (_GRADS if backward else [])
+        readbacks = self._readbacks(pb, outputs, backward)
+        self.rt.fill_many((b, POISON_U32) for b in pb.poisoned)
+        poisoned_ids = {id(b) for b in pb.poisoned}
+        resets = {
+            n: (POISON_U32 if id(b) in poisoned_ids else 0)
+            for n, b in pb.buf.items()
+            if n not in uploads
+        }
+        return Prepared(self.rt, pb.buf, forward, backward_list, readbacks, resets=resets)
+
+    @staticmethod
+    def _direct_bc(plan: Plan) -> bool:
+        """One recomputing d block: its dB/dC partials are the result, no reduction pass."""
+        return plan.bc_rows == 1 and not plan.bwd_stored
+
+    @staticmethod
+    def _allocate_forward(pb: _Problem, store_h: bool, backward: bool) -> None:
+        sz, plan = pb.plan.sz, pb.plan
+        B_, L_, Di, Ds = sz.batch, sz.seq_len, sz.d_inner, sz.d_state
+        pb.out("y", B_ * L_ * Di * 4)
+        if store_h:
+            pb.out("h", B_ * L_ * Di * Ds * 4)
+        else:
+            pb.scratch("h", 4, "h dummy")
+        pb.out("last_state", B_ * Di * Ds * 4)
+        if backward:
+            # The forward writes checkpoints only for a backward that reads them, into the
+            # backward's Sbuf buffer past its scan levels (the forward binds it as h).
+            pb.scratch("bwd_sbuf", plan.bwd_scan().s_size * 4, "bwd sbuf")
+            pb.scratch("bwd_Sbuf", plan.bwd_Sbuf_bytes(), "bwd Sbuf")
+        if not plan.fwd_onepass:
+            fs = plan.fwd_scan()
+            pb.scratch("fwd_sbuf", fs.s_size * 4, "fwd sbuf")
+            pb.scratch("fwd_Sbuf", fs.S_size * 4, "fwd Sbuf")
+
+    @staticmethod
+    def _forward(pb: _Problem, ds: _Dispatches, store_h: bool, ckpt: bool) -> list[Dispatch]:
+        """One pass, or summary, carry scan and output (chunked)."""
+        plan, buf = pb.plan, pb.buf
+        fwd_h = {"h": buf["bwd_Sbuf"]} if ckpt else {}
+        fwd_ckpt = FLAG_CKPT if ckpt else 0
+        if plan.fwd_onepass:
+            nblk = cdiv(plan.sz.d_inner, ONEPASS_LANES)
+            return [ds.one("s6_fwd_onepass", plan.sz.batch * nblk, buf | fwd_h, wg_d=ONEPASS_LANES,
+                           n_dblocks=nblk, flags=fwd_ckpt)]
+        fs = plan.fwd_scan()
+        fb = dict(buf, sbuf=buf["fwd_sbuf"], Sbuf=buf["fwd_Sbuf"]) | fwd_h
+        nfc = plan.n_fwd_chunks
+        fchunk = dict(chunk_len=plan.fwd_chunk, n_chunks=nfc,
+                      n_cgroups=cdiv(nfc, plan.lanes_c))
+        forward: list[Dispatch] = []
+        if nfc > 1:  # one chunk starts from zero: no summary, no carry scan
+            forward.append(ds.one("s6_fwd_summary", plan.chunk_workgroups(nfc), fb, **fchunk,
+                                  off_in_s=fs.s_in[0], off_in_S=fs.S[0]))
+            forward += ds.scan(fs, plan.sz.batch, fb)
+        forward.append(ds.one("s6_fwd_output", plan.chunk_workgroups(nfc), fb, **fchunk,
+                              **ds.carry_fields(fs),
+                              flags=FLAG_STORE_H if store_h else fwd_ckpt))
+        return forward
+
+    def _allocate_backward(self, pb: _Problem, store_h: bool) -> None:
+        sz, plan = pb.plan.sz, pb.plan
+        B_, L_, Di, Ds = sz.batch, sz.seq_len, sz.d_inner, sz.d_state
+        for name, nbytes in (("du", B_ * L_ * Di), ("ddelta", B_ * L_ * Di),
+                             ("dA_log", Di * Ds)):
+            pb.out(name, nbytes * 4)
+        direct = self._direct_bc(plan)
+        if not direct:
+            pb.out("dB", B_ * L_ * Ds * 4)
+            pb.out("dC", B_ * L_ * Ds * 4)
+        pb.out("dD", Di * 4)
+        pb.out("ddelta_bias", Di * 4)
+        sizes = buffer_bytes(plan, store_h)
+        if direct:  # the dB | dC partials are the outputs
+            pb.out("red_bc", sizes["red_bc"], "dB | dC")
+        else:
+            pb.scratch("red_bc", sizes["red_bc"], "dB/dC partials")
+        pb.scratch("red_par", sizes["red_par"], "dA_log/dD/ddelta_bias partials")
+        pb.scratch("dummy", 4, "dummy")
+
+    def _backward(self, pb: _Problem, ds: _Dispatches, ckpt: bool) -> list[Dispatch]:
+        """Summaries, carry scan, the output pass, then the dB/dC and parameter sums."""
+        plan, buf = pb.plan, pb.buf
+        sz = plan.sz
+        bs = plan.bwd_scan()
+        bb = dict(buf, sbuf=buf["bwd_sbuf"], Sbuf=buf["bwd_Sbuf"], red=buf["red_bc"],
+                  red4w=buf["red_bc"])
+        nbc, nkg = plan.n_bwd_chunks, plan.n_kgroups
+        bchunk = dict(chunk_len=plan.bwd_chunk, n_chunks=nbc)
+        out = [ds.one("s6_bwd_summary", plan.chunk_workgroups(nbc), bb, **bchunk,
+                      n_cgroups=cdiv(nbc, plan.lanes_c), off_in_s=bs.s_in[0],
+                      off_in_S=bs.S[0], flags=FLAG_ADJOINT_ONLY if plan.adjoint_only else 0)]
+        out += ds.scan(bs, plan.bwd_scan_sets, bb)
+        out.append(ds.one(
+            "s6_bwd_output_h" if plan.bwd_stored else "s6_bwd_output",
+            plan.chunk_workgroups(nkg), bb, **bchunk, n_cgroups=cdiv(nkg, plan.lanes_c),
+            k_chunks=plan.k_chunks, n_kgroups=nkg, **ds.carry_fields(bs),
+            # Sub-chunk starts from the forward's checkpoints.
+            flags=FLAG_CKPT if ckpt else 0,
+        ))
+        bc_elements = sz.batch * sz.seq_len * sz.d_state
+        if plan.bwd_stored:
+            out.append(ds.one("s6_reduce_bc", cdiv(plan.bc_cols() // 4, WORKGROUP),
+                              {"red4": buf["red_bc"], "out0": buf["dB"], "out1": buf["dC"]},
+                              red_rows=plan.bc_rows))
+        elif not self._direct_bc(plan):
+            out += ds.reduce(buf["red_bc"], plan.bc_rows, plan.bc_cols(),
+                             (buf["dB"], buf["dC"], buf["dummy"]), bc_elements, bc_elements)
+        out += ds.reduce(buf["red_par"], plan.par_rows(), plan.par_cols(),
+                         (buf["dA_log"], buf["dD"], buf["ddelta_bias"]),
+                         sz.d_inner * sz.d_state, sz.d_inner)
+        return out
+
+    def _readbacks(self, pb: _Problem, outputs: list[str], backward: bool) -> dict[str, Readback]:
+        shapes = _output_shapes(pb.plan.sz)
+        # With one partial row the backward pass wrote dB | dC straight into it.
+        at: dict[str, tuple[str, int]] = {}
+        if backward and self._direct_bc(pb.plan):
+            sz = pb.plan.sz
+            at = {"dB": ("red_bc", 0), "dC": ("red_bc", sz.batch * sz.seq_len * sz.d_state * 4)}
+        readbacks = {}
+        for n in outputs:
+            key, offset = at.get(n, (n, 0))
+            readbacks[n] = Readback(pb.buf[key], np.float32, shapes[n], offset)
+        return readbacks
+
+    # -- running ------------------------------------------------------------------------------
+    def run_problem(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        sizes: Mapping[str, int],
+        *,
+        convention: str,
+        store_states: bool,
+        timed: bool = False,
+        reverse_wg: bool = False,
+        backward: bool = True,
+    ) -> S6GpuResult:
+        """:meth:`run` as every family's runner is called (``KernelRunner``); S6 needs no
+        size beyond the arrays' shapes."""
+        del sizes
+        return self.run(inputs, convention=convention, store_h=store_states, timed=timed,
+                        reverse_wg=reverse_wg, backward=backward)
+
+    def requirements_for(self, sizes: Mapping[str, int], *, store_states: bool) -> dict[str, int]:
+        """:meth:`requirements` of ``sizes`` (batch, seq_len, d_inner, d_state)."""
+        return self.requirements(sizes["batch"], sizes["seq_len"], sizes["d_inner"],
+                                 sizes["d_state"], store_h=store_states)
+
+    def run(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        convention: str = "mamba",
+        store_h: bool = False,
+        backward: bool = True,
+        poison: bool = True,
+        timed: bool = False,
+        reverse_wg: bool = False,
+        fwd_chunk_len: int | None = None,
+        bwd_chunk_len: int | None = None,
+        bwd_k_chunks: int | None = None,
+        fwd_mode: str = "auto",
+        bwd_mode: str = "auto",
+    ) -> S6GpuResult:
+        """Run forward (and backward) on ``inputs``; see the abi module for shapes.
+
+        ``inputs`` keys: u, delta, A_log, B, C, D, delta_bias (optional), dy (backward).
+        A run repeating an earlier one's shapes and options reuses its preparation (see
+        :meth:`ShaderKernel._run_reusing`), with the same results as a fresh one.
+        """
+        options: dict[str, Any] = dict(
+            convention=convention,
+            store_h=store_h,
+            backward=backward,
+            poison=poison,
+            reverse_wg=reverse_wg,
+            fwd_chunk_len=fwd_chunk_len,
+            bwd_chunk_len=bwd_chunk_len,
+            bwd_k_chunks=bwd_k_chunks,
+            fwd_mode=fwd_mode,
+            bwd_mode=bwd_mode,
+        )
+        sz = self._checked_sizes(inputs, convention, backward)
+        key = ("s6", (sz.batch, sz.seq_len, sz.d_inner, sz.d_state), tuple(sorted(options.items())))
+        return self._run_reusing(
+            key,
+            lambda: self.prepare(inputs, **options),
+            lambda: self._input_arrays(inputs, sz, backward),
+            timed,
+        )

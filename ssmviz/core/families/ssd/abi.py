@@ -1,0 +1,218 @@
+"""The ABI of ``shaders/ssd.wgsl``: bindings, passes and Params of the chunked SSD kernels.
+
+:data:`SSD_ABI` is an :class:`~ssmviz.core.families.abi.AbiProfile`, the schema external
+profiles use too; SSD's host code (:mod:`ssmviz.core.families.ssd.kernel`) dispatches
+its passes in the order listed. Every pass's access to a binding is one of: "read";
+"overwrite" (every element the pass owns is written, never read first);
+"read-modify-write" (read, then overwritten by the same invocation). No pass accumulates
+(no atomics, no += across passes), so no output needs zeroing.
+
+Shapes (row-major float32): x, y, dy, dx (batch, seq_len, n_heads, d_head); dt, ddt
+(batch, seq_len, n_heads), dt raw (before bias and softplus); A_log, D, dt_bias and their
+gradients (n_heads,); B, C, dB, dC (batch, seq_len, n_groups, d_state); final_state
+(batch, n_heads, d_head, d_state); chunk_states (batch, n_chunks + 1, n_heads, d_head,
+d_state), slot 0 zeros, slot n_chunks the final state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families.abi import AbiProfile, BufferSpec, PassSpec
+from ssmviz.core.families.family import DerivedRole, RoleSpec
+
+SHADER = "ssd.wgsl"
+
+#: Matmul tile of the matrix-form passes: TILE x TILE outputs per workgroup of WORKGROUP
+#: threads (4 x 4 each), K step TILE_K. Must match the constants in ssd.wgsl.
+TILE = 64
+TILE_K = 16
+WORKGROUP = 256
+WORKGROUP_1D = 64
+#: Workgroup storage each matmul pipeline declares: an A and a B tile of TILE x TILE_K floats.
+WORKGROUP_STORAGE_BYTES = 2 * TILE * TILE_K * 4
+
+INPUTS = ("x", "dt", "A_log", "B", "C", "D", "dt_bias", "dy")
+PARAM_FIELDS = (
+    "batch", "seq_len", "n_heads", "d_head", "n_groups", "d_state", "chunk_len", "n_chunks",
+    "convention", "reverse", "store_states", "total", "n_ptiles", "n_ntiles", "n_qtiles", "pad0",
+)
+
+_BLHP = ["batch", "seq_len", "n_heads", "d_head"]
+_BLGN = ["batch", "seq_len", "n_groups", "d_state"]
+_STATE = ["batch", "n_chunks", "n_heads", "d_head", "d_state"]
+_CBQQ = ["batch", "n_chunks", "n_groups", "chunk_len", "chunk_len"]
+
+
+def _buf(name: str, roles: list[str], dims: list[str], io: str, stage: str = "forward",
+         layout: str = "") -> BufferSpec:
+    return BufferSpec(name, roles, dims, io, stage=stage, layout=layout)
+
+
+#: Global binding index -> buffer (index 0 is the Params uniform).
+BUFFERS: dict[int, BufferSpec] = {
+    1: _buf("x", ["x"], _BLHP, "in"),
+    2: _buf("dt", ["dt"], ["batch", "seq_len", "n_heads"], "in", layout="raw"),
+    3: _buf("A_log", ["A_log"], ["n_heads"], "in"),
+    4: _buf("B", ["B"], _BLGN, "in"),
+    5: _buf("C", ["C"], _BLGN, "in"),
+    6: _buf("D", ["D"], ["n_heads"], "in"),
+    7: _buf("dt_bias", ["dt_bias"], ["n_heads"], "in"),
+    8: _buf("dy", ["dy"], _BLHP, "in"),
+    9: _buf("y", ["y"], _BLHP, "out"),
+    10: _buf("final_state", ["final_state"], ["batch", "n_heads", "d_head", "d_state"], "out"),
+    11: _buf("chunk_states", ["chunk_states"],
+             ["batch", "chunk_slot", "n_heads", "d_head", "d_state"], "out",
+             layout="(batch, n_chunks + 1, n_heads, d_head, d_state)"),
+    12: _buf("dx", ["dx"], _BLHP, "out", "backward"),
+    13: _buf("ddt", ["ddt"], ["batch", "seq_len", "n_heads"], "out", "backward"),
+    14: _buf("dA_log", ["dA_log"], ["n_heads"], "out", "backward"),
+    15: _buf("dB", ["dB"], _BLGN, "out", "backward"),
+    16: _buf("dC", ["dC"], _BLGN, "out", "backward"),
+    17: _buf("dD", ["dD"], ["n_heads"], "out", "backward"),
+    18: _buf("ddt_bias", ["ddt_bias"], ["n_heads"], "out", "backward"),
+    19: _buf("tvec", ["scratch"], ["3", "batch", "n_heads", "seq_len"], "scratch",
+             layout="cumsum hi, cumsum lo, input scale"),
+    20: _buf("cb", ["scratch"], _CBQQ, "scratch"),
+    21: _buf("chunk_local", ["scratch"], _STATE, "scratch"),
+    22: _buf("dstates", ["scratch"], _STATE, "scratch", "backward"),
+    23: _buf("mh", ["scratch"], _CBQQ, "scratch", "backward", layout="Σ_h (dy·xᵀ ∘ L)"),
+    24: _buf("bt", ["scratch"], ["3", "batch", "n_heads", "seq_len"], "scratch", "backward",
+             layout="v, e, ds"),
+    25: _buf("tot", ["scratch"], ["batch", "n_heads", "n_chunks"], "scratch", "backward",
+             layout="decay gradient across each boundary"),
+    26: _buf("part", ["scratch"], ["3", "batch", "n_chunks", "n_heads"], "scratch", "backward",
+             layout="dA_log, ddt_bias, dD partials"),
+}
+#: Buffers every prepare allocates (outputs and scratch), by binding index.
+WRITTEN = range(9, 27)
+
+# (entry point, stage, workgroup size, dispatch formula, {binding: access}).
+_TABLE: tuple[tuple[str, str, int, str, dict[int, str]], ...] = (
+    ("ssd_prep", "forward", WORKGROUP_1D, "ceil(batch*n_heads*n_chunks / 64)",
+     {2: "read", 3: "read", 7: "read", 19: "overwrite"}),
+    ("ssd_cb", "forward", WORKGROUP, "batch*n_chunks*n_groups*n_qtiles²",
+     {4: "read", 5: "read", 20: "overwrite"}),
+    ("ssd_chunk_state", "forward", WORKGROUP, "batch*n_chunks*n_heads*n_ptiles*n_ntiles",
+     {1: "read", 4: "read", 19: "read", 21: "overwrite"}),
+    ("ssd_state_pass", "forward", WORKGROUP_1D, "ceil(batch*n_heads*d_head*d_state / 64)",
+     {10: "overwrite", 11: "overwrite", 19: "read", 21: "read"}),
+    ("ssd_chunk_out", "forward", WORKGROUP, "batch*n_chunks*n_heads*n_qtiles*n_ptiles",
+     {1: "read", 5: "read", 6: "read", 9: "overwrite", 11: "read", 19: "read", 20: "read"}),
+    ("ssd_dchunk_state", "backward", WORKGROUP, "batch*n_chunks*n_heads*n_ptiles*n_ntiles",
+     {5: "read", 8: "read", 19: "read", 21: "overwrite"}),
+    ("ssd_dstate_pass", "backward", WORKGROUP_1D, "ceil(batch*n_heads*d_head*d_state / 64)",
+     {19: "read", 21: "read", 22: "overwrite"}),
+    ("ssd_dx", "backward", WORKGROUP, "batch*n_chunks*n_heads*n_qtiles*n_ptiles",
+     {4: "read", 8: "read", 12: "overwrite", 19: "read", 20: "read", 22: "read"}),
+    ("ssd_mh", "backward", WORKGROUP, "batch*n_chunks*n_groups*n_qtiles²",
+     {1: "read", 8: "read", 19: "read", 23: "overwrite"}),
+    ("ssd_dc", "backward", WORKGROUP, "batch*n_chunks*n_groups*n_qtiles*n_ntiles",
+     {4: "read", 8: "read", 11: "read", 16: "overwrite", 19: "read", 23: "read"}),
+    ("ssd_db", "backward", WORKGROUP, "batch*n_chunks*n_groups*n_qtiles*n_ntiles",
+     {1: "read", 5: "read", 15: "overwrite", 19: "read", 22: "read", 23: "read"}),
+    ("ssd_dt_elem", "backward", WORKGROUP_1D, "batch*seq_len*n_heads",
+     {1: "read", 6: "read", 8: "read", 9: "read", 12: "read-modify-write", 19: "read",
+      24: "overwrite"}),
+    ("ssd_dt_boundary", "backward", WORKGROUP_1D, "batch*n_heads*n_chunks",
+     {11: "read", 22: "read", 25: "overwrite"}),
+    ("ssd_dt_final", "backward", WORKGROUP_1D, "ceil(batch*n_heads*n_chunks / 64)",
+     {2: "read", 3: "read", 7: "read", 13: "overwrite", 24: "read", 25: "read",
+      26: "overwrite"}),
+    ("ssd_param_reduce", "backward", WORKGROUP_1D, "ceil(n_heads / 64)",
+     {14: "overwrite", 17: "overwrite", 18: "overwrite", 26: "read"}),
+)
+
+
+def _storage(entry: str, workgroup: int) -> int:
+    """Workgroup memory a pass declares: the matmul tiles, or a reduction's scratch."""
+    if workgroup == WORKGROUP:
+        return WORKGROUP_STORAGE_BYTES
+    return {"ssd_dt_boundary": 4 * WORKGROUP_1D, "ssd_dt_elem": 16 * WORKGROUP_1D}.get(entry, 0)
+
+
+PASSES = [
+    PassSpec(
+        entry, stage, (wg, 1, 1), ["1"],
+        {0: "params"} | {i: BUFFERS[i].name for i in sorted(access)},
+        access={0: "read"} | {i: access[i] for i in sorted(access)},
+        workgroup_storage_bytes=_storage(entry, wg),
+        rule=f"split_workgroups({formula}) folded into (x, y, 1)",
+    )
+    for entry, stage, wg, formula, access in _TABLE
+]
+
+#: The kernels' ABI (host-driven: SSD's kernel.py dispatches every pass in order).
+SSD_ABI = AbiProfile(
+    name="ssmviz-ssd",
+    family="ssd",
+    convention=None,
+    params=list(PARAM_FIELDS),
+    params_binding=0,
+    sizes={},
+    buffers={b.name: b for b in BUFFERS.values()},
+    passes=PASSES,
+    detect_entry_points=[p.entry for p in PASSES],
+    description=f"ssmviz's own SSD kernels ({SHADER})",
+    host="ssd",
+    shader=SHADER,
+    params_notes=[
+        "convention 0 = mamba, 1 = builderforce; reverse 1 runs workgroups in reverse order "
+        "(race probe); total = workgroups of this dispatch; n_ptiles = ceil(d_head/64), "
+        "n_ntiles = ceil(d_state/64), n_qtiles = ceil(chunk_len/64); chunk_len is clamped "
+        "to seq_len; the linear workgroup id is wid.x + wid.y * num_workgroups.x",
+    ],
+)
+
+
+# -- how external profiles name SSD's tensors --------------------------------------------------
+
+
+def _dx_no_skip(inputs: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray]) -> np.ndarray:
+    D = np.asarray(inputs["D"], np.float64)
+    return ref["dx"] - D[:, None] * np.asarray(inputs["dy"], np.float64)
+
+
+def _derive(sizes: dict[str, int]) -> dict[str, int]:
+    """d_inner = n_heads·d_head, n_chunks and chunk_slot (n_chunks + 1) from the sizes."""
+    if sizes["n_heads"] % sizes["n_groups"]:
+        raise SsmvizError(f"n_heads ({sizes['n_heads']}) must be divisible by n_groups "
+                          f"({sizes['n_groups']})")
+    out = dict(sizes)
+    out["d_inner"] = out["n_heads"] * out["d_head"]
+    out["n_chunks"] = -(-out["seq_len"] // out["chunk_len"])
+    out["chunk_slot"] = out["n_chunks"] + 1
+    return out
+
+
+_BLHP_T = tuple(_BLHP)
+_BLGN_T = tuple(_BLGN)
+ROLES = RoleSpec(
+    axes={
+        **dict.fromkeys(("x", "dy", "y", "dx", "dx_no_skip"), _BLHP_T),
+        **dict.fromkeys(("dt", "ddt"), ("batch", "seq_len", "n_heads")),
+        **dict.fromkeys(("A_log", "D", "dt_bias", "dA_log", "dD", "ddt_bias"), ("n_heads",)),
+        **dict.fromkeys(("B", "C", "dB", "dC"), _BLGN_T),
+        "final_state": ("batch", "n_heads", "d_head", "d_state"),
+        "chunk_states": ("batch", "chunk_slot", "n_heads", "d_head", "d_state"),
+    },
+    sizes=("batch", "seq_len", "d_inner", "n_heads", "d_head", "n_groups", "d_state",
+           "chunk_len", "n_chunks", "chunk_slot"),
+    # Lavapipe-fast, ragged (seq_len not a multiple of chunk_len), several chunks.
+    defaults={"batch": 1, "seq_len": 37, "n_heads": 4, "d_head": 4, "n_groups": 2,
+              "d_state": 4, "chunk_len": 8},
+    derive=_derive,
+    derived={
+        # Drawn with the skip term added back (as S6's du_no_skip).
+        "dx_no_skip": DerivedRole(
+            "dx", "compared with ref dx − D·dy: this ABI's dx omits the D·dy skip term",
+            _dx_no_skip,
+            drawn_as=lambda a, inp: (np.asarray(a, np.float64)
+                                     + inp["D"][None, None, :, None] * inp["dy"]),
+            drawn_note="+ D·dy"),
+    },
+    split={"d_inner": ("n_heads", "d_head")},
+)

@@ -1,0 +1,102 @@
+"""An SSD problem's sizes and arrays (keys as ``ssmviz check --export`` writes them).
+
+    x, dy              (batch, seq_len, n_heads, d_head)
+    dt                 (batch, seq_len, n_heads)    raw: dt_eff = softplus(dt + dt_bias)
+    A_log, D, dt_bias  (n_heads,)
+    B, C               (batch, seq_len, n_groups, d_state)
+
+d_inner = n_heads·d_head.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families.family import check_shapes, require_keys
+from ssmviz.core.fields import MAX_SIZE, check_int
+from ssmviz.core.reference._common import inverse_softplus
+from ssmviz.core.signals import generate
+
+if TYPE_CHECKING:
+    from ssmviz.core.problem import Problem
+
+INPUT_KEYS = ("x", "dt", "A_log", "B", "C", "D", "dt_bias", "dy")
+SIZE_NAMES = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups",
+              "chunk_len")
+
+
+def problem_sizes(p: Problem) -> dict[str, int]:
+    """The SSD sizes, d_inner = n_heads·d_head."""
+    return {"batch": p.batch, "seq_len": p.seq_len, "d_inner": p.n_heads * p.d_head,
+            "d_state": p.d_state, "n_heads": p.n_heads, "d_head": p.d_head,
+            "n_groups": p.n_groups, "chunk_len": p.chunk_len}
+
+
+def _check_heads(n_heads: int, n_groups: int) -> None:
+    if n_heads % n_groups != 0:
+        raise SsmvizError(f"n_heads ({n_heads}) must be divisible by n_groups ({n_groups})")
+
+
+def check_problem(p: Problem) -> None:
+    names = ["batch", "seq_len", "d_state", "n_heads", "d_head", "n_groups", "chunk_len"]
+    if p.d_inner is not None:  # None: n_heads·d_head
+        names.insert(2, "d_inner")
+    for name in names:
+        check_int(name, getattr(p, name), 1, MAX_SIZE[name])
+    if p.d_inner is not None and p.d_inner != p.n_heads * p.d_head:
+        raise SsmvizError(
+            f"d_inner must equal n_heads·d_head = {p.n_heads}·{p.d_head} = "
+            f"{p.n_heads * p.d_head}; got {p.d_inner}"
+        )
+    _check_heads(p.n_heads, p.n_groups)
+
+
+def build_arrays(p: Problem) -> dict[str, np.ndarray]:
+    b, L, h, d_head = p.batch, p.seq_len, p.n_heads, p.d_head
+    g, n = p.n_groups, p.d_state
+    scale = p.init.bc_scale
+    return {
+        "x": generate(p.signal, b, L, h * d_head).reshape(b, L, h, d_head),
+        "dt": p.init.delta_noise * p.draw_normal("delta", (b, L, h)),
+        "A_log": p.draw_A_log((h,), per_state_axis=None),
+        "B": scale * p.draw_normal("B", (b, L, g, n)),
+        "C": scale * p.draw_normal("C", (b, L, g, n)),
+        "D": np.full(h, p.init.D),
+        "dt_bias": inverse_softplus(p.draw_dt(h)),
+        "dy": p.draw_dy((b, L, h, d_head)),
+    }
+
+
+def infer_sizes(arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
+    a = require_keys(arrays, INPUT_KEYS)
+    if a["x"].ndim != 4:
+        raise SsmvizError(f"x must be (batch, seq_len, n_heads, d_head); got shape {a['x'].shape}")
+    batch, seq_len, n_heads, d_head = a["x"].shape
+    if a["B"].ndim != 4:
+        raise SsmvizError(
+            f"B must be (batch, seq_len, n_groups, d_state); got shape {a['B'].shape}"
+        )
+    n_groups, d_state = a["B"].shape[2:]
+    bl = "(batch, seq_len, "
+    blhp = ((batch, seq_len, n_heads, d_head), bl + "n_heads, d_head)")
+    blgn = ((batch, seq_len, n_groups, d_state), bl + "n_groups, d_state)")
+    heads = ((n_heads,), "(n_heads,)")
+    expected = {
+        "x": blhp,
+        "dt": ((batch, seq_len, n_heads), bl + "n_heads)"),
+        "A_log": heads,
+        "B": blgn,
+        "C": blgn,
+        "D": heads,
+        "dt_bias": heads,
+        "dy": blhp,
+    }
+    sizes = {"batch": batch, "seq_len": seq_len, "d_inner": n_heads * d_head,
+             "n_heads": n_heads, "d_head": d_head, "n_groups": n_groups, "d_state": d_state}
+    check_shapes(a, expected, sizes)
+    _check_heads(n_heads, n_groups)
+    return sizes

@@ -1,0 +1,96 @@
+"""SSD's rows of ``ssmviz bench``: compute bound, so achieved FLOP/s against a matmul.
+
+An fp32 tiled matmul's FLOP/s is the ceiling, then SSD forward and backward (the chunked
+algorithm's FLOPs / GPU time, as a ratio), then S6's forward on the equivalent problem
+(one channel per (head, d_head) element, the same state size).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families.s6.kernel import S6Kernel
+from ssmviz.core.families.ssd.cases import BENCH_SIZES
+from ssmviz.core.families.ssd.kernel import SSDKernel
+from ssmviz.core.gpu import GpuRuntime
+from ssmviz.core.kernels.matmul import MatmulKernel
+from ssmviz.core.timing import Step, median_time, median_time_per_pass, no_step, release
+
+#: Builds a problem's inputs: (family, sizes) -> arrays (the benchmark's noise signal).
+Arrays = Callable[[str, Mapping[str, int]], dict[str, np.ndarray]]
+MATMUL_SIZE = {"full": 4096, "small": 512, "tiny": 128}
+
+
+def steps(size: str) -> int:
+    """Rows :func:`bench` times at ``size``: the matmul, forward, backward and S6's."""
+    del size
+    return 4
+
+
+def bench(rt: GpuRuntime, size: str, repeats: int, *, arrays: Arrays, copy_bw: float,
+          step: Step = no_step) -> list[dict[str, Any]]:
+    """The rows at ``size`` (see the module docstring); ``copy_bw`` is not used (the
+    ceiling here is the matmul's)."""
+    del copy_bw
+    (s,) = BENCH_SIZES[size].values()
+    m = MATMUL_SIZE[size]
+    t_mm, source = median_time(rt, MatmulKernel(rt).prepare(m, m, m), repeats)
+    mm_rate = MatmulKernel.flops(m, m, m) / t_mm
+    out: list[dict[str, Any]] = [
+        {"name": f"matmul fp32 {m}³", "seconds": t_mm, "timing": source, "flops_per_s": mm_rate}
+    ]
+    step(f"matmul fp32 {m}³")
+    try:
+        inputs = arrays("ssd", s)
+        prepared = SSDKernel(rt).prepare(inputs, chunk_len=s["chunk_len"], convention="mamba")
+    except SsmvizError as exc:
+        step("ssd: does not run", 3)
+        return [*out, {"name": "ssd", "sizes": s, "error": str(exc)}]
+    flops = SSDKernel.flops(
+        s["batch"], s["seq_len"], s["n_heads"], s["d_head"], s["d_state"], s["chunk_len"]
+    )
+    for phase in ("forward", "backward"):
+        t, source, per_pass = median_time_per_pass(
+            rt, getattr(prepared, f"{phase}_dispatches"), repeats
+        )
+        rate = flops[phase] / t
+        out.append(
+            {
+                "name": f"ssd {phase}",
+                "sizes": s,
+                "seconds": t,
+                "timing": source,
+                "flops": flops[phase],
+                "flops_per_s": rate,
+                "ratio_to_matmul": rate / mm_rate,
+                "passes": per_pass,
+            }
+        )
+        step(f"ssd {phase}")
+    release(prepared)
+    out.append(_s6_on_the_same_problem(rt, s, repeats, arrays, ssd_forward=out[1]["seconds"]))
+    step("s6 forward on the SSD problem")
+    return out
+
+
+def _s6_on_the_same_problem(rt: GpuRuntime, s: Mapping[str, int], repeats: int,
+                            arrays: Arrays, ssd_forward: float) -> dict[str, Any]:
+    s6_sizes = {
+        "batch": s["batch"],
+        "seq_len": s["seq_len"],
+        "d_inner": s["n_heads"] * s["d_head"],
+        "d_state": s["d_state"],
+    }
+    name = "s6 forward on the SSD problem"
+    try:
+        prep = S6Kernel(rt).prepare(arrays("s6", s6_sizes), convention="mamba", store_h=False)
+        t6, source = median_time(rt, prep.forward_dispatches, repeats)
+        release(prep)
+    except SsmvizError as exc:
+        return {"name": name, "sizes": s6_sizes, "error": str(exc)}
+    return {"name": name, "sizes": s6_sizes, "seconds": t6, "timing": source,
+            "ssd_speedup": t6 / ssd_forward}

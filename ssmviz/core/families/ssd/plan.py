@@ -1,0 +1,109 @@
+"""The plan of one SSD problem: its chunking and tiles, each pass's workgroups and Params.
+
+SSD has one strategy: the chunked algorithm, every pass in the order the ABI lists them.
+What a problem decides is the chunking (``chunk_len``, clamped to seq_len), the 64-wide
+tiles of the matrix-form passes, and so each pass's workgroup count; :func:`params` turns
+that into the Params values of one dispatch (SSD's passes take no override constants).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families.ssd.abi import TILE, WORKGROUP_1D
+from ssmviz.core.reference._common import CONVENTIONS
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass
+class Plan:
+    """An SSD problem's sizes, its chunk length clamped to seq_len."""
+
+    batch: int
+    seq_len: int
+    n_heads: int
+    d_head: int
+    n_groups: int
+    d_state: int
+    chunk_len: int  # clamped to seq_len
+
+    @property
+    def n_chunks(self) -> int:
+        return cdiv(self.seq_len, self.chunk_len)
+
+    @property
+    def tiles(self) -> tuple[int, int, int]:
+        """(n_ptiles, n_ntiles, n_qtiles): 64-wide tiles of d_head, d_state and chunk_len."""
+        return cdiv(self.d_head, TILE), cdiv(self.d_state, TILE), cdiv(self.chunk_len, TILE)
+
+    def workgroups(self, entry: str) -> int:
+        """Workgroups of a dispatch of ``entry``."""
+        npt, nnt, nqt = self.tiles
+        b, H, G, NC = self.batch, self.n_heads, self.n_groups, self.n_chunks
+        pn = self.d_head * self.d_state
+        return {
+            "ssd_prep": cdiv(b * H * NC, WORKGROUP_1D),
+            "ssd_cb": b * NC * G * nqt * nqt,
+            "ssd_chunk_state": b * NC * H * npt * nnt,
+            "ssd_state_pass": cdiv(b * H * pn, WORKGROUP_1D),
+            "ssd_chunk_out": b * NC * H * nqt * npt,
+            "ssd_dchunk_state": b * NC * H * npt * nnt,
+            "ssd_dstate_pass": cdiv(b * H * pn, WORKGROUP_1D),
+            "ssd_dx": b * NC * H * nqt * npt,
+            "ssd_mh": b * NC * G * nqt * nqt,
+            "ssd_dc": b * NC * G * nqt * nnt,
+            "ssd_db": b * NC * G * nqt * nnt,
+            "ssd_dt_elem": b * H * self.seq_len,
+            "ssd_dt_boundary": b * H * NC,
+            "ssd_dt_final": cdiv(b * H * NC, WORKGROUP_1D),
+            "ssd_param_reduce": cdiv(H, WORKGROUP_1D),
+        }[entry]
+
+    def buffer_elems(self) -> dict[str, int]:
+        """float32 elements of every buffer, by name."""
+        b, T, H, P, G, N, Q, NC = (self.batch, self.seq_len, self.n_heads, self.d_head,
+                                   self.n_groups, self.d_state, self.chunk_len, self.n_chunks)
+        return {
+            "x": b * T * H * P, "dt": b * T * H, "A_log": H, "B": b * T * G * N,
+            "C": b * T * G * N, "D": H, "dt_bias": H, "dy": b * T * H * P,
+            "y": b * T * H * P, "final_state": b * H * P * N,
+            "chunk_states": b * (NC + 1) * H * P * N,
+            "dx": b * T * H * P, "ddt": b * T * H, "dA_log": H, "dB": b * T * G * N,
+            "dC": b * T * G * N, "dD": H, "ddt_bias": H,
+            "tvec": 3 * b * H * T, "cb": b * NC * G * Q * Q, "chunk_local": b * NC * H * P * N,
+            "dstates": b * NC * H * P * N, "mh": b * NC * G * Q * Q, "bt": 3 * b * H * T,
+            "tot": b * H * NC, "part": 3 * b * NC * H,
+        }  # fmt: skip
+
+
+def make_plan(batch: int, seq_len: int, n_heads: int, d_head: int, n_groups: int,
+              d_state: int, chunk_len: int) -> Plan:
+    """The plan of these sizes; a one-line SsmvizError names the first bad one."""
+    for name, v in (("batch", batch), ("seq_len", seq_len), ("n_heads", n_heads),
+                    ("d_head", d_head), ("n_groups", n_groups), ("d_state", d_state)):
+        if v < 1:
+            raise SsmvizError(f"{name} must be >= 1, got {v}")
+    if isinstance(chunk_len, bool) or not isinstance(chunk_len, (int, np.integer)):
+        raise SsmvizError(f"chunk_len must be an integer, got {chunk_len!r}")
+    if chunk_len < 1:
+        raise SsmvizError(f"chunk_len must be >= 1, got {chunk_len}")
+    if n_heads % n_groups:
+        raise SsmvizError(f"n_heads ({n_heads}) must be divisible by n_groups ({n_groups})")
+    return Plan(batch, seq_len, n_heads, d_head, n_groups, d_state, min(int(chunk_len), seq_len))
+
+
+def params(plan: Plan, convention: str, store_states: bool, reverse: bool,
+           total: int) -> np.ndarray:
+    """The Params values (16 x u32, abi.PARAM_FIELDS) of one dispatch of ``total``
+    workgroups."""
+    npt, nnt, nqt = plan.tiles
+    vals = [plan.batch, plan.seq_len, plan.n_heads, plan.d_head, plan.n_groups, plan.d_state,
+            plan.chunk_len, plan.n_chunks, CONVENTIONS.index(convention), int(reverse),
+            int(store_states), total, npt, nnt, nqt, 0]
+    return np.array(vals, dtype=np.uint32)
