@@ -207,7 +207,6 @@ def test_abi_matches_shader() -> None:
     entries = set(re.findall(r"@compute[^\n]*\n\s*fn (\w+)", source))
     assert entries == {p["entry_point"] for p in SSD_ABI["passes"]}
     declared = {int(i): n for i, n in re.findall(r"@binding\((\d+)\) var<[^>]+> (\w+)", source)}
-    wgsl_names = {"B": "Bm", "C": "Cm", "D": "Dv", "params": "prm"}
     for p in SSD_ABI["passes"]:
         assert re.search(
             rf"@workgroup_size\({p['workgroup_size']}\)\s*fn {p['entry_point']}\(", source
@@ -216,7 +215,7 @@ def test_abi_matches_shader() -> None:
         assert p["storage_buffers"] <= 8, p["entry_point"]
         for b in p["bindings"]:
             assert b["index"] in declared
-            assert declared[b["index"]] == wgsl_names.get(b["name"], b["name"]), b
+            assert declared[b["index"]] == b["name"], b
             assert b["mode"] != "accumulate"  # no pass accumulates with += or atomics
     assert "atomic" not in source
 

@@ -65,14 +65,17 @@ _BUFFERS: dict[int, tuple[str, str, str]] = {
     16: ("dC", "output", "(batch, seq_len, n_groups, d_state)"),
     17: ("dD", "output", "(n_heads,)"),
     18: ("ddt_bias", "output", "(n_heads,)"),
-    19: ("tvec", "scratch", "(3, batch, n_heads, seq_len): cumsum hi, cumsum lo, input scale"),
+    19: ("cumsum_scale", "scratch",
+         "(3, batch, n_heads, seq_len): cumsum hi, cumsum lo, input scale"),
     20: ("cb", "scratch", "(batch, n_chunks, n_groups, chunk_len, chunk_len)"),
     21: ("chunk_local", "scratch", "(batch, n_chunks, n_heads, d_head, d_state)"),
     22: ("dstates", "scratch", "(batch, n_chunks, n_heads, d_head, d_state)"),
-    23: ("mh", "scratch", "(batch, n_chunks, n_groups, chunk_len, chunk_len): Σ_h (dy·xᵀ ∘ L)"),
-    24: ("bt", "scratch", "(3, batch, n_heads, seq_len): v, e, ds"),
-    25: ("tot", "scratch", "(batch, n_heads, n_chunks): decay gradient across each boundary"),
-    26: ("part", "scratch", "(3, batch, n_chunks, n_heads): dA_log, ddt_bias, dD partials"),
+    23: ("dcb", "scratch", "(batch, n_chunks, n_groups, chunk_len, chunk_len): gradient of cb"),
+    24: ("step_dots", "scratch", "(3, batch, n_heads, seq_len): v, e, ds"),
+    25: ("boundary_da", "scratch",
+         "(batch, n_heads, n_chunks): decay gradient across each boundary"),
+    26: ("param_partials", "scratch",
+         "(3, batch, n_chunks, n_heads): dA_log, ddt_bias, dD partials"),
 }
 
 # (entry point, direction, workgroup size, dispatch formula, {binding: mode}).
@@ -229,9 +232,10 @@ class SSDKernel(ShaderKernel):
             "chunk_states": b * (NC + 1) * H * P * N,
             "dx": b * T * H * P, "ddt": b * T * H, "dA_log": H, "dB": b * T * G * N,
             "dC": b * T * G * N, "dD": H, "ddt_bias": H,
-            "tvec": 3 * b * H * T, "cb": b * NC * G * Q * Q, "chunk_local": b * NC * H * P * N,
-            "dstates": b * NC * H * P * N, "mh": b * NC * G * Q * Q, "bt": 3 * b * H * T,
-            "tot": b * H * NC, "part": 3 * b * NC * H,
+            "cumsum_scale": 3 * b * H * T, "cb": b * NC * G * Q * Q,
+            "chunk_local": b * NC * H * P * N, "dstates": b * NC * H * P * N,
+            "dcb": b * NC * G * Q * Q, "step_dots": 3 * b * H * T,
+            "boundary_da": b * H * NC, "param_partials": 3 * b * NC * H,
         }
 
     def requirements(self, batch: int, seq_len: int, n_heads: int, d_head: int, n_groups: int,
