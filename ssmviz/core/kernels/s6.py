@@ -134,17 +134,18 @@ _H = _b(
     "h",
     "output",
     "(batch, seq_len, d_inner, d_state) when store_h; with flags bit 4 (forward passes "
-    "before a checkpoint backward) the backward's Sbuf buffer, written from off_ckpt with "
+    "before a checkpoint backward) the backward's scan_states buffer, written from off_ckpt with "
     "(batch, ceil(seq_len / 8), d_state, d_inner) checkpoints; else a 4-byte dummy",
     "read_write",
 )
 _LAST = _b(11, "last_state", "output", "(batch, d_inner, d_state)", "read_write")
 _SBUF = _b(
-    12, "sbuf", "scratch", "chunk ΣΔ sums and their scans, all levels (see offsets)", "read_write"
+    12, "scan_dt_sums", "scratch", "chunk ΣΔ sums and their scans, all levels (see offsets)",
+    "read_write",
 )
 _SSTATE = _b(
     13,
-    "Sbuf",
+    "scan_states",
     "scratch",
     "chunk summaries / scanned carries, all levels; in the backward, the forward's "
     "checkpoints from off_ckpt (flags bit 4)",
@@ -154,7 +155,7 @@ _DU = _b(14, "du", "output", "(batch, seq_len, d_inner), includes D·dy", "read_
 _DDELTA = _b(15, "ddelta", "output", "(batch, seq_len, d_inner), w.r.t. raw delta", "read_write")
 _RED = _b(
     16,
-    "red",
+    "partials",
     "scratch",
     "partial sums (rows, cols) per reduction level; for s6_bwd_output the dB | dC partials "
     "(n_dblocks, 2, batch, seq_len, d_state), or (n_dblocks * wg_d / SG_GROUP, ...) with "
@@ -165,7 +166,7 @@ _RED = _b(
 )
 _RED_PAR = _b(
     17,
-    "red_par",
+    "param_partials",
     "scratch",
     "(batch * n_kgroups, d_inner * d_state + 2 * d_inner) partials",
     "read_write",
@@ -174,17 +175,17 @@ _OUT0 = _b(18, "out0", "output", "dB or dA_log", "read_write")
 _OUT1 = _b(19, "out1", "output", "dC or dD", "read_write")
 _OUT2 = _b(20, "out2", "output", "ddelta_bias (4-byte dummy for the dB/dC reduction)", "read_write")
 _BC_ROWS = (
-    "the red buffer as vec4s: s6_bwd_output_h's per-channel dB | dC rows, (d_inner, 2, batch, "
+    "the partials buffer as vec4s: s6_bwd_output_h's per-channel dB | dC rows, (d_inner, 2, batch, "
     "seq_len, ceil(d_state / 4)) vec4s"
 )
 _RED4 = _b(
     21,
-    "red4",
+    "partials4",
     "scratch",
     _BC_ROWS + "; for s6_reduce_final4 the last reduction level's rows, red_cols / 4 vec4s each",
     "read",
 )
-_RED4W = _b(22, "red4w", "scratch", _BC_ROWS, "read_write")
+_RED4W = _b(22, "partials4_rw", "scratch", _BC_ROWS, "read_write")
 _PARAMS = {
     "index": 0,
     "name": "params",
@@ -218,7 +219,7 @@ S6_ABI: dict = {
             " (s6_bwd_summary) adjoint summaries only, as scan set b (h stored or "
             "checkpoints), bit 4 checkpoints: the forward passes write the state entering "
             "every 8th step through h, s6_bwd_output starts each 8-step sub-chunk from them "
-            "(through Sbuf) instead of from the forward carry scan and a checkpoint sweep",
+            "(through scan_states) instead of from the forward carry scan and a checkpoint sweep",
             "wg_d = min(64, next power of two >= d_inner); 64 / wg_d chunks per workgroup",
             "the linear workgroup id is wid.x + wid.y * num_workgroups.x (split_workgroups)",
             "SG_GROUP (s6_bwd_output, subgroup variant) is a WGSL override constant set when "
@@ -255,8 +256,8 @@ S6_ABI: dict = {
             "stage": "forward",
             "workgroup_size": WORKGROUP,
             "dispatch": _CHUNK_DISPATCH,
-            "does": "per (batch, chunk, d): ΣΔ -> sbuf[off_in_s], end state from 0 -> "
-            "Sbuf[off_in_S]",
+            "does": "per (batch, chunk, d): ΣΔ -> scan_dt_sums[off_in_s], end state from 0 -> "
+            "scan_states[off_in_S]",
             "bindings": [_PARAMS, _U, _DELTA, _ALOG, _B, _C, _BIAS, _SBUF, _SSTATE],
         },
         {
@@ -344,8 +345,9 @@ S6_ABI: dict = {
             f"dB/dC rows take <= {BWD_STORED_MAX_BYTES // 2**20} MiB (bwd_mode 'auto'); "
             "s6_bwd_summary then runs with flags bit 3 and the scan has batch sets",
             "does": "one reverse sweep per chunk reading h_{t-1} from the stored h; write du, "
-            "ddelta, each channel's own dB | dC row (red4w, summed over d by s6_reduce_bc) and "
-            "the dA_log, dD, ddelta_bias partials; no workgroup memory, no barriers",
+            "ddelta, each channel's own dB | dC row (partials4_rw, summed over d by "
+            "s6_reduce_bc) and the dA_log, dD, ddelta_bias partials; no workgroup memory, no "
+            "barriers",
             "bindings": [*_BWD_OUT_READS, _H, _SBUF, _SSTATE, _DU, _DDELTA, _RED4W, _RED_PAR],
         },
         {
@@ -374,7 +376,7 @@ S6_ABI: dict = {
             "dispatch": "as s6_reduce_final, over ceil(red_cols / 4 / 64) workgroups; replaces "
             "it when red_cols and red_in are multiples of 4",
             "does": "s6_reduce_final a vec4 of columns per invocation, reading the rows "
-            "through red4 (the same sums in the same order)",
+            "through partials4 (the same sums in the same order)",
             "bindings": [_PARAMS, _RED4, _OUT0, _OUT1, _OUT2],
         },
         {
@@ -1023,7 +1025,7 @@ class S6Kernel(ShaderKernel):
             fs = plan.fwd_scan()
             buf["fwd_sbuf"] = rt.empty(fs.s_size * 4, label="fwd sbuf")
             buf["fwd_Sbuf"] = rt.empty(fs.S_size * 4, label="fwd Sbuf")
-            fb = dict(buf, sbuf=buf["fwd_sbuf"], Sbuf=buf["fwd_Sbuf"]) | fwd_h
+            fb = dict(buf, scan_dt_sums=buf["fwd_sbuf"], scan_states=buf["fwd_Sbuf"]) | fwd_h
             nfc = plan.n_fwd_chunks
             fchunk = dict(
                 chunk_len=plan.fwd_chunk, n_chunks=nfc, n_cgroups=_cdiv(nfc, plan.lanes_c)
@@ -1072,8 +1074,9 @@ class S6Kernel(ShaderKernel):
             )
             buf["red_par"] = rt.empty(sizes["red_par"], label="dA_log/dD/ddelta_bias partials")
             buf["dummy"] = rt.empty(4, label="dummy")
-            bb = dict(buf, sbuf=buf["bwd_sbuf"], Sbuf=buf["bwd_Sbuf"], red=buf["red_bc"],
-                      red4w=buf["red_bc"])
+            bb = dict(buf, scan_dt_sums=buf["bwd_sbuf"], scan_states=buf["bwd_Sbuf"],
+                      partials=buf["red_bc"], partials4_rw=buf["red_bc"],
+                      param_partials=buf["red_par"])
             nbc = plan.n_bwd_chunks
             bchunk = dict(chunk_len=plan.bwd_chunk, n_chunks=nbc)
             backward_list.append(
@@ -1111,7 +1114,7 @@ class S6Kernel(ShaderKernel):
                     dispatch(
                         "s6_reduce_bc",
                         _cdiv(plan.bc_cols() // 4, WORKGROUP),
-                        {"red4": buf["red_bc"], "out0": buf["dB"], "out1": buf["dC"]},
+                        {"partials4": buf["red_bc"], "out0": buf["dB"], "out1": buf["dC"]},
                         red_rows=plan.bc_rows,
                     )
                 )
@@ -1166,7 +1169,7 @@ class S6Kernel(ShaderKernel):
                 dispatch(
                     "s6_reduce_rows",
                     _cdiv(threads, WORKGROUP),
-                    {"red": red},
+                    {"partials": red},
                     red_rows=levels[lvl],
                     red_cols=cols,
                     red_in=off,
@@ -1181,7 +1184,8 @@ class S6Kernel(ShaderKernel):
             dispatch(
                 "s6_reduce_final4" if vec4 else "s6_reduce_final",
                 _cdiv(cols // 4 if vec4 else cols, WORKGROUP),
-                {"red4" if vec4 else "red": red, "out0": outs[0], "out1": outs[1], "out2": outs[2]},
+                {"partials4" if vec4 else "partials": red, "out0": outs[0], "out1": outs[1],
+                 "out2": outs[2]},
                 red_rows=levels[-1],
                 red_cols=cols,
                 red_in=off,
