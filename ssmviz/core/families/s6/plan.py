@@ -366,8 +366,8 @@ def fit_to_device(
 def pipeline_constants(plan: Plan, entry: str, convention: str, *, ckpt: bool) -> dict[str, int]:
     """The WGSL override values of ``entry``'s pipeline under ``plan``: the folded
     constants (the convention, whether this dispatch writes or reads checkpoints, d_state
-    as whole 16-state tiles: each value is its own pipelines, ~0.6 s each to build on
-    lavapipe) and, for the subgroup dB/dC sum, SG_GROUP. Empty for the other passes."""
+    as whole 16-state tiles: each value is its own pipelines, slow to build, NOTES.md)
+    and, for the subgroup dB/dC sum, SG_GROUP. Empty for the other passes."""
     out: dict[str, int] = {}
     if entry == "s6_bwd_output" and plan.dbc == "subgroup":
         out["SG_GROUP"] = plan.sg_group
