@@ -25,7 +25,7 @@
 //   carry). u and delta are read twice; the chunk length is picked by the runner so the
 //   summaries stay small next to u/delta (e.g. 512 steps at the wide size).
 // * Backward uses 32-step chunks (below: the recomputing backward; with the forward's
-//   checkpoints or its stored h, see the notes at the end). One summary pass produces both
+//   checkpoints or its stored h, see the notes below). One summary pass produces both
 //   the forward chunk summaries and the reverse (adjoint) chunk summaries; the reverse
 //   direction is stored with its chunk order flipped so the same scan kernels
 //   serve both. The output pass recomputes states inside each chunk from the
@@ -35,161 +35,35 @@
 //   d_inner, d_state) scratch and no division by Ā to walk states backwards.
 // * Determinism: nothing is accumulated by atomics. dB/dC (sums over d_inner)
 //   are reduced over a workgroup's lanes in workgroup memory in a fixed order
-//   (once per XSLOTS steps), then over d-blocks by s6_reduce_rows /
+//   (every step), then over d-blocks by s6_reduce_rows /
 //   s6_reduce_final in fixed row groups.
 //   dA_log, dD, ddelta_bias get one partial row per (batch, chunk group) and are
 //   reduced the same way. du/ddelta are owned by one thread each.
 // * Barriers sit only in loops whose bounds come from the uniform params; idle
 //   invocations are predicated, never returned early, in kernels with barriers.
-// * Speed notes (H200, measured): the 16 states live in four vec4 registers, not
-//   an indexed array (which the driver keeps in local memory: the forward was 2.8x
-//   slower, the backward 1.5x); each step's inputs are loaded one step ahead (the
-//   loops are not unrolled, so every step would wait for its loads: ~10%). The
-//   dB/dC workgroup rows were padded to 33 floats (a lane's 32 stores hit one bank
-//   otherwise: the backward output pass was 1.6x slower; now rotated, see below).
-//   Tried and slower: a pairwise-tree lane reduction (7 barriers a step instead
-//   of 2) and a double-buffered 16 KiB exchange with one barrier (lower occupancy).
-// * Speed notes, second round (H200, same-run A/B): B and C are read as vec4 rows
-//   (4 loads a row instead of 16 clamped scalar loads; the runner pads rows to a
-//   multiple of 4 and appends a zero vec4), Ā = exp2(Δ·A·log2 e), the last chunk's
-//   forward summary is skipped, the level-0 carry down-sweep is folded into the
-//   output passes (ld_carry4), and the dB/dC lane sum uses 4 interleaved partial
-//   sums. Wide (8, 8192, 1024, 16): forward 2.44 -> 1.57 ms, backward 14.2 -> 8.5
-//   ms; long (1, 1M, 4, 16): forward 0.38 -> 0.25 ms, backward 1.19 -> 0.99 ms.
-//   Measured and not kept: no look-ahead load of B/C (forward 1.35x slower), fixing
-//   the convention at pipeline build (no zero-order-hold code in mamba pipelines:
-//   0-2%), fwd chunks of 1024/2048 at the wide size (slower; 256 = 512), more
-//   backward chunks per thread (no change). The backward output pass (7 of the
-//   8.5 ms) is the remaining target: 3 sweeps a chunk and the per-step exchange.
-// * Third round: the dB/dC exchange can hold
-//   XSLOTS = 2 steps (16 KiB of vec4s, rows rotated by lane instead of padded) and is
-//   summed once per 2 steps (1 barrier a step instead of 2); each summing invocation
-//   reads whole vec4 columns (4 states at once: a quarter of the loads, same order of
-//   additions, so the bits did not change); the checkpoint sweep stops at the last
-//   sub-chunk's start (24 of 32 steps) and the sub-chunk count follows chunk_len.
-//   Lavapipe (2, 2048, 256, 16): s6_bwd_output 216 -> 172 ms. On the H200 XSLOTS = 2
-//   gained nothing at the wide size (bwd 10.73 vs 10.74 ms) and lost at the long one
-//   (1.06 vs 0.95 ms): the 16 KiB costs occupancy. So XSLOTS = 1 (8 KiB, 2 barriers a
-//   step); the vec4 lane sums and the shorter checkpoint sweep stay.
-// * Fourth round: a one-pass forward (s6_fwd_onepass, below) for many channels: every
-//   exp once, u/delta read once, no summary or carry passes. H200, same-run A/B: wide
-//   (8, 8192, 1024, 16) 1.64 ms vs 2.15 ms chunked; (4, 4096, 1024, 16) 0.42 vs 0.59 ms;
-//   but (1, 65536, 2048, 16) 5.2 vs 4.2 ms and (1, 8192, 1024, 16) 0.66 vs 0.34 ms (too
-//   few workgroups), hence the runner's channel threshold. Tried and not kept: 32
-//   channels x 4 quads walking all time (1.9-2.3 ms: 2 warps per scheduler, latency-
-//   bound; the time did not move when the exps were replaced by an FMA, nor with 32-step
-//   tiles or deeper prefetch), a warp of 2 quads x 16 channels instead of 2 sub-chunks
-//   x 16 channels (1.67 ms), 8 or 32 channels per workgroup instead of 16 (2.25 /
-//   1.68 ms; 0.76 / 0.43 ms at (4, 4096, 1024, 16)), 8 channels x 8 sub-chunks of 4
-//   steps (fewer registers a step; 2.54 ms), and recomputing the sub-chunk sweep
-//   after the exchange
-//   instead of keeping 8 steps of C ⊙ P in registers (2.34 ms). Replacing the exps by
-//   an FMA (1.62 ms), dropping softplus (1.56) or the zero-order-hold branch (1.54)
-//   barely moves it: the forward is bound neither by the SFU nor by DRAM bandwidth
-//   (0.5 TB/s). Skeletons (timing only): loads + staging + y with no scan 1.18 ms, the
-//   same without the u/delta loads 0.69 ms, and a deeper prefetch (2 or 3 tiles) changes
-//   nothing: the per-tile synchronisation with ~2 resident workgroups per SM (16 warps)
-//   is the floor. Also slower: double-buffered staging with 2 barriers a tile (32 KiB of
-//   workgroup memory: 2.74 ms, fewer resident workgroups) and the y shares aliased onto
-//   the summaries with a 4th barrier (16 KiB: 1.69 ms), so workgroup memory is not what
-//   limits residency at 24 KiB; registers (8 steps of C ⊙ P and the next tile's loads)
-//   are the next suspect. Not that either (H200, 2026-11-30, same run): keeping per step
-//   only ΣΔ and C·h_local and rebuilding C ⊙ Π Ā as C ⊙ exp2(E·ΣΔ) at the y stage (24 fewer
-//   live registers, 4 more exps a step) made the wide forward 1.66 -> 1.82 ms, and also
-//   dropping the running product Π Ā 1.78 ms.
-// * Backward, same session (H200, wide size, s6_bwd_output 8.86 of 10.75 ms): dropping
-//   the per-step dB/dC lane exchange (timing only) left 4.91 ms, replacing its exps by an
-//   FMA 8.73 ms: the exchange's 2 barriers a step are half the pass, the SFU is not the
-//   limit. Summing the lanes in two levels (8 lanes per invocation, then the partials)
-//   instead of 64 dependent loads on 8 invocations: 8.86 -> 8.52 ms, kept.
-// * Lavapipe at the app's size (1, 2048, 16, 16, h stored; timing-only variants): the
-//   backward is 7.2 ms of the 9.6 ms GPU time, s6_bwd_output 5.6 ms of it. Without the
-//   dB/dC exchange 3.6 ms; without the two recompute sweeps 4.3 ms; without the exps no
-//   faster; XSLOTS 2/4/8 5.6/5.4/5.4 ms; other chunk plans within 0.5 ms. Lavapipe runs
-//   these passes on both cores, so they are about 20 ms of CPU per live app run.
+// * Each step's inputs are loaded one step ahead, and loads are unconditional (clamped
+//   indices; delta_bias is always added): a load under a condition puts its latency on the
+//   critical path where the condition closes.
 // * With the forward's h stored (the app, and `ssmviz check` below 2^24 states) the
 //   backward reads h_{t-1} instead of recomputing it (s6_bwd_output_h): s6_bwd_summary
-//   makes the adjoint summaries only (flags bit 3), one reverse sweep per chunk, and each
-//   channel writes its own dB/dC row (whole vec4s), summed over d by s6_reduce_bc, so
+//   makes the adjoint summaries only (FLAG_ADJOINT_ONLY), one reverse sweep per chunk, and
+//   each channel writes its own dB/dC row (whole vec4s), summed over d by s6_reduce_bc, so
 //   there is no per-step exchange and no barrier. Used while those rows take <= 64 MiB.
-//   Lavapipe at the app's size: backward 7.1 -> 3.8 ms (summary 1.14 -> 0.52, output
-//   5.5 -> 2.3 plus 0.75 for s6_reduce_bc; scalar rows and a scalar reduction took 1.7).
-// * Subgroups (H200, same run, wide size): on a device with usable subgroups the recomputing
-//   s6_bwd_output sums each step's dB/dC over SG_GROUP = min(subgroup size, wg_d, 32)
-//   channels by a reduce-scatter of subgroup shuffles (sg_bc_store: 31 shuffles a step at
-//   32 lanes, each lane ends with one of the 32 sums and stores it), one partial row per
-//   SG_GROUP channels, with no workgroup memory and no barrier. s6_bwd_output 8.71 -> 6.44
-//   ms, backward 10.56 -> 8.35 ms; (4, 4096, 1024, 16) 2.75 -> 2.08 ms; the long size
-//   unchanged (0.91 ms). Lavapipe (subgroups of 8): (2, 512, 128, 16) s6_bwd_output 21.1 ->
-//   14.8 ms. The workgroup-memory exchange stays for devices without subgroups (the other
-//   branch of the `#if subgroups` blocks; the runner blanks the unused branch). Then: the
-//   reverse sweep's dy, z, Δ, u kept from the recompute sweep (6.47 -> 6.21 ms) and 4
-//   chunks per invocation (1-3%). Measured and not kept: s6_bwd_summary's reverse sweep
-//   loading one step ahead (no change), 16-step chunks with 4-step sub-chunks (6.74 ms).
-// * Forward checkpoints (flags bit 4; the runner's "checkpoint" backward, used without a
+// * On a device with usable subgroups the recomputing s6_bwd_output sums each step's dB/dC
+//   over SG_GROUP = min(subgroup size, wg_d, 32) channels by a reduce-scatter of subgroup
+//   shuffles (sg_bc_store), one partial row per SG_GROUP channels, with no workgroup memory
+//   and no barrier. The workgroup-memory exchange stays for devices without subgroups (the
+//   other branch of the `#if subgroups` blocks; the runner blanks the unused branch).
+// * Forward checkpoints (FLAG_CKPT; the runner's "checkpoint" backward, used without a
 //   stored h while they take <= 1 GiB): a forward that runs before a backward also writes
 //   the state entering every 8th step (the one-pass forward: each sub-chunk's carry-in;
 //   the chunked one: its running state), as Mamba's CUDA forward saves its chunk states.
 //   The backward then needs no forward chunk summaries (s6_bwd_summary makes the adjoint's
-//   alone, flags bit 3), half the carry scan, and no checkpoint sweep. H200, same run: wide
-//   backward 7.87-8.01 -> 5.85-5.90 ms (s6_bwd_summary 1.54 -> 0.79, s6_bwd_output 6.08 ->
-//   4.84), its forward 1.66 -> 1.79 ms (537 MB of checkpoints at the copy bandwidth); long
-//   backward 0.88 -> 0.73 ms, forward 0.27 -> 0.30 ms. A chunk then only places the
-//   adjoint's carries, so it may be any multiple of 8 steps: the runner takes 32-256 steps,
-//   as long as ~64k invocations remain (wide: 256 steps, 5.90 -> 5.45 ms; long: 64 steps,
-//   0.73 -> 0.71 ms). Measured and not kept: the dB/dC stores of one step issued during
-//   the next (5.15 against 4.89 ms: registers), the checkpoint flag as a constant (1%).
-// * s6_bwd_summary's adjoint sweep takes two steps an iteration (their loads and exps are
-//   independent; the same operations in the same order, so the same bits): H200 wide 0.68
-//   -> 0.49 ms, long 0.080 -> 0.070 ms. The same for s6_bwd_output's recompute sweep (its
-//   loop has a constant trip count) was slower: 4.66 -> 5.02 ms; loading the summary's
-//   next step ahead instead: no change.
-// * Fifth round (H200, 2026-11-30, same-run A/B, every change bitwise the same). Measured
-//   ceilings through Vulkan: exp2 4.11 Texp/s (so the wide forward's 1.07G exps alone take
-//   0.26 ms of the 0.33 ms that 60% of copy allows); one dependent op: FMA 6.7 ns, exp2 14.5
-//   ns, subgroup shuffle 18 ns; one dependent load: 150 ns (L2), 650 ns (DRAM). A load under
-//   a condition costs its latency where the condition closes: an early return around it
-//   (one_ld1), an `if` around a prefetch, `if (has_bias) { z += bias }`, a select the driver
-//   turned into one. With clamped, unconditional loads (delta_bias is always added: the
-//   runner binds zeros without one): s6_fwd_onepass wide 1.66 -> 1.49 ms, (4, 4096, 1024,
-//   16) 0.43 -> 0.38 ms; s6_bwd_output's recompute sweep, plus the next sub-chunk's
-//   checkpoint loaded a sub-chunk ahead: backward 5.26 -> 5.09 ms. SG_GROUP as a pipeline
-//   override instead of a Params field (sg_bc_store's branches and lane arithmetic fold):
-//   -> 4.78 ms; s6_reduce_final4 (vec4 rows): 0.127 -> 0.09 ms. Backward now 4.70 ms.
-//   Measured and not kept: a "lanes" forward (invocation = (batch, d, state quad) walking
-//   the whole sequence in 8-step blocks, Δ, u and y exchanged by subgroup shuffles, no
-//   workgroup memory): 2.02 ms wide, 1.64 once its loads were unconditional (one-pass then
-//   1.66, now 1.49), and 0.77 against 0.43 ms at (4, 4096, 1024, 16); 3x faster than the
-//   one-pass on lavapipe. Its skeleton without exps, softplus, shuffles and B/C still took
-//   1.76 ms at (1, 8192, 1024, 16), 0.81 without the u/delta loads, and a register
-//   prefetch 1, 2, 3 or 6 blocks ahead changed nothing: a sequential walk over the whole
-//   sequence pays a memory latency per block. Also slower: the reverse sweep's `if (v)` as
-//   selects (5.05 -> 5.21 ms), the checkpoint loads hoisted out of `if (ckpt)` (4.77 ->
-//   4.87 ms). Folding put_du_ddelta's later-tile branch away (d_state <= 16) gained 1%
-//   (4.69 -> 4.64 ms): not worth a second pipeline constant. s6_bwd_summary's adjoint sweep
-//   four steps an iteration: 0.496 -> 0.519 ms. Checkpoint-backward chunks of 128 / 256 /
-//   512 / 1024 steps: 4.83 / 4.76 / 4.73 / 4.75 ms wide, 0.69 / 0.84 / 1.41 / 2.64 ms long
-//   (the runner's 64 there): 256 stays.
-// * Sixth round (H200, 2026-11-30, same-run A/B, bitwise the same): the convention, the
-//   checkpoint flag and d_state as pipeline constants (CONV, CKPT, D_STATE below) in the
-//   forward and output passes: one-pass forward 1.49 -> 1.21 ms, training forward 1.61 ->
-//   1.32 ms, backward 4.70 -> 4.27 ms (s6_bwd_output 4.08 -> 3.64 ms); long backward 0.69 ->
-//   0.67 ms. In s6_bwd_summary CONV made it slower (0.49 -> 0.56 ms; D_STATE alone 0.49), so
-//   it reads Params. seq_len and d_inner as constants: no change at the wide size (long
-//   backward 0.67 -> 0.60 ms), not kept (a pipeline per size, and the app changes sizes
-//   live). Timing-only splits of s6_bwd_output (3.64 ms): without sg_bc_store (the dB/dC
-//   reduce-scatter, its stores and the dB/dC arithmetic) 2.87 ms; without the exps of the
-//   recompute sweep 3.56, of the reverse sweep 3.59, of both 3.51 ms; sg_bc_store without
-//   its shuffles (each lane stores a plain sum) 3.05 ms, without its stores 3.55 ms. So
-//   the exps are not what bounds it; the 31 shuffles a step (0.59 ms) are the largest
-//   single part. Measured and not kept: an invocation holding 2 channels x 8 states (half
-//   of each tile), which sums dB/dC over its 2 channels in registers before a reduce-
-//   scatter over 16 lanes (15 shuffles a step for 2 channels instead of 31 for one, plus
-//   4 to swap the du/ddelta halves); the same du, ddelta and dA_log bits: s6_bwd_output
-//   3.64 -> 4.56 ms, 4.49 ms with the reverse sweep reloading u, dy and z instead of
-//   keeping them (long size 0.52 -> 0.56 / 0.52 ms). Each channel's scalars and softplus
-//   are then loaded and computed by both half lanes.
-// * flags bit 2 reverses the workgroup order in every pass (race probe: the
+//   alone), half the carry scan, and no checkpoint sweep; a chunk only places the
+//   adjoint's carries, so it may be any multiple of 8 steps.
+// * The measurements behind these choices, and the variants measured and not kept: see
+//   families/s6/NOTES.md (one section per round).
+// * FLAG_REVERSE_WG reverses the workgroup order in every pass (race probe: the
 //   results must not change bitwise).
 
 struct Params {
@@ -200,7 +74,7 @@ struct Params {
     chunk_len: u32,   // time steps per chunk
     n_chunks: u32,
     convention: u32,  // 0 mamba, 1 builderforce
-    flags: u32,       // bit 0 has delta_bias (not read), bit 1 store h, bit 2 reverse wg order
+    flags: u32,       // FLAG_* bits (below)
     n_wg: u32,        // logical workgroups of this dispatch
     wg_d: u32,        // lanes along d_inner in a workgroup (power of two <= 64)
     n_dblocks: u32,   // ceil(d_inner / wg_d)
@@ -209,13 +83,13 @@ struct Params {
     n_kgroups: u32,   // backward output: ceil(n_chunks / k_chunks)
     scan_n: u32,      // scan: elements per line at this level
     scan_sets: u32,   // scan: independent (batch-like) sets
-    off_in_s: u32,    // scan offsets into sbuf / Sbuf (elements)
+    off_in_s: u32,    // scan offsets into scan_dt_sums / scan_states (elements)
     off_in_S: u32,
     off_out_s: u32,
     off_out_S: u32,
     off_agg_s: u32,   // up-sweep: where block aggregates go; down-sweep: next level's result
     off_agg_S: u32,
-    off_carry: u32,   // output passes: offset of the level-0 scanned states in Sbuf
+    off_carry: u32,   // output passes: offset of the level-0 scanned states in scan_states
     red_rows: u32,    // reductions: rows to sum, columns, input / output offsets
     red_cols: u32,
     red_in: u32,
@@ -223,63 +97,68 @@ struct Params {
     m0: u32,          // reduce_final: columns going to out0, out1 (rest to out2)
     m1: u32,
     n_threads: u32,   // flat kernels: number of useful invocations
-    off_ckpt: u32,    // forward checkpoints: offset in h_out (forward) = in Sbuf (backward)
+    off_ckpt: u32,    // forward checkpoints: offset in h_out (forward) = in scan_states (backward)
     _pad: u32,        // to a multiple of 16 bytes
 }
 
-@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> u: array<f32>;
 @group(0) @binding(2) var<storage, read> delta: array<f32>;
 @group(0) @binding(3) var<storage, read> A_log: array<f32>;
-@group(0) @binding(4) var<storage, read> Bm: array<vec4<f32>>;
-@group(0) @binding(5) var<storage, read> Cm: array<vec4<f32>>;
-@group(0) @binding(6) var<storage, read> Dv: array<f32>;
+@group(0) @binding(4) var<storage, read> B: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read> C: array<vec4<f32>>;
+@group(0) @binding(6) var<storage, read> D: array<f32>;
 @group(0) @binding(7) var<storage, read> delta_bias: array<f32>;
 @group(0) @binding(8) var<storage, read> dy: array<f32>;
 @group(0) @binding(9) var<storage, read_write> y: array<f32>;
 @group(0) @binding(10) var<storage, read_write> h_out: array<f32>;
 @group(0) @binding(11) var<storage, read_write> last_state: array<f32>;
-@group(0) @binding(12) var<storage, read_write> sbuf: array<f32>;
-@group(0) @binding(13) var<storage, read_write> Sbuf: array<f32>;
+@group(0) @binding(12) var<storage, read_write> scan_dt_sums: array<f32>;
+@group(0) @binding(13) var<storage, read_write> scan_states: array<f32>;
 @group(0) @binding(14) var<storage, read_write> du: array<f32>;
 @group(0) @binding(15) var<storage, read_write> ddelta: array<f32>;
-@group(0) @binding(16) var<storage, read_write> red: array<f32>;
-@group(0) @binding(17) var<storage, read_write> red_par: array<f32>;
+@group(0) @binding(16) var<storage, read_write> partials: array<f32>;
+@group(0) @binding(17) var<storage, read_write> param_partials: array<f32>;
 @group(0) @binding(18) var<storage, read_write> out0: array<f32>;
 @group(0) @binding(19) var<storage, read_write> out1: array<f32>;
 @group(0) @binding(20) var<storage, read_write> out2: array<f32>;
-// The per-channel dB | dC rows of s6_bwd_output_h (the `red` buffer) as vec4s: written by
-// it (red4w), summed by s6_reduce_bc (red4). A row is dB then dC of (batch, seq_len,
+// The per-channel dB | dC rows of s6_bwd_output_h (the `partials` buffer) as vec4s: written by
+// it (partials4_rw), summed by s6_reduce_bc (partials4). A row is dB then dC of (batch, seq_len,
 // d_state) with each d_state row padded to whole vec4s: a quarter of the stores and loads.
-@group(0) @binding(21) var<storage, read> red4: array<vec4<f32>>;
-@group(0) @binding(22) var<storage, read_write> red4w: array<vec4<f32>>;
+@group(0) @binding(21) var<storage, read> partials4: array<vec4<f32>>;
+@group(0) @binding(22) var<storage, read_write> partials4_rw: array<vec4<f32>>;
 
-const WG: u32 = 64u;      // invocations per workgroup, every pass
-const TILE: u32 = 16u;    // states per thread per tile
-const SUB: u32 = 8u;      // backward: steps per recomputed sub-chunk
-const GBLK: u32 = 32u;    // scan: summaries per thread per level
+const WORKGROUP: u32 = 64u;   // invocations per workgroup, every pass
+const TILE: u32 = 16u;        // states per thread per tile
+const SUB: u32 = 8u;          // backward: steps per recomputed sub-chunk
+const SCAN_BLOCK: u32 = 32u;  // scan: summaries per thread per level
 const LOG2E: f32 = 1.4426950408889634;
 const LN2: f32 = 0.6931471805599453;
+// params.flags bits, as FLAG_* in the runner (kernels/s6.py).
+const FLAG_STORE_H: u32 = 2u;       // h written (s6_fwd_output)
+const FLAG_REVERSE_WG: u32 = 4u;    // workgroups in reverse order (race probe)
+const FLAG_ADJOINT_ONLY: u32 = 8u;  // s6_bwd_summary: adjoint summaries only
+const FLAG_CKPT: u32 = 16u;         // forward checkpoints written / read
+// params.convention and the CONV override: 0 mamba, 1 builderforce; an override left at
+// FROM_PARAMS reads the Params field.
+const CONV_BUILDERFORCE: u32 = 1u;
+const FROM_PARAMS: u32 = 2u;
 
 // Pipeline constants, set by the runner for the passes that read them (s6_fwd_*,
 // s6_bwd_output*), so that the branches on them and the d_state bounds fold when the
 // pipeline is built. Their defaults read the Params fields instead: a pipeline built
-// without them (the other passes) is still right. H200, wide size, same run: the one-pass
-// forward 1.49 -> 1.33 ms (CONV, CKPT) -> 1.21 ms (D_STATE), the backward 4.70 -> 4.44 ->
-// 4.27 ms. Folding them into s6_bwd_summary made it slower (0.49 -> 0.58 ms); seq_len and
-// d_inner as constants gained nothing at the wide size (a pipeline per size besides).
-override CONV: u32 = 2u;     // convention: 0 mamba, 1 builderforce, 2 from P.convention
-override CKPT: u32 = 2u;     // checkpoints written / read: 0 no, 1 yes, 2 from flags bit 4
-override D_STATE: u32 = 0u;  // d_state (set for multiples of 16); 0: from P.d_state
+// without them (the other passes) is still right. s6_bwd_summary reads Params (slower
+// folded); seq_len and d_inner stay fields (a pipeline per size). See
+// families/s6/NOTES.md, 'Sixth round: pipeline constants'.
+override CONV: u32 = 2u;     // convention: 0 mamba, 1 builderforce, 2 from params.convention
+override CKPT: u32 = 2u;     // checkpoints written / read: 0 no, 1 yes, 2 from FLAG_CKPT
+override D_STATE: u32 = 0u;  // d_state (set for multiples of 16); 0: from params.d_state
 
-// dB / dC contributions of XSLOTS steps: XSLOTS slots × 64 lanes × (4 dB + 4 dC) vec4s,
-// summed over the lanes once per XSLOTS steps. A lane's row of 8 vec4s is rotated by the
-// lane index (sm_at) so that a lane's stores and a column's reads both fall in distinct
-// banks without padding. XSLOTS must divide SUB; bc_smem holds XSLOTS * SM_SLOT vec4s
-// (the runner's WORKGROUP_STORAGE must match).
-const XSLOTS: u32 = 1u;
+// dB / dC contributions of one step: 64 lanes × (4 dB + 4 dC) vec4s, summed over the lanes
+// every step. A lane's row of 8 vec4s is rotated by the lane index (sm_at) so that a lane's
+// stores and a column's reads both fall in distinct banks without padding (the runner's
+// WORKGROUP_STORAGE must match bc_smem and bc_part).
 const SM_ROW: u32 = 8u;
-const SM_SLOT: u32 = 512u;
 var<workgroup> bc_smem: array<vec4<f32>, 512>;
 var<workgroup> bc_part: array<vec4<f32>, 64>;   // first-level lane sums (64 invocations)
 
@@ -287,8 +166,8 @@ var<workgroup> bc_part: array<vec4<f32>, 64>;   // first-level lane sums (64 inv
 
 fn wg_linear(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     let w = wid.x + wid.y * nwg.x;
-    if ((P.flags & 4u) != 0u && w < P.n_wg) {
-        return P.n_wg - 1u - w;
+    if ((params.flags & FLAG_REVERSE_WG) != 0u && w < params.n_wg) {
+        return params.n_wg - 1u - w;
     }
     return w;
 }
@@ -327,7 +206,7 @@ fn softplus_grad(x: f32) -> f32 {
 // Zero-order-hold input coefficient expm1(Δ·A)/A for 4 states; x = Δ·A, a = exp(x),
 // inv_a = 1/A. The Taylor series of Δ·expm1(x)/x below |x| = 0.5 avoids the cancellation
 // in a - 1; above it (a - 1)·(1/A) needs no division per step.
-fn zoh_coef4(x: vec4<f32>, a: vec4<f32>, dl: f32, inv_a: vec4<f32>) -> vec4<f32> {
+fn zoh_coef4(x: vec4<f32>, a: vec4<f32>, dt: f32, inv_a: vec4<f32>) -> vec4<f32> {
     var p = vec4<f32>(1.0 / 3628800.0);
     p = p * x + 1.0 / 362880.0;
     p = p * x + 1.0 / 40320.0;
@@ -338,12 +217,12 @@ fn zoh_coef4(x: vec4<f32>, a: vec4<f32>, dl: f32, inv_a: vec4<f32>) -> vec4<f32>
     p = p * x + 1.0 / 6.0;
     p = p * x + 0.5;
     p = p * x + 1.0;
-    return select((a - 1.0) * inv_a, dl * p, abs(x) < vec4<f32>(0.5));
+    return select((a - 1.0) * inv_a, dt * p, abs(x) < vec4<f32>(0.5));
 }
 
 // d/dA of expm1(Δ·A)/A = Δ²·(x·e^x - expm1(x))/x² (series below |x| = 0.5, where the
 // direct form cancels), written as (Δ·A·a - (a - 1))/A² above it.
-fn zoh_coef_dA4(x: vec4<f32>, a: vec4<f32>, dl: f32, inv_a: vec4<f32>) -> vec4<f32> {
+fn zoh_coef_dA4(x: vec4<f32>, a: vec4<f32>, dt: f32, inv_a: vec4<f32>) -> vec4<f32> {
     var p = vec4<f32>(1.0 / 403200.0);
     p = p * x + 1.0 / 45360.0;
     p = p * x + 1.0 / 5760.0;
@@ -353,7 +232,7 @@ fn zoh_coef_dA4(x: vec4<f32>, a: vec4<f32>, dl: f32, inv_a: vec4<f32>) -> vec4<f
     p = p * x + 1.0 / 8.0;
     p = p * x + 1.0 / 3.0;
     p = p * x + 0.5;
-    return select((x * a - (a - 1.0)) * inv_a * inv_a, dl * dl * p, abs(x) < vec4<f32>(0.5));
+    return select((x * a - (a - 1.0)) * inv_a * inv_a, dt * dt * p, abs(x) < vec4<f32>(0.5));
 }
 
 // A tile of 16 states lives in four vec4 registers (h0..h3 etc.), never in an indexed
@@ -418,7 +297,7 @@ fn bc_q4() -> u32 {
 }
 
 fn bc_zero() -> u32 {
-    return P.batch * P.seq_len * bc_q4();
+    return params.batch * params.seq_len * bc_q4();
 }
 
 fn bc_tile(n0: u32) -> BcTile {
@@ -430,36 +309,36 @@ fn bc_tile(n0: u32) -> BcTile {
 
 // First vec4 of the B / C row of (b, t).
 fn bc_row(b: u32, t: u32) -> u32 {
-    return (b * P.seq_len + t) * bc_q4();
+    return (b * params.seq_len + t) * bc_q4();
 }
 
 // States n0 + 4k .. n0 + 4k + 3 of the row r (k constant at every call site).
 fn ld_B4(r: u32, bt: BcTile, k: u32) -> vec4<f32> {
-    return Bm[select(bc_zero(), r + bt.q[k], bt.ok[k])];
+    return B[select(bc_zero(), r + bt.q[k], bt.ok[k])];
 }
 
 fn ld_C4(r: u32, bt: BcTile, k: u32) -> vec4<f32> {
-    return Cm[select(bc_zero(), r + bt.q[k], bt.ok[k])];
+    return C[select(bc_zero(), r + bt.q[k], bt.ok[k])];
 }
 
-// Sbuf states n..n+3 of the row starting at base; 0 past d_state.
+// scan_states states n..n+3 of the row starting at base; 0 past d_state.
 fn ld_S4(base: u32, n: u32) -> vec4<f32> {
     let ds = d_state();
     let last = base + ds - 1u;
     return vec4<f32>(
-        select(0.0, Sbuf[min(base + n, last)], n < ds),
-        select(0.0, Sbuf[min(base + n + 1u, last)], n + 1u < ds),
-        select(0.0, Sbuf[min(base + n + 2u, last)], n + 2u < ds),
-        select(0.0, Sbuf[min(base + n + 3u, last)], n + 3u < ds),
+        select(0.0, scan_states[min(base + n, last)], n < ds),
+        select(0.0, scan_states[min(base + n + 1u, last)], n + 1u < ds),
+        select(0.0, scan_states[min(base + n + 2u, last)], n + 2u < ds),
+        select(0.0, scan_states[min(base + n + 3u, last)], n + 3u < ds),
     );
 }
 
 fn st_S4(base: u32, n: u32, v: vec4<f32>) {
     let ds = d_state();
-    if (n < ds) { Sbuf[base + n] = v.x; }
-    if (n + 1u < ds) { Sbuf[base + n + 1u] = v.y; }
-    if (n + 2u < ds) { Sbuf[base + n + 2u] = v.z; }
-    if (n + 3u < ds) { Sbuf[base + n + 3u] = v.w; }
+    if (n < ds) { scan_states[base + n] = v.x; }
+    if (n + 1u < ds) { scan_states[base + n + 1u] = v.y; }
+    if (n + 2u < ds) { scan_states[base + n + 2u] = v.z; }
+    if (n + 3u < ds) { scan_states[base + n + 3u] = v.w; }
 }
 
 fn st_h4(base: u32, n: u32, v: vec4<f32>) {
@@ -470,37 +349,33 @@ fn st_h4(base: u32, n: u32, v: vec4<f32>) {
     if (n + 3u < ds) { h_out[base + n + 3u] = v.w; }
 }
 
-// Forward checkpoints (flags bit 4, h not stored): for every SUB-step block k (k <
+// Forward checkpoints (FLAG_CKPT, h not stored): for every SUB-step block k (k <
 // ceil(seq_len / SUB)), the state entering step k·SUB as (batch, k, d_state, d_inner) from
 // offset off_ckpt. The forward passes write them through h_out, which the runner binds to
-// the backward's Sbuf buffer (past its scan levels); the recomputing backward reads them
-// through Sbuf and starts each sub-chunk from one instead of from a forward carry scan and
+// the backward's scan_states buffer (past its scan levels); the recomputing backward reads them
+// through scan_states and starts each sub-chunk from one instead of from a forward carry scan and
 // a checkpoint sweep (one binding fewer than reading h_out there). d is fastest because
-// the lanes of every pass that touches them run along d. H200, forward before a backward /
-// backward (32-step chunks): wide 1.79 / 5.90 ms, long 0.30 / 0.73 ms; (…, d_inner,
-// d_state) gave 2.02 / 5.70 (the one-pass forward's quad stores are strided) and 0.33-0.44
-// / 0.74, blocks of 32 channels (…, d_inner / 32, d_state, 32) 1.82 / 5.85 and 0.40 / 0.75
-// (8x padding at d_inner 4). The checkpoint writes cost 0.13 ms at the wide size: their
-// bytes at the copy bandwidth.
+// the lanes of every pass that touches them run along d (layouts measured: see
+// families/s6/NOTES.md, 'Forward checkpoints').
 fn has_ckpt() -> bool {
-    if (CKPT < 2u) {
+    if (CKPT < FROM_PARAMS) {
         return CKPT == 1u;
     }
-    return (P.flags & 16u) != 0u;
+    return (params.flags & FLAG_CKPT) != 0u;
 }
 
 fn d_state() -> u32 {
     if (D_STATE > 0u) {
         return D_STATE;
     }
-    return P.d_state;
+    return params.d_state;
 }
 
 fn is_zoh() -> bool {
-    if (CONV < 2u) {
-        return CONV == 1u;
+    if (CONV < FROM_PARAMS) {
+        return CONV == CONV_BUILDERFORCE;
     }
-    return P.convention == 1u;
+    return params.convention == CONV_BUILDERFORCE;
 }
 
 // 16-state tiles of d_state (uniform).
@@ -509,8 +384,8 @@ fn state_tiles() -> u32 {
 }
 
 fn ck_idx(b: u32, k: u32, n: u32, d: u32) -> u32 {
-    let n_ck = (P.seq_len + SUB - 1u) / SUB;
-    return P.off_ckpt + ((b * n_ck + k) * d_state() + n) * P.d_inner + d;
+    let n_ck = (params.seq_len + SUB - 1u) / SUB;
+    return params.off_ckpt + ((b * n_ck + k) * d_state() + n) * params.d_inner + d;
 }
 
 // States n..n+3 (those below d_state) of the checkpoint entering step k·SUB.
@@ -528,10 +403,10 @@ fn ld_start4(b: u32, t: u32, d: u32, n: u32) -> vec4<f32> {
     let ds = d_state();
     let last = ds - 1u;
     return vec4<f32>(
-        select(0.0, Sbuf[ck_idx(b, k, min(n, last), d)], n < ds),
-        select(0.0, Sbuf[ck_idx(b, k, min(n + 1u, last), d)], n + 1u < ds),
-        select(0.0, Sbuf[ck_idx(b, k, min(n + 2u, last), d)], n + 2u < ds),
-        select(0.0, Sbuf[ck_idx(b, k, min(n + 3u, last), d)], n + 3u < ds),
+        select(0.0, scan_states[ck_idx(b, k, min(n, last), d)], n < ds),
+        select(0.0, scan_states[ck_idx(b, k, min(n + 1u, last), d)], n + 1u < ds),
+        select(0.0, scan_states[ck_idx(b, k, min(n + 2u, last), d)], n + 2u < ds),
+        select(0.0, scan_states[ck_idx(b, k, min(n + 3u, last), d)], n + 3u < ds),
     );
 }
 
@@ -545,20 +420,21 @@ fn st_last4(base: u32, n: u32, v: vec4<f32>) {
 
 fn st_par4(base: u32, n: u32, v: vec4<f32>) {
     let ds = d_state();
-    if (n < ds) { red_par[base + n] = v.x; }
-    if (n + 1u < ds) { red_par[base + n + 1u] = v.y; }
-    if (n + 2u < ds) { red_par[base + n + 2u] = v.z; }
-    if (n + 3u < ds) { red_par[base + n + 3u] = v.w; }
+    if (n < ds) { param_partials[base + n] = v.x; }
+    if (n + 1u < ds) { param_partials[base + n + 1u] = v.y; }
+    if (n + 2u < ds) { param_partials[base + n + 2u] = v.z; }
+    if (n + 3u < ds) { param_partials[base + n + 3u] = v.w; }
 }
 
 // One forward step of 4 states: h = Ā·h + B̄·u, with bu = B·u and E = A·log2(e)
 // (Ā = exp2(Δ·E): one multiply less per state than exp(Δ·A)).
-fn fwd_q(h: vec4<f32>, E: vec4<f32>, iA: vec4<f32>, dl: f32, bu: vec4<f32>, zoh: bool) -> vec4<f32> {
-    let x2 = dl * E;
+fn fwd_q(h: vec4<f32>, E: vec4<f32>, iA: vec4<f32>, dt: f32, bu: vec4<f32>,
+         zoh: bool) -> vec4<f32> {
+    let x2 = dt * E;
     let a = exp2(x2);
-    var coef = vec4<f32>(dl);
+    var coef = vec4<f32>(dt);
     if (zoh) {
-        coef = zoh_coef4(x2 * LN2, a, dl, iA);
+        coef = zoh_coef4(x2 * LN2, a, dt, iA);
     }
     return a * h + coef * bu;
 }
@@ -570,20 +446,20 @@ struct BwdQ {
     dC: vec4<f32>,   // this channel's share of dC_t
     dA: vec4<f32>,   // dL/dA contribution
     du: f32,
-    ddl: f32,        // dL/dΔ_t contribution
+    ddt: f32,        // dL/dΔ_t contribution
 }
 
 fn bwd_q(hp: vec4<f32>, A: vec4<f32>, E: vec4<f32>, iA: vec4<f32>, gc: vec4<f32>,
-         bv: vec4<f32>, cv: vec4<f32>, dl: f32, uv: f32, dyv: f32, zoh: bool) -> BwdQ {
-    let x = dl * A;
-    let a = exp2(dl * E);
-    var coef = vec4<f32>(dl);
-    var dx_ddl = bv * uv;
+         bv: vec4<f32>, cv: vec4<f32>, dt: f32, uv: f32, dyv: f32, zoh: bool) -> BwdQ {
+    let x = dt * A;
+    let a = exp2(dt * E);
+    var coef = vec4<f32>(dt);
+    var dx_ddt = bv * uv;
     var dx_dA = vec4<f32>(0.0);
     if (zoh) {
-        coef = zoh_coef4(x, a, dl, iA);
-        dx_ddl = a * bv * uv;
-        dx_dA = bv * uv * zoh_coef_dA4(x, a, dl, iA);
+        coef = zoh_coef4(x, a, dt, iA);
+        dx_ddt = a * bv * uv;
+        dx_dA = bv * uv * zoh_coef_dA4(x, a, dt, iA);
     }
     let ht = a * hp + coef * bv * uv;
     let g = cv * dyv + gc;
@@ -591,20 +467,20 @@ fn bwd_q(hp: vec4<f32>, A: vec4<f32>, E: vec4<f32>, iA: vec4<f32>, gc: vec4<f32>
     r.gc = a * g;
     r.dB = g * coef * uv;
     r.dC = dyv * ht;
-    r.dA = g * (dl * a * hp + dx_dA);
+    r.dA = g * (dt * a * hp + dx_dA);
     r.du = dot(g, coef * bv);
-    r.ddl = dot(g, A * a * hp + dx_ddl);
+    r.ddt = dot(g, A * a * hp + dx_ddt);
     return r;
 }
 
 // du (with D·dy) and ddelta of element i from the 4 quads of one state tile: written by
 // the first tile, added to by later ones; returns this tile's share of ddelta.
-fn put_du_ddelta(i: u32, first: bool, Dd_dy: f32, z: f32, r0: BwdQ, r1: BwdQ, r2: BwdQ,
+fn put_du_ddelta(i: u32, first: bool, d_skip_dy: f32, z: f32, r0: BwdQ, r1: BwdQ, r2: BwdQ,
                  r3: BwdQ) -> f32 {
     let du_t = (r0.du + r1.du) + (r2.du + r3.du);
-    let ddz = softplus_grad(z) * ((r0.ddl + r1.ddl) + (r2.ddl + r3.ddl));
+    let ddz = softplus_grad(z) * ((r0.ddt + r1.ddt) + (r2.ddt + r3.ddt));
     if (first) {
-        du[i] = Dd_dy + du_t;
+        du[i] = d_skip_dy + du_t;
         ddelta[i] = ddz;
     } else {
         du[i] = du[i] + du_t;
@@ -613,11 +489,11 @@ fn put_du_ddelta(i: u32, first: bool, Dd_dy: f32, z: f32, r0: BwdQ, r1: BwdQ, r2
     return ddz;
 }
 
-// Partial row `row` of red_par: dA_log of channel d's states n0..n0+15 (dL/dA·A), then
+// Partial row `row` of param_partials: dA_log of channel d's states n0..n0+15 (dL/dA·A), then
 // after all d_inner·d_state of them dD and ddelta_bias of channel d.
 fn st_dA_par(row: u32, d: u32, n0: u32, ta: TileA, dA0: vec4<f32>, dA1: vec4<f32>,
              dA2: vec4<f32>, dA3: vec4<f32>) {
-    let rbase = row * (P.d_inner * d_state() + 2u * P.d_inner) + d * d_state();
+    let rbase = row * (params.d_inner * d_state() + 2u * params.d_inner) + d * d_state();
     st_par4(rbase, n0, ta.A0 * dA0);
     st_par4(rbase, n0 + 4u, ta.A1 * dA1);
     st_par4(rbase, n0 + 8u, ta.A2 * dA2);
@@ -625,23 +501,24 @@ fn st_dA_par(row: u32, d: u32, n0: u32, ta: TileA, dA0: vec4<f32>, dA1: vec4<f32
 }
 
 fn st_dd_par(row: u32, d: u32, dD: f32, ddb: f32) {
-    let rbase = row * (P.d_inner * d_state() + 2u * P.d_inner) + P.d_inner * d_state();
-    red_par[rbase + d] = dD;
-    red_par[rbase + P.d_inner + d] = ddb;
+    let rbase = row * (params.d_inner * d_state() + 2u * params.d_inner)
+                + params.d_inner * d_state();
+    param_partials[rbase + d] = dD;
+    param_partials[rbase + params.d_inner + d] = ddb;
 }
 
 fn act_idx(b: u32, t: u32, d: u32) -> u32 {
-    return (b * P.seq_len + t) * P.d_inner + d;
+    return (b * params.seq_len + t) * params.d_inner + d;
 }
 
 fn bc_idx(b: u32, t: u32, n: u32) -> u32 {
-    return (b * P.seq_len + t) * d_state() + n;
+    return (b * params.seq_len + t) * d_state() + n;
 }
 
 // Raw z = delta + bias of element i (channel d).
 // The bias is added even without one: the runner then binds zeros, and z + 0 is z for the
 // softplus (only -0 becomes +0). A load under a condition (an `if`, or a select the driver
-// turns into one) costs its latency every step on the H200 (see the notes).
+// turns into one) costs its latency every step (see families/s6/NOTES.md, 'Fifth round').
 fn delta_raw(i: u32, d: u32) -> f32 {
     return delta[i] + delta_bias[d];
 }
@@ -696,44 +573,45 @@ struct Lane {
 fn chunk_lane(wid: vec3<u32>, nwg: vec3<u32>, lid: u32, count: u32) -> Lane {
     var ln: Lane;
     let w = wg_linear(wid, nwg);
-    let lane = lid % P.wg_d;
-    ln.cgl = lid / P.wg_d;
-    ln.dblk = w % P.n_dblocks;
-    let rest = w / P.n_dblocks;
-    ln.grp = rest % P.n_cgroups;
-    ln.b = rest / P.n_cgroups;
-    ln.d = ln.dblk * P.wg_d + lane;
-    ln.c = ln.grp * (WG / P.wg_d) + ln.cgl;
-    ln.wok = w < P.n_wg;
-    ln.ok = ln.wok && ln.d < P.d_inner && ln.c < count && ln.b < P.batch;
+    let lane = lid % params.wg_d;
+    ln.cgl = lid / params.wg_d;
+    ln.dblk = w % params.n_dblocks;
+    let rest = w / params.n_dblocks;
+    ln.grp = rest % params.n_cgroups;
+    ln.b = rest / params.n_cgroups;
+    ln.d = ln.dblk * params.wg_d + lane;
+    ln.c = ln.grp * (WORKGROUP / params.wg_d) + ln.cgl;
+    ln.wok = w < params.n_wg;
+    ln.ok = ln.wok && ln.d < params.d_inner && ln.c < count && ln.b < params.batch;
     return ln;
 }
 
-// Index of a scan element (set, chunk, d) in sbuf-layout and (set, chunk, d, n) in Sbuf.
-fn s_idx(set_b: u32, nchunks: u32, c: u32, d: u32) -> u32 {
-    return (set_b * nchunks + c) * P.d_inner + d;
+// Index of a scan element (set, chunk, d) in scan_dt_sums; times d_state (+ n) in scan_states.
+fn s_idx(set_b: u32, count: u32, c: u32, d: u32) -> u32 {
+    return (set_b * count + c) * params.d_inner + d;
 }
 
 // The scanned (carry) state of chunk cc of scan set sb, read by the output passes. Level 0
-// of the carry scan holds inclusive prefixes within blocks of GBLK chunks; the previous
+// of the carry scan holds inclusive prefixes within blocks of SCAN_BLOCK chunks; the previous
 // block's finished prefix (level 1, off_agg_S) is folded in here rather than by a level-0
 // s6_scan_down pass, which would rewrite all of level 0 (the largest scan array).
 struct CarryRef {
-    S: u32,       // level-0 state row in Sbuf
+    S: u32,       // level-0 state row in scan_states
     agg: u32,     // level-1 state row of the previous block
     s: f32,       // level-0 ΣΔ prefix within the block
     fold: bool,   // not in the first block
 }
 
 fn carry_ref(sb: u32, cc: u32, d: u32) -> CarryRef {
-    let N = P.n_chunks;
-    let ie = s_idx(sb, N, cc, d);
-    let blk = cc / GBLK;
+    let n_chunks = params.n_chunks;
+    let ie = s_idx(sb, n_chunks, cc, d);
+    let blk = cc / SCAN_BLOCK;
     var r: CarryRef;
-    r.S = P.off_carry + ie * d_state();
+    r.S = params.off_carry + ie * d_state();
     r.fold = blk > 0u;
-    r.agg = P.off_agg_S + s_idx(sb, (N + GBLK - 1u) / GBLK, max(blk, 1u) - 1u, d) * d_state();
-    r.s = select(0.0, sbuf[P.off_out_s + ie], r.fold);
+    let n_blocks = (n_chunks + SCAN_BLOCK - 1u) / SCAN_BLOCK;
+    r.agg = params.off_agg_S + s_idx(sb, n_blocks, max(blk, 1u) - 1u, d) * d_state();
+    r.s = select(0.0, scan_dt_sums[params.off_out_s + ie], r.fold);
     return r;
 }
 
@@ -755,14 +633,14 @@ fn s6_fwd_summary(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let ln = chunk_lane(wid, nwg, lid, P.n_chunks);
+    let ln = chunk_lane(wid, nwg, lid, params.n_chunks);
     // Nobody reads the last chunk's summary (chunk c starts from the carry of c - 1).
-    if (!ln.ok || ln.c + 1u == P.n_chunks) {
+    if (!ln.ok || ln.c + 1u == params.n_chunks) {
         return;  // no barriers in this entry point
     }
     let ds = d_state();
-    let t0 = ln.c * P.chunk_len;
-    let t1 = min(t0 + P.chunk_len, P.seq_len);
+    let t0 = ln.c * params.chunk_len;
+    let t1 = min(t0 + params.chunk_len, params.seq_len);
     let zoh = is_zoh();
     let n_tiles = state_tiles();
     var ssum = 0.0;
@@ -779,22 +657,22 @@ fn s6_fwd_summary(
         for (var t = t0; t < t1; t++) {
             let cur = nx;
             nx = load_step(ln.b, min(t + 1u, t1 - 1u), ln.d, bt, false);
-            let dl = softplus(cur.z);
+            let dt = softplus(cur.z);
             let uv = cur.u;
-            sacc = sacc + dl;
-            h0 = fwd_q(h0, ta.E0, ta.iA0, dl, cur.b0 * uv, zoh);
-            h1 = fwd_q(h1, ta.E1, ta.iA1, dl, cur.b1 * uv, zoh);
-            h2 = fwd_q(h2, ta.E2, ta.iA2, dl, cur.b2 * uv, zoh);
-            h3 = fwd_q(h3, ta.E3, ta.iA3, dl, cur.b3 * uv, zoh);
+            sacc = sacc + dt;
+            h0 = fwd_q(h0, ta.E0, ta.iA0, dt, cur.b0 * uv, zoh);
+            h1 = fwd_q(h1, ta.E1, ta.iA1, dt, cur.b1 * uv, zoh);
+            h2 = fwd_q(h2, ta.E2, ta.iA2, dt, cur.b2 * uv, zoh);
+            h3 = fwd_q(h3, ta.E3, ta.iA3, dt, cur.b3 * uv, zoh);
         }
         ssum = sacc;
-        let base = P.off_in_S + s_idx(ln.b, P.n_chunks, ln.c, ln.d) * ds;
+        let base = params.off_in_S + s_idx(ln.b, params.n_chunks, ln.c, ln.d) * ds;
         st_S4(base, n0, h0);
         st_S4(base, n0 + 4u, h1);
         st_S4(base, n0 + 8u, h2);
         st_S4(base, n0 + 12u, h3);
     }
-    sbuf[P.off_in_s + s_idx(ln.b, P.n_chunks, ln.c, ln.d)] = ssum;
+    scan_dt_sums[params.off_in_s + s_idx(ln.b, params.n_chunks, ln.c, ln.d)] = ssum;
 }
 
 // Pass 3: recompute each chunk from its scanned start state; write y, h (optional), last_state.
@@ -804,18 +682,18 @@ fn s6_fwd_output(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let ln = chunk_lane(wid, nwg, lid, P.n_chunks);
+    let ln = chunk_lane(wid, nwg, lid, params.n_chunks);
     if (!ln.ok) {
         return;  // no barriers in this entry point
     }
     let ds = d_state();
-    let t0 = ln.c * P.chunk_len;
-    let t1 = min(t0 + P.chunk_len, P.seq_len);
+    let t0 = ln.c * params.chunk_len;
+    let t1 = min(t0 + params.chunk_len, params.seq_len);
     let zoh = is_zoh();
-    let store_h = (P.flags & 2u) != 0u;
+    let store_h = (params.flags & FLAG_STORE_H) != 0u;
     let ckpt = has_ckpt();
     let n_tiles = state_tiles();
-    let Dd = Dv[ln.d];
+    let d_skip = D[ln.d];
     for (var tile = 0u; tile < n_tiles; tile++) {
         let n0 = tile * TILE;
         let bt = bc_tile(n0);
@@ -843,15 +721,15 @@ fn s6_fwd_output(
                 st_ck4(ln.b, k, ln.d, n0 + 8u, h2);
                 st_ck4(ln.b, k, ln.d, n0 + 12u, h3);
             }
-            let dl = softplus(cur.z);
+            let dt = softplus(cur.z);
             let uv = cur.u;
-            h0 = fwd_q(h0, ta.E0, ta.iA0, dl, cur.b0 * uv, zoh);
-            h1 = fwd_q(h1, ta.E1, ta.iA1, dl, cur.b1 * uv, zoh);
-            h2 = fwd_q(h2, ta.E2, ta.iA2, dl, cur.b2 * uv, zoh);
-            h3 = fwd_q(h3, ta.E3, ta.iA3, dl, cur.b3 * uv, zoh);
+            h0 = fwd_q(h0, ta.E0, ta.iA0, dt, cur.b0 * uv, zoh);
+            h1 = fwd_q(h1, ta.E1, ta.iA1, dt, cur.b1 * uv, zoh);
+            h2 = fwd_q(h2, ta.E2, ta.iA2, dt, cur.b2 * uv, zoh);
+            h3 = fwd_q(h3, ta.E3, ta.iA3, dt, cur.b3 * uv, zoh);
             let acc = dot(cur.c0, h0) + dot(cur.c1, h1) + dot(cur.c2, h2) + dot(cur.c3, h3);
             if (tile == 0u) {
-                y[i] = Dd * uv + acc;
+                y[i] = d_skip * uv + acc;
             } else {
                 y[i] = y[i] + acc;
             }
@@ -862,8 +740,8 @@ fn s6_fwd_output(
                 st_h4(i * ds, n0 + 12u, h3);
             }
         }
-        if (t1 == P.seq_len) {
-            let lb = (ln.b * P.d_inner + ln.d) * ds;
+        if (t1 == params.seq_len) {
+            let lb = (ln.b * params.d_inner + ln.d) * ds;
             st_last4(lb, n0, h0);
             st_last4(lb, n0 + 4u, h1);
             st_last4(lb, n0 + 8u, h2);
@@ -895,7 +773,7 @@ fn s6_fwd_output(
 const OT: u32 = 32u;          // steps per tile (4 sub-chunks of 8)
 const OL: u32 = 16u;          // channels per workgroup
 const OQ: u32 = 4u;           // state quads (d_state <= 16)
-var<workgroup> o_dl: array<f32, 512>;          // OT x OL: Δ
+var<workgroup> o_dt: array<f32, 512>;          // OT x OL: Δ
 var<workgroup> o_u: array<f32, 512>;           // OT x OL: u
 var<workgroup> o_b: array<vec4<f32>, 128>;     // OT x OQ: B
 var<workgroup> o_c: array<vec4<f32>, 128>;     // OT x OQ: C
@@ -916,14 +794,14 @@ struct OneTile {
 // exactly, so Ā = 1 and B̄u = 0. The loads are unconditional (clamped indices).
 fn one_ld1(b: u32, t: u32, d: u32, ok: bool) -> vec2<f32> {
     let dd = select(0u, d, ok);
-    let i = act_idx(b, min(t, P.seq_len - 1u), dd);
-    let v = ok && t < P.seq_len;
+    let i = act_idx(b, min(t, params.seq_len - 1u), dd);
+    let v = ok && t < params.seq_len;
     return vec2<f32>(select(-1e30, delta_raw(i, dd), v), select(0.0, u[i], v));
 }
 
 fn one_load(b: u32, t0: u32, d0: u32, lid: u32) -> OneTile {
     let d = d0 + lid % OL;
-    let ok = d < P.d_inner;
+    let ok = d < params.d_inner;
     let r = lid / OL;
     let e0 = one_ld1(b, t0 + r, d, ok);
     let e1 = one_ld1(b, t0 + r + 16u, d, ok);
@@ -932,17 +810,18 @@ fn one_load(b: u32, t0: u32, d0: u32, lid: u32) -> OneTile {
     w.u = vec2<f32>(e0.y, e1.y);
     let t = t0 + lid / OQ;
     let qq = lid % OQ;
-    let rr = select(bc_zero(), bc_row(b, t) + qq, lid < OT * OQ && t < P.seq_len && qq < bc_q4());
-    w.b = Bm[rr];
-    w.c = Cm[rr];
+    let in_row = lid < OT * OQ && t < params.seq_len && qq < bc_q4();
+    let rr = select(bc_zero(), bc_row(b, t) + qq, in_row);
+    w.b = B[rr];
+    w.c = C[rr];
     return w;
 }
 
 fn one_store(w: OneTile, lid: u32) {
     let d = lid % OL;
     let r = lid / OL;
-    o_dl[r * OL + d] = softplus(w.z.x);
-    o_dl[(r + 16u) * OL + d] = softplus(w.z.y);
+    o_dt[r * OL + d] = softplus(w.z.x);
+    o_dt[(r + 16u) * OL + d] = softplus(w.z.y);
     o_u[r * OL + d] = w.u.x;
     o_u[(r + 16u) * OL + d] = w.u.y;
     if (lid < OT * OQ) {
@@ -959,21 +838,21 @@ struct OneStep {
     yl: f32,         // C · h_local (+ D·u)
 }
 
-fn one_step(prev: OneStep, s: u32, dl_lane: u32, q: u32, A: vec4<f32>, E: vec4<f32>,
-            iA: vec4<f32>, Dd: f32, zoh: bool) -> OneStep {
-    let dl = o_dl[s * OL + dl_lane];
-    let uv = o_u[s * OL + dl_lane];
-    let a = exp2(dl * E);
-    var k = vec4<f32>(dl);
+fn one_step(prev: OneStep, s: u32, dt_lane: u32, q: u32, A: vec4<f32>, E: vec4<f32>,
+            iA: vec4<f32>, d_skip: f32, zoh: bool) -> OneStep {
+    let dt = o_dt[s * OL + dt_lane];
+    let uv = o_u[s * OL + dt_lane];
+    let a = exp2(dt * E);
+    var k = vec4<f32>(dt);
     if (zoh) {
-        k = zoh_coef4(dl * A, a, dl, iA);
+        k = zoh_coef4(dt * A, a, dt, iA);
     }
     let cv = o_c[s * OQ + q];
     var r: OneStep;
     r.h = a * prev.h + k * (o_b[s * OQ + q] * uv);
     r.p = prev.p * a;
     r.w = cv * r.p;
-    r.yl = Dd * uv + dot(cv, r.h);
+    r.yl = d_skip * uv + dot(cv, r.h);
     return r;
 }
 
@@ -987,21 +866,21 @@ fn s6_fwd_onepass(
     let lane = lid % OL;
     let tau = (lid / OL) % 4u;
     let q = lid / (4u * OL);
-    let dblk = w % P.n_dblocks;
-    let b = w / P.n_dblocks;
+    let dblk = w % params.n_dblocks;
+    let b = w / params.n_dblocks;
     let d0 = dblk * OL;
     let d = d0 + lane;
-    let wok = w < P.n_wg && b < P.batch;
+    let wok = w < params.n_wg && b < params.batch;
     // Idle invocations stay for the barriers (no early return in this entry point).
-    let dok = wok && d < P.d_inner;
+    let dok = wok && d < params.d_inner;
     let dsafe = select(0u, d, dok);
     let bsafe = select(0u, b, wok);
     let zoh = is_zoh();
     let A = ld_A4(dsafe, 4u * q);
     let iA = 1.0 / A;
     let E = A * LOG2E;
-    let Dd = select(0.0, Dv[dsafe], q == 0u);
-    let n_tiles = (P.seq_len + OT - 1u) / OT;
+    let d_skip = select(0.0, D[dsafe], q == 0u);
+    let n_tiles = (params.seq_len + OT - 1u) / OT;
     var carry = vec4<f32>(0.0);
     one_store(one_load(bsafe, 0u, d0, lid), lid);
     workgroupBarrier();
@@ -1013,14 +892,14 @@ fn s6_fwd_onepass(
         let s0 = tau * 8u;
         var st: OneStep;
         st.p = vec4<f32>(1.0);
-        let r0 = one_step(st, s0, lane, q, A, E, iA, Dd, zoh);
-        let r1 = one_step(r0, s0 + 1u, lane, q, A, E, iA, Dd, zoh);
-        let r2 = one_step(r1, s0 + 2u, lane, q, A, E, iA, Dd, zoh);
-        let r3 = one_step(r2, s0 + 3u, lane, q, A, E, iA, Dd, zoh);
-        let r4 = one_step(r3, s0 + 4u, lane, q, A, E, iA, Dd, zoh);
-        let r5 = one_step(r4, s0 + 5u, lane, q, A, E, iA, Dd, zoh);
-        let r6 = one_step(r5, s0 + 6u, lane, q, A, E, iA, Dd, zoh);
-        let r7 = one_step(r6, s0 + 7u, lane, q, A, E, iA, Dd, zoh);
+        let r0 = one_step(st, s0, lane, q, A, E, iA, d_skip, zoh);
+        let r1 = one_step(r0, s0 + 1u, lane, q, A, E, iA, d_skip, zoh);
+        let r2 = one_step(r1, s0 + 2u, lane, q, A, E, iA, d_skip, zoh);
+        let r3 = one_step(r2, s0 + 3u, lane, q, A, E, iA, d_skip, zoh);
+        let r4 = one_step(r3, s0 + 4u, lane, q, A, E, iA, d_skip, zoh);
+        let r5 = one_step(r4, s0 + 5u, lane, q, A, E, iA, d_skip, zoh);
+        let r6 = one_step(r5, s0 + 6u, lane, q, A, E, iA, d_skip, zoh);
+        let r7 = one_step(r6, s0 + 7u, lane, q, A, E, iA, d_skip, zoh);
         let xi = (tau * OQ + q) * OL + lane;
         o_sum[2u * xi] = r7.p;
         o_sum[2u * xi + 1u] = r7.h;
@@ -1036,7 +915,7 @@ fn s6_fwd_onepass(
             }
         }
         carry = cout;
-        if (dok && has_ckpt() && t0 + s0 < P.seq_len) {  // the state entering this sub-chunk
+        if (dok && has_ckpt() && t0 + s0 < params.seq_len) {  // the state entering this sub-chunk
             st_ck4(b, (t0 + s0) / SUB, d, 4u * q, cin);
         }
         // 3. y shares with the carry-in.
@@ -1056,16 +935,17 @@ fn s6_fwd_onepass(
             let s = e / OL;
             let dd = d0 + e % OL;
             let t = t0 + s;
-            if (wok && dd < P.d_inner && t < P.seq_len) {
+            if (wok && dd < params.d_inner && t < params.seq_len) {
                 let o = s * OQ * OL + e % OL;
-                y[act_idx(b, t, dd)] = ((o_y[o] + o_y[o + OL]) + o_y[o + 2u * OL]) + o_y[o + 3u * OL];
+                y[act_idx(b, t, dd)] =
+                    ((o_y[o] + o_y[o + OL]) + o_y[o + 2u * OL]) + o_y[o + 3u * OL];
             }
         }
         one_store(nxt, lid);
         workgroupBarrier();
     }
     if (dok && tau == 0u) {
-        st_last4((b * P.d_inner + d) * d_state(), 4u * q, carry);
+        st_last4((b * params.d_inner + d) * d_state(), 4u * q, carry);
     }
 }
 
@@ -1080,40 +960,40 @@ fn s6_scan_up(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let i = wg_linear(wid, nwg) * WG + lid;
-    if (i >= P.n_threads) {
+    let i = wg_linear(wid, nwg) * WORKGROUP + lid;
+    if (i >= params.n_threads) {
         return;  // no barriers in this entry point
     }
     let ds = d_state();
-    let N = P.scan_n;
-    let nb = (N + GBLK - 1u) / GBLK;
+    let scan_n = params.scan_n;
+    let nb = (scan_n + SCAN_BLOCK - 1u) / SCAN_BLOCK;
     let n = i % ds;
     let r = i / ds;
-    let d = r % P.d_inner;
-    let r2 = r / P.d_inner;
+    let d = r % params.d_inner;
+    let r2 = r / params.d_inner;
     let blk = r2 % nb;
     let sb = r2 / nb;
     let A = -exp(A_log[d * ds + n]);
     var sa = 0.0;
     var Sa = 0.0;
-    let c0 = blk * GBLK;
-    let c1 = min(c0 + GBLK, N);
+    let c0 = blk * SCAN_BLOCK;
+    let c1 = min(c0 + SCAN_BLOCK, scan_n);
     for (var c = c0; c < c1; c++) {
-        let ie = s_idx(sb, N, c, d);
-        let s = sbuf[P.off_in_s + ie];
-        let S = Sbuf[P.off_in_S + ie * ds + n];
+        let ie = s_idx(sb, scan_n, c, d);
+        let s = scan_dt_sums[params.off_in_s + ie];
+        let S = scan_states[params.off_in_S + ie * ds + n];
         sa = sa + s;
         Sa = exp(A * s) * Sa + S;
         if (n == 0u) {
-            sbuf[P.off_out_s + ie] = sa;
+            scan_dt_sums[params.off_out_s + ie] = sa;
         }
-        Sbuf[P.off_out_S + ie * ds + n] = Sa;
+        scan_states[params.off_out_S + ie * ds + n] = Sa;
     }
     let ia = s_idx(sb, nb, blk, d);
     if (n == 0u) {
-        sbuf[P.off_agg_s + ia] = sa;
+        scan_dt_sums[params.off_agg_s + ia] = sa;
     }
-    Sbuf[P.off_agg_S + ia * ds + n] = Sa;
+    scan_states[params.off_agg_S + ia * ds + n] = Sa;
 }
 
 // Down-sweep of one level: thread per element (set, c, d, n); folds in the
@@ -1124,57 +1004,57 @@ fn s6_scan_down(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let i = wg_linear(wid, nwg) * WG + lid;
-    if (i >= P.n_threads) {
+    let i = wg_linear(wid, nwg) * WORKGROUP + lid;
+    if (i >= params.n_threads) {
         return;  // no barriers in this entry point
     }
     let ds = d_state();
-    let N = P.scan_n;
-    let nb = (N + GBLK - 1u) / GBLK;
+    let scan_n = params.scan_n;
+    let nb = (scan_n + SCAN_BLOCK - 1u) / SCAN_BLOCK;
     let n = i % ds;
     let r = i / ds;
-    let d = r % P.d_inner;
-    let r2 = r / P.d_inner;
-    let c = r2 % N;
-    let sb = r2 / N;
-    let blk = c / GBLK;
+    let d = r % params.d_inner;
+    let r2 = r / params.d_inner;
+    let c = r2 % scan_n;
+    let sb = r2 / scan_n;
+    let blk = c / SCAN_BLOCK;
     if (blk == 0u) {
         return;
     }
     let A = -exp(A_log[d * ds + n]);
-    let ie = s_idx(sb, N, c, d);
-    let carry = Sbuf[P.off_agg_S + s_idx(sb, nb, blk - 1u, d) * ds + n];
-    let s = sbuf[P.off_out_s + ie];
-    let o = P.off_out_S + ie * ds + n;
-    Sbuf[o] = Sbuf[o] + exp(A * s) * carry;
+    let ie = s_idx(sb, scan_n, c, d);
+    let carry = scan_states[params.off_agg_S + s_idx(sb, nb, blk - 1u, d) * ds + n];
+    let s = scan_dt_sums[params.off_out_s + ie];
+    let o = params.off_out_S + ie * ds + n;
+    scan_states[o] = scan_states[o] + exp(A * s) * carry;
 }
 
 // ---------------------------------------------------------------- backward
 
 // Backward pass 1: per (batch, chunk, d): the forward summary (set 0, as
 // s6_fwd_summary) and the reverse summary of the adjoint (set 1, chunk order
-// flipped): L = Ā_{t0}·g_{t0} with g from zero at the chunk's end.
+// flipped): the adjoint handed out, Ā_{t0}·g_{t0}, with g from zero at the chunk's end.
 @compute @workgroup_size(64)
 fn s6_bwd_summary(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let ln = chunk_lane(wid, nwg, lid, P.n_chunks);
+    let ln = chunk_lane(wid, nwg, lid, params.n_chunks);
     if (!ln.ok) {
         return;  // no barriers in this entry point
     }
     let ds = d_state();
-    let N = P.n_chunks;
-    let t0 = ln.c * P.chunk_len;
-    let t1 = min(t0 + P.chunk_len, P.seq_len);
+    let n_chunks = params.n_chunks;
+    let t0 = ln.c * params.chunk_len;
+    let t1 = min(t0 + params.chunk_len, params.seq_len);
     let zoh = is_zoh();
     let n_tiles = state_tiles();
-    let rc = N - 1u - ln.c;
-    // With the forward's h stored (flags bit 3) only the adjoint summaries are needed; they
-    // are then scan set b instead of batch + b.
-    let fwd = (P.flags & 8u) == 0u;
-    let rset = select(ln.b, P.batch + ln.b, fwd);
+    let rc = n_chunks - 1u - ln.c;
+    // With FLAG_ADJOINT_ONLY (the forward's h stored, or its checkpoints) only the adjoint
+    // summaries are needed; they are then scan set b instead of batch + b.
+    let fwd = (params.flags & FLAG_ADJOINT_ONLY) == 0u;
+    let rset = select(ln.b, params.batch + ln.b, fwd);
     var ssum = 0.0;
     for (var tile = 0u; tile < n_tiles; tile++) {
         let n0 = tile * TILE;
@@ -1189,13 +1069,13 @@ fn s6_bwd_summary(
         for (var t = t0; t < select(t0, t1, fwd); t++) {
             let cur = nx;
             nx = load_step(ln.b, min(t + 1u, t1 - 1u), ln.d, bt, false);
-            let dl = softplus(cur.z);
+            let dt = softplus(cur.z);
             let uv = cur.u;
-            sacc = sacc + dl;
-            h0 = fwd_q(h0, ta.E0, ta.iA0, dl, cur.b0 * uv, zoh);
-            h1 = fwd_q(h1, ta.E1, ta.iA1, dl, cur.b1 * uv, zoh);
-            h2 = fwd_q(h2, ta.E2, ta.iA2, dl, cur.b2 * uv, zoh);
-            h3 = fwd_q(h3, ta.E3, ta.iA3, dl, cur.b3 * uv, zoh);
+            sacc = sacc + dt;
+            h0 = fwd_q(h0, ta.E0, ta.iA0, dt, cur.b0 * uv, zoh);
+            h1 = fwd_q(h1, ta.E1, ta.iA1, dt, cur.b1 * uv, zoh);
+            h2 = fwd_q(h2, ta.E2, ta.iA2, dt, cur.b2 * uv, zoh);
+            h3 = fwd_q(h3, ta.E3, ta.iA3, dt, cur.b3 * uv, zoh);
         }
         // g here is Ā_t·g_t, the amount handed to step t-1.
         var g0 = vec4<f32>(0.0);
@@ -1208,8 +1088,8 @@ fn s6_bwd_summary(
         for (; tt >= t0 + 2u; tt -= 2u) {
             let ia = act_idx(ln.b, tt - 1u, ln.d);
             let ib = act_idx(ln.b, tt - 2u, ln.d);
-            let dla = softplus(delta_raw(ia, ln.d));
-            let dlb = softplus(delta_raw(ib, ln.d));
+            let dt_a = softplus(delta_raw(ia, ln.d));
+            let dt_b = softplus(delta_raw(ib, ln.d));
             let dya = dy[ia];
             let dyb = dy[ib];
             let ra = bc_row(ln.b, tt - 1u);
@@ -1222,16 +1102,16 @@ fn s6_bwd_summary(
             let cb1 = ld_C4(rb2, bt, 1u);
             let cb2 = ld_C4(rb2, bt, 2u);
             let cb3 = ld_C4(rb2, bt, 3u);
-            let ea0 = exp2(dla * ta.E0);
-            let ea1 = exp2(dla * ta.E1);
-            let ea2 = exp2(dla * ta.E2);
-            let ea3 = exp2(dla * ta.E3);
-            let eb0 = exp2(dlb * ta.E0);
-            let eb1 = exp2(dlb * ta.E1);
-            let eb2 = exp2(dlb * ta.E2);
-            let eb3 = exp2(dlb * ta.E3);
-            racc = racc + dla;
-            racc = racc + dlb;
+            let ea0 = exp2(dt_a * ta.E0);
+            let ea1 = exp2(dt_a * ta.E1);
+            let ea2 = exp2(dt_a * ta.E2);
+            let ea3 = exp2(dt_a * ta.E3);
+            let eb0 = exp2(dt_b * ta.E0);
+            let eb1 = exp2(dt_b * ta.E1);
+            let eb2 = exp2(dt_b * ta.E2);
+            let eb3 = exp2(dt_b * ta.E3);
+            racc = racc + dt_a;
+            racc = racc + dt_b;
             g0 = eb0 * (cb0 * dyb + ea0 * (ca0 * dya + g0));
             g1 = eb1 * (cb1 * dyb + ea1 * (ca1 * dya + g1));
             g2 = eb2 * (cb2 * dyb + ea2 * (ca2 * dya + g2));
@@ -1240,19 +1120,19 @@ fn s6_bwd_summary(
         if (tt > t0) {
             let t = tt - 1u;
             let i = act_idx(ln.b, t, ln.d);
-            let dl = softplus(delta_raw(i, ln.d));
-            racc = racc + dl;
+            let dt = softplus(delta_raw(i, ln.d));
+            racc = racc + dt;
             let dyv = dy[i];
             let bb = bc_row(ln.b, t);
-            g0 = exp2(dl * ta.E0) * (ld_C4(bb, bt, 0u) * dyv + g0);
-            g1 = exp2(dl * ta.E1) * (ld_C4(bb, bt, 1u) * dyv + g1);
-            g2 = exp2(dl * ta.E2) * (ld_C4(bb, bt, 2u) * dyv + g2);
-            g3 = exp2(dl * ta.E3) * (ld_C4(bb, bt, 3u) * dyv + g3);
+            g0 = exp2(dt * ta.E0) * (ld_C4(bb, bt, 0u) * dyv + g0);
+            g1 = exp2(dt * ta.E1) * (ld_C4(bb, bt, 1u) * dyv + g1);
+            g2 = exp2(dt * ta.E2) * (ld_C4(bb, bt, 2u) * dyv + g2);
+            g3 = exp2(dt * ta.E3) * (ld_C4(bb, bt, 3u) * dyv + g3);
         }
         ssum = select(racc, sacc, fwd);
-        let rb = P.off_in_S + s_idx(rset, N, rc, ln.d) * ds;
+        let rb = params.off_in_S + s_idx(rset, n_chunks, rc, ln.d) * ds;
         if (fwd) {
-            let fb = P.off_in_S + s_idx(ln.b, N, ln.c, ln.d) * ds;
+            let fb = params.off_in_S + s_idx(ln.b, n_chunks, ln.c, ln.d) * ds;
             st_S4(fb, n0, h0);
             st_S4(fb, n0 + 4u, h1);
             st_S4(fb, n0 + 8u, h2);
@@ -1264,21 +1144,20 @@ fn s6_bwd_summary(
         st_S4(rb, n0 + 12u, g3);
     }
     if (fwd) {
-        sbuf[P.off_in_s + s_idx(ln.b, N, ln.c, ln.d)] = ssum;
+        scan_dt_sums[params.off_in_s + s_idx(ln.b, n_chunks, ln.c, ln.d)] = ssum;
     }
-    sbuf[P.off_in_s + s_idx(rset, N, rc, ln.d)] = ssum;
+    scan_dt_sums[params.off_in_s + s_idx(rset, n_chunks, rc, ln.d)] = ssum;
 }
 
-// Index of vec4 q (0..7: dB then dC) of lane `lane` in slot `slot` of bc_smem.
-fn sm_at(slot: u32, lane: u32, q: u32) -> u32 {
-    return slot * SM_SLOT + lane * SM_ROW + ((q + lane) & 7u);
+// Index of vec4 q (0..7: dB then dC) of lane `lane` in bc_smem.
+fn sm_at(lane: u32, q: u32) -> u32 {
+    return lane * SM_ROW + ((q + lane) & 7u);
 }
 
 // #if subgroups
 // Lanes whose dB | dC s6_bwd_output sums into one partial row (a power of two <= 32): a
 // pipeline constant, not a Params field, so that the reduce-scatter below has no branches
-// left and its lane arithmetic folds (H200, wide backward 5.05 -> 4.78 ms against reading it
-// from Params).
+// left and its lane arithmetic folds (see families/s6/NOTES.md, 'Fifth round').
 override SG_GROUP: u32 = 32u;
 
 // dB | dC of one step summed over G = SG_GROUP lanes of a subgroup (consecutive channels
@@ -1296,7 +1175,7 @@ fn sg_half4(lo: vec4<f32>, hi: vec4<f32>, upper: bool, o: u32) -> vec4<f32> {
 fn st_sum1(ok: bool, rb: u32, q: u32, c: u32, n0: u32, v: f32) {
     let n = n0 + (q % 4u) * 4u + c;
     if (ok && n < d_state()) {
-        red[rb + (q / 4u) * P.batch * P.seq_len * d_state() + n] = v;
+        partials[rb + (q / 4u) * params.batch * params.seq_len * d_state() + n] = v;
     }
 }
 
@@ -1311,7 +1190,7 @@ fn sg_bc_store(ok: bool, row: u32, b: u32, t: u32, n0: u32, lane: u32, q0: vec4<
                q1: vec4<f32>, q2: vec4<f32>, q3: vec4<f32>, q4: vec4<f32>, q5: vec4<f32>,
                q6: vec4<f32>, q7: vec4<f32>) {
     let G = SG_GROUP;  // a pipeline constant: the branches below fold away
-    let rb = row * 2u * P.batch * P.seq_len * d_state() + bc_idx(b, t, 0u);
+    let rb = row * 2u * params.batch * params.seq_len * d_state() + bc_idx(b, t, 0u);
     if (G == 1u) {
         st_sum4(ok, rb, 0u, n0, q0);
         st_sum4(ok, rb, 1u, n0, q1);
@@ -1383,21 +1262,22 @@ fn s6_bwd_output(
     @builtin(subgroup_size) sg_size: u32,
 // #endif
 ) {
-    let ln = chunk_lane(wid, nwg, lid, P.n_kgroups);
+    let ln = chunk_lane(wid, nwg, lid, params.n_kgroups);
     let ok = ln.ok;
     // Predicated, never returned: the loops below hold barriers.
-    let b = select(0u, ln.b, ln.wok && ln.b < P.batch);
+    let b = select(0u, ln.b, ln.wok && ln.b < params.batch);
     let d = select(0u, ln.d, ok);
     let ds = d_state();
-    let N = P.n_chunks;
-    let L = P.chunk_len;
-    let nsub = (L + SUB - 1u) / SUB;  // sub-chunks per chunk (uniform: barriers in the loop)
+    let n_chunks = params.n_chunks;
+    let chunk_len = params.chunk_len;
+    // sub-chunks per chunk (uniform: barriers in the loop)
+    let nsub = (chunk_len + SUB - 1u) / SUB;
     let zoh = is_zoh();
-    let ckpt = has_ckpt();  // sub-chunk starts from the forward (flags bit 4)
+    let ckpt = has_ckpt();  // sub-chunk starts from the forward's checkpoints
     let n_tiles = state_tiles();
-    let cpw = WG / P.wg_d;  // chunk lanes per workgroup
-    let Dd = Dv[d];
-    let bcM = P.batch * P.seq_len * ds;  // columns of one of dB, dC in the partials
+    let lanes_c = WORKGROUP / params.wg_d;  // chunk lanes per workgroup
+    let d_skip = D[d];
+    let bc_cols = params.batch * params.seq_len * ds;  // columns of one of dB, dC in the partials
     var dD_acc = 0.0;
     var ddb_acc = 0.0;
     for (var tile = 0u; tile < n_tiles; tile++) {
@@ -1408,13 +1288,13 @@ fn s6_bwd_output(
         var dA1 = vec4<f32>(0.0);
         var dA2 = vec4<f32>(0.0);
         var dA3 = vec4<f32>(0.0);
-        for (var kk = 0u; kk < P.k_chunks; kk++) {
-            let kslot = P.k_chunks - 1u - kk;
-            let c_raw = ln.c * P.k_chunks + kslot;
-            let cok = ok && c_raw < N;
+        for (var kk = 0u; kk < params.k_chunks; kk++) {
+            let kslot = params.k_chunks - 1u - kk;
+            let c_raw = ln.c * params.k_chunks + kslot;
+            let cok = ok && c_raw < n_chunks;
             let c = select(0u, c_raw, cok);
-            let t0 = c * L;
-            let nsteps = select(0u, min(L, P.seq_len - min(t0, P.seq_len)), cok);
+            let t0 = c * chunk_len;
+            let nsteps = select(0u, min(chunk_len, params.seq_len - min(t0, params.seq_len)), cok);
             // Chunk-start state (forward set) and adjoint handed in from the right (reverse set).
             var h0 = vec4<f32>(0.0);
             var h1 = vec4<f32>(0.0);
@@ -1424,7 +1304,7 @@ fn s6_bwd_output(
             var gc1 = vec4<f32>(0.0);
             var gc2 = vec4<f32>(0.0);
             var gc3 = vec4<f32>(0.0);
-            let p = N - 1u - c;
+            let rc = n_chunks - 1u - c;
             if (cok && c > 0u && !ckpt) {
                 let cr = carry_ref(b, c - 1u, d);
                 h0 = ld_carry4(cr, n0, ta.E0);
@@ -1432,9 +1312,9 @@ fn s6_bwd_output(
                 h2 = ld_carry4(cr, n0 + 8u, ta.E2);
                 h3 = ld_carry4(cr, n0 + 12u, ta.E3);
             }
-            if (cok && p > 0u) {
+            if (cok && rc > 0u) {
                 // With checkpoints the scan holds the adjoint summaries alone (set b).
-                let cr = carry_ref(select(P.batch + b, b, ckpt), p - 1u, d);
+                let cr = carry_ref(select(params.batch + b, b, ckpt), rc - 1u, d);
                 gc0 = ld_carry4(cr, n0, ta.E0);
                 gc1 = ld_carry4(cr, n0 + 4u, ta.E1);
                 gc2 = ld_carry4(cr, n0 + 8u, ta.E2);
@@ -1455,13 +1335,13 @@ fn s6_bwd_output(
                 }
                 if (jc < nck) {
                     let i = act_idx(b, t0 + jc, d);
-                    let dl = softplus(delta_raw(i, d));
+                    let dt = softplus(delta_raw(i, d));
                     let uv = u[i];
                     let bb = bc_row(b, t0 + jc);
-                    h0 = fwd_q(h0, ta.E0, ta.iA0, dl, ld_B4(bb, bt, 0u) * uv, zoh);
-                    h1 = fwd_q(h1, ta.E1, ta.iA1, dl, ld_B4(bb, bt, 1u) * uv, zoh);
-                    h2 = fwd_q(h2, ta.E2, ta.iA2, dl, ld_B4(bb, bt, 2u) * uv, zoh);
-                    h3 = fwd_q(h3, ta.E3, ta.iA3, dl, ld_B4(bb, bt, 3u) * uv, zoh);
+                    h0 = fwd_q(h0, ta.E0, ta.iA0, dt, ld_B4(bb, bt, 0u) * uv, zoh);
+                    h1 = fwd_q(h1, ta.E1, ta.iA1, dt, ld_B4(bb, bt, 1u) * uv, zoh);
+                    h2 = fwd_q(h2, ta.E2, ta.iA2, dt, ld_B4(bb, bt, 2u) * uv, zoh);
+                    h3 = fwd_q(h3, ta.E3, ta.iA3, dt, ld_B4(bb, bt, 3u) * uv, zoh);
                 }
             }
             var nk0 = vec4<f32>(0.0);
@@ -1489,7 +1369,7 @@ fn s6_bwd_output(
                     h3 = nk3;
                     // The next sub-chunk's start, loaded a sub-chunk ahead (its DRAM latency
                     // was on every sub-chunk's critical path). Written out like the loads
-                    // before the loop: the same in a struct helper was 1.3% slower (H200).
+                    // before the loop, not in a helper (families/s6/NOTES.md, 'Fifth round').
                     let sp = max(sub, 1u) - 1u;
                     let has = sp * SUB < nsteps && sub > 0u;
                     let tsp = t0 + select(0u, sp * SUB, has);
@@ -1505,10 +1385,10 @@ fn s6_bwd_output(
                 }
                 // The reverse sweep's per-step scalars, loaded here: dy's load is then not
                 // on the reverse sweep's critical path, and softplus runs once per step.
-                var dyh: array<f32, SUB>;
-                var zh: array<f32, SUB>;
-                var dlh: array<f32, SUB>;
-                var uh: array<f32, SUB>;
+                var dy_hist: array<f32, SUB>;
+                var z_hist: array<f32, SUB>;
+                var dt_hist: array<f32, SUB>;
+                var u_hist: array<f32, SUB>;
                 for (var j = 0u; j < SUB; j++) {
                     hist[j * 4u] = h0;
                     hist[j * 4u + 1u] = h1;
@@ -1521,17 +1401,17 @@ fn s6_bwd_output(
                     let tv = t0 + select(0u, jt, v);
                     let i = act_idx(b, tv, d);
                     let zz = delta_raw(i, d);
-                    let dl = softplus(zz);
+                    let dt = softplus(zz);
                     let uv = u[i];
-                    dyh[j] = dy[i];
-                    zh[j] = zz;
-                    dlh[j] = dl;
-                    uh[j] = uv;
+                    dy_hist[j] = dy[i];
+                    z_hist[j] = zz;
+                    dt_hist[j] = dt;
+                    u_hist[j] = uv;
                     let bb = bc_row(b, tv);
-                    h0 = select(h0, fwd_q(h0, ta.E0, ta.iA0, dl, ld_B4(bb, bt, 0u) * uv, zoh), v);
-                    h1 = select(h1, fwd_q(h1, ta.E1, ta.iA1, dl, ld_B4(bb, bt, 1u) * uv, zoh), v);
-                    h2 = select(h2, fwd_q(h2, ta.E2, ta.iA2, dl, ld_B4(bb, bt, 2u) * uv, zoh), v);
-                    h3 = select(h3, fwd_q(h3, ta.E3, ta.iA3, dl, ld_B4(bb, bt, 3u) * uv, zoh), v);
+                    h0 = select(h0, fwd_q(h0, ta.E0, ta.iA0, dt, ld_B4(bb, bt, 0u) * uv, zoh), v);
+                    h1 = select(h1, fwd_q(h1, ta.E1, ta.iA1, dt, ld_B4(bb, bt, 1u) * uv, zoh), v);
+                    h2 = select(h2, fwd_q(h2, ta.E2, ta.iA2, dt, ld_B4(bb, bt, 2u) * uv, zoh), v);
+                    h3 = select(h3, fwd_q(h3, ta.E3, ta.iA3, dt, ld_B4(bb, bt, 3u) * uv, zoh), v);
                 }
                 // Reverse sweep of the sub-chunk with the adjoint.
                 for (var j1 = SUB; j1 > 0u; j1--) {
@@ -1540,19 +1420,19 @@ fn s6_bwd_output(
                     let v = jt < nsteps;
                     let t = t0 + select(0u, jt, v);
                     let i = act_idx(b, t, d);
-                    let z = zh[j];
-                    let dl = dlh[j];
-                    let uv = uh[j];
-                    let dyv = dyh[j];
+                    let z = z_hist[j];
+                    let dt = dt_hist[j];
+                    let uv = u_hist[j];
+                    let dyv = dy_hist[j];
                     let bb = bc_row(b, t);
                     let r0 = bwd_q(hist[j * 4u], ta.A0, ta.E0, ta.iA0, gc0, ld_B4(bb, bt, 0u),
-                                   ld_C4(bb, bt, 0u), dl, uv, dyv, zoh);
+                                   ld_C4(bb, bt, 0u), dt, uv, dyv, zoh);
                     let r1 = bwd_q(hist[j * 4u + 1u], ta.A1, ta.E1, ta.iA1, gc1, ld_B4(bb, bt, 1u),
-                                   ld_C4(bb, bt, 1u), dl, uv, dyv, zoh);
+                                   ld_C4(bb, bt, 1u), dt, uv, dyv, zoh);
                     let r2 = bwd_q(hist[j * 4u + 2u], ta.A2, ta.E2, ta.iA2, gc2, ld_B4(bb, bt, 2u),
-                                   ld_C4(bb, bt, 2u), dl, uv, dyv, zoh);
+                                   ld_C4(bb, bt, 2u), dt, uv, dyv, zoh);
                     let r3 = bwd_q(hist[j * 4u + 3u], ta.A3, ta.E3, ta.iA3, gc3, ld_B4(bb, bt, 3u),
-                                   ld_C4(bb, bt, 3u), dl, uv, dyv, zoh);
+                                   ld_C4(bb, bt, 3u), dt, uv, dyv, zoh);
                     let zero = vec4<f32>(0.0);
                     if (v) {
                         gc0 = r0.gc;
@@ -1563,7 +1443,7 @@ fn s6_bwd_output(
                         dA1 = dA1 + r1.dA;
                         dA2 = dA2 + r2.dA;
                         dA3 = dA3 + r3.dA;
-                        let ddz = put_du_ddelta(i, tile == 0u, Dd * dyv, z, r0, r1, r2, r3);
+                        let ddz = put_du_ddelta(i, tile == 0u, d_skip * dyv, z, r0, r1, r2, r3);
                         if (tile == 0u) {
                             dD_acc = dD_acc + dyv * uv;
                         }
@@ -1571,8 +1451,9 @@ fn s6_bwd_output(
                     }
 // #if subgroups
                     // This step's dB | dC summed over the subgroup's lanes of this chunk.
-                    let tt = c_raw * L + jt;
-                    let gv = ln.wok && ln.b < P.batch && c_raw < N && jt < L && tt < P.seq_len;
+                    let tt = c_raw * chunk_len + jt;
+                    let gv = ln.wok && ln.b < params.batch && c_raw < n_chunks && jt < chunk_len
+                             && tt < params.seq_len;
                     sg_bc_store(gv && sg_size >= SG_GROUP, ln.d / SG_GROUP, ln.b, tt, n0,
                                 lid % SG_GROUP, select(zero, r0.dB, v),
                                 select(zero, r1.dB, v), select(zero, r2.dB, v),
@@ -1580,82 +1461,73 @@ fn s6_bwd_output(
                                 select(zero, r1.dC, v), select(zero, r2.dC, v),
                                 select(zero, r3.dC, v));
 // #else
-                    // Step j goes to slot j % XSLOTS; the block of steps j .. j + XSLOTS - 1
-                    // is summed once slot 0 is written (XSLOTS divides SUB, so a block never
-                    // straddles sub-chunks).
-                    let slot = j % XSLOTS;
-                    bc_smem[sm_at(slot, lid, 0u)] = select(zero, r0.dB, v);
-                    bc_smem[sm_at(slot, lid, 1u)] = select(zero, r1.dB, v);
-                    bc_smem[sm_at(slot, lid, 2u)] = select(zero, r2.dB, v);
-                    bc_smem[sm_at(slot, lid, 3u)] = select(zero, r3.dB, v);
-                    bc_smem[sm_at(slot, lid, 4u)] = select(zero, r0.dC, v);
-                    bc_smem[sm_at(slot, lid, 5u)] = select(zero, r1.dC, v);
-                    bc_smem[sm_at(slot, lid, 6u)] = select(zero, r2.dC, v);
-                    bc_smem[sm_at(slot, lid, 7u)] = select(zero, r3.dC, v);
-                    if (slot == 0u) {  // uniform: j counts down from a constant
-                        workgroupBarrier();
-                        if (P.wg_d >= 8u) {
-                            // Two levels, in a fixed order: every invocation sums 8 lanes of
-                            // one vec4 column (4 states of dB or dC of one step) into
-                            // bc_part; after the barrier, one invocation per column sums
-                            // the wg_d / 8 partials. (One level took 64 dependent loads
-                            // on 8 invocations while the other 56 waited.)
-                            let per = P.wg_d / 8u;  // partials per column
-                            let col1 = lid / per;  // cpw * 8 * XSLOTS columns of per each
-                            let part = lid % per;
-                            let cg1 = col1 / (8u * XSLOTS);
-                            let sl1 = (col1 / 8u) % XSLOTS;
-                            let kv1 = col1 % 8u;
-                            let la = cg1 * P.wg_d + part * 8u;
-                            var s0 = bc_smem[sm_at(sl1, la, kv1)] + bc_smem[sm_at(sl1, la + 1u, kv1)];
-                            var s1 = bc_smem[sm_at(sl1, la + 2u, kv1)] + bc_smem[sm_at(sl1, la + 3u, kv1)];
-                            s0 += bc_smem[sm_at(sl1, la + 4u, kv1)] + bc_smem[sm_at(sl1, la + 5u, kv1)];
-                            s1 += bc_smem[sm_at(sl1, la + 6u, kv1)] + bc_smem[sm_at(sl1, la + 7u, kv1)];
-                            bc_part[lid] = s0 + s1;
-                        }
-                        workgroupBarrier();
-                        for (var o = lid; o < cpw * 8u * XSLOTS; o += WG) {
-                            let cg = o / (8u * XSLOTS);
-                            let sl = (o / 8u) % XSLOTS;
-                            let kv = o % 8u;  // vec4 column: dB (0..3) or dC (4..7)
-                            let cc = (ln.grp * cpw + cg) * P.k_chunks + kslot;
-                            let jo = jt + sl;
-                            let tt = cc * L + jo;
-                            var acc = vec4<f32>(0.0);
-                            if (P.wg_d >= 8u) {
-                                let per = P.wg_d / 8u;
-                                for (var k = 0u; k < per; k++) {
-                                    acc += bc_part[o * per + k];
-                                }
-                            } else {
-                                for (var l = 0u; l < P.wg_d; l++) {
-                                    acc += bc_smem[sm_at(sl, cg * P.wg_d + l, kv)];
-                                }
+                    bc_smem[sm_at(lid, 0u)] = select(zero, r0.dB, v);
+                    bc_smem[sm_at(lid, 1u)] = select(zero, r1.dB, v);
+                    bc_smem[sm_at(lid, 2u)] = select(zero, r2.dB, v);
+                    bc_smem[sm_at(lid, 3u)] = select(zero, r3.dB, v);
+                    bc_smem[sm_at(lid, 4u)] = select(zero, r0.dC, v);
+                    bc_smem[sm_at(lid, 5u)] = select(zero, r1.dC, v);
+                    bc_smem[sm_at(lid, 6u)] = select(zero, r2.dC, v);
+                    bc_smem[sm_at(lid, 7u)] = select(zero, r3.dC, v);
+                    workgroupBarrier();
+                    if (params.wg_d >= 8u) {
+                        // Two levels, in a fixed order: every invocation sums 8 lanes of one
+                        // vec4 column (4 states of dB or dC of this step) into bc_part; after
+                        // the barrier, one invocation per column sums the wg_d / 8 partials.
+                        // (One level took 64 dependent loads on 8 invocations while the other
+                        // 56 waited.)
+                        let per = params.wg_d / 8u;  // partials per column
+                        let col1 = lid / per;  // lanes_c * 8 columns of per each
+                        let part = lid % per;
+                        let cg1 = col1 / 8u;
+                        let kv1 = col1 % 8u;
+                        let la = cg1 * params.wg_d + part * 8u;
+                        var s0 = bc_smem[sm_at(la, kv1)] + bc_smem[sm_at(la + 1u, kv1)];
+                        var s1 = bc_smem[sm_at(la + 2u, kv1)] + bc_smem[sm_at(la + 3u, kv1)];
+                        s0 += bc_smem[sm_at(la + 4u, kv1)] + bc_smem[sm_at(la + 5u, kv1)];
+                        s1 += bc_smem[sm_at(la + 6u, kv1)] + bc_smem[sm_at(la + 7u, kv1)];
+                        bc_part[lid] = s0 + s1;
+                    }
+                    workgroupBarrier();
+                    for (var o = lid; o < lanes_c * 8u; o += WORKGROUP) {
+                        let cg = o / 8u;
+                        let kv = o % 8u;  // vec4 column: dB (0..3) or dC (4..7)
+                        let cc = (ln.grp * lanes_c + cg) * params.k_chunks + kslot;
+                        let tt = cc * chunk_len + jt;
+                        var acc = vec4<f32>(0.0);
+                        if (params.wg_d >= 8u) {
+                            let per = params.wg_d / 8u;
+                            for (var k = 0u; k < per; k++) {
+                                acc += bc_part[o * per + k];
                             }
-                            if (ln.wok && cc < N && jo < L && tt < P.seq_len) {
-                                let n = n0 + (kv % 4u) * 4u;
-                                let col = (kv / 4u) * bcM + bc_idx(ln.b, tt, 0u);
-                                let rb = ln.dblk * 2u * bcM + col;
-                                if (n < ds) { red[rb + n] = acc.x; }
-                                if (n + 1u < ds) { red[rb + n + 1u] = acc.y; }
-                                if (n + 2u < ds) { red[rb + n + 2u] = acc.z; }
-                                if (n + 3u < ds) { red[rb + n + 3u] = acc.w; }
+                        } else {
+                            for (var l = 0u; l < params.wg_d; l++) {
+                                acc += bc_smem[sm_at(cg * params.wg_d + l, kv)];
                             }
                         }
-                        if (P.wg_d < 8u) {  // uniform; only then did this read bc_smem
-                            workgroupBarrier();
+                        if (ln.wok && cc < n_chunks && jt < chunk_len && tt < params.seq_len) {
+                            let n = n0 + (kv % 4u) * 4u;
+                            let col = (kv / 4u) * bc_cols + bc_idx(ln.b, tt, 0u);
+                            let rb = ln.dblk * 2u * bc_cols + col;
+                            if (n < ds) { partials[rb + n] = acc.x; }
+                            if (n + 1u < ds) { partials[rb + n + 1u] = acc.y; }
+                            if (n + 2u < ds) { partials[rb + n + 2u] = acc.z; }
+                            if (n + 3u < ds) { partials[rb + n + 3u] = acc.w; }
                         }
+                    }
+                    if (params.wg_d < 8u) {  // uniform; only then did this read bc_smem
+                        workgroupBarrier();
                     }
 // #endif
                 }
             }
         }
         if (ok) {
-            st_dA_par(ln.b * P.n_kgroups + ln.c, d, n0, ta, dA0, dA1, dA2, dA3);
+            st_dA_par(ln.b * params.n_kgroups + ln.c, d, n0, ta, dA0, dA1, dA2, dA3);
         }
     }
     if (ok) {
-        st_dd_par(ln.b * P.n_kgroups + ln.c, d, dD_acc, ddb_acc);
+        st_dd_par(ln.b * params.n_kgroups + ln.c, d, dD_acc, ddb_acc);
     }
 }
 
@@ -1681,7 +1553,8 @@ fn ld_hprev4(b: u32, t: u32, d: u32, n: u32) -> vec4<f32> {
 fn st_bc4(d: u32, sel: u32, b: u32, t: u32, n: u32, v: vec4<f32>) {
     let q4 = bc_q4();
     if (n / 4u < q4) {
-        red4w[(2u * d + sel) * P.batch * P.seq_len * q4 + bc_row(b, t) + n / 4u] = v;
+        let rows = params.batch * params.seq_len * q4;  // vec4s of one of dB, dC
+        partials4_rw[(2u * d + sel) * rows + bc_row(b, t) + n / 4u] = v;
     }
 }
 
@@ -1697,18 +1570,18 @@ fn s6_bwd_output_h(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let ln = chunk_lane(wid, nwg, lid, P.n_kgroups);
+    let ln = chunk_lane(wid, nwg, lid, params.n_kgroups);
     if (!ln.ok) {
         return;  // no barriers in this entry point
     }
     let b = ln.b;
     let d = ln.d;
     let ds = d_state();
-    let N = P.n_chunks;
-    let L = P.chunk_len;
+    let n_chunks = params.n_chunks;
+    let chunk_len = params.chunk_len;
     let zoh = is_zoh();
     let n_tiles = state_tiles();
-    let Dd = Dv[d];
+    let d_skip = D[d];
     var dD_acc = 0.0;
     var ddb_acc = 0.0;
     for (var tile = 0u; tile < n_tiles; tile++) {
@@ -1719,20 +1592,20 @@ fn s6_bwd_output_h(
         var dA1 = vec4<f32>(0.0);
         var dA2 = vec4<f32>(0.0);
         var dA3 = vec4<f32>(0.0);
-        for (var kk = 0u; kk < P.k_chunks; kk++) {
-            let c = ln.c * P.k_chunks + P.k_chunks - 1u - kk;
-            if (c >= N) {
+        for (var kk = 0u; kk < params.k_chunks; kk++) {
+            let c = ln.c * params.k_chunks + params.k_chunks - 1u - kk;
+            if (c >= n_chunks) {
                 continue;
             }
-            let t0 = c * L;
-            let t1 = min(t0 + L, P.seq_len);
+            let t0 = c * chunk_len;
+            let t1 = min(t0 + chunk_len, params.seq_len);
             var gc0 = vec4<f32>(0.0);
             var gc1 = vec4<f32>(0.0);
             var gc2 = vec4<f32>(0.0);
             var gc3 = vec4<f32>(0.0);
-            let p = N - 1u - c;
-            if (p > 0u) {
-                let cr = carry_ref(b, p - 1u, d);
+            let rc = n_chunks - 1u - c;
+            if (rc > 0u) {
+                let cr = carry_ref(b, rc - 1u, d);
                 gc0 = ld_carry4(cr, n0, ta.E0);
                 gc1 = ld_carry4(cr, n0 + 4u, ta.E1);
                 gc2 = ld_carry4(cr, n0 + 8u, ta.E2);
@@ -1742,18 +1615,18 @@ fn s6_bwd_output_h(
                 let t = tt - 1u;
                 let i = act_idx(b, t, d);
                 let z = delta_raw(i, d);
-                let dl = softplus(z);
+                let dt = softplus(z);
                 let uv = u[i];
                 let dyv = dy[i];
                 let bb = bc_row(b, t);
                 let r0 = bwd_q(ld_hprev4(b, t, d, n0), ta.A0, ta.E0, ta.iA0, gc0, ld_B4(bb, bt, 0u),
-                               ld_C4(bb, bt, 0u), dl, uv, dyv, zoh);
-                let r1 = bwd_q(ld_hprev4(b, t, d, n0 + 4u), ta.A1, ta.E1, ta.iA1, gc1, ld_B4(bb, bt, 1u),
-                               ld_C4(bb, bt, 1u), dl, uv, dyv, zoh);
-                let r2 = bwd_q(ld_hprev4(b, t, d, n0 + 8u), ta.A2, ta.E2, ta.iA2, gc2, ld_B4(bb, bt, 2u),
-                               ld_C4(bb, bt, 2u), dl, uv, dyv, zoh);
-                let r3 = bwd_q(ld_hprev4(b, t, d, n0 + 12u), ta.A3, ta.E3, ta.iA3, gc3, ld_B4(bb, bt, 3u),
-                               ld_C4(bb, bt, 3u), dl, uv, dyv, zoh);
+                               ld_C4(bb, bt, 0u), dt, uv, dyv, zoh);
+                let r1 = bwd_q(ld_hprev4(b, t, d, n0 + 4u), ta.A1, ta.E1, ta.iA1, gc1,
+                               ld_B4(bb, bt, 1u), ld_C4(bb, bt, 1u), dt, uv, dyv, zoh);
+                let r2 = bwd_q(ld_hprev4(b, t, d, n0 + 8u), ta.A2, ta.E2, ta.iA2, gc2,
+                               ld_B4(bb, bt, 2u), ld_C4(bb, bt, 2u), dt, uv, dyv, zoh);
+                let r3 = bwd_q(ld_hprev4(b, t, d, n0 + 12u), ta.A3, ta.E3, ta.iA3, gc3,
+                               ld_B4(bb, bt, 3u), ld_C4(bb, bt, 3u), dt, uv, dyv, zoh);
                 gc0 = r0.gc;
                 gc1 = r1.gc;
                 gc2 = r2.gc;
@@ -1770,16 +1643,16 @@ fn s6_bwd_output_h(
                 st_bc4(d, 1u, b, t, n0 + 4u, r1.dC);
                 st_bc4(d, 1u, b, t, n0 + 8u, r2.dC);
                 st_bc4(d, 1u, b, t, n0 + 12u, r3.dC);
-                let ddz = put_du_ddelta(i, tile == 0u, Dd * dyv, z, r0, r1, r2, r3);
+                let ddz = put_du_ddelta(i, tile == 0u, d_skip * dyv, z, r0, r1, r2, r3);
                 if (tile == 0u) {
                     dD_acc = dD_acc + dyv * uv;
                 }
                 ddb_acc = ddb_acc + ddz;
             }
         }
-        st_dA_par(b * P.n_kgroups + ln.c, d, n0, ta, dA0, dA1, dA2, dA3);
+        st_dA_par(b * params.n_kgroups + ln.c, d, n0, ta, dA0, dA1, dA2, dA3);
     }
-    st_dd_par(b * P.n_kgroups + ln.c, d, dD_acc, ddb_acc);
+    st_dd_par(b * params.n_kgroups + ln.c, d, dD_acc, ddb_acc);
 }
 
 // ---------------------------------------------------------------- reductions
@@ -1793,22 +1666,23 @@ fn s6_reduce_bc(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let q = wg_linear(wid, nwg) * WG + lid;
-    let half = P.batch * P.seq_len * bc_q4();  // vec4s of dB (then as many of dC) in a row
+    let q = wg_linear(wid, nwg) * WORKGROUP + lid;
+    // vec4s of dB (then as many of dC) in a row
+    let half = params.batch * params.seq_len * bc_q4();
     if (q >= 2u * half) {
         return;  // no barriers in this entry point
     }
     var acc = vec4<f32>(0.0);
-    for (var r = 0u; r < P.red_rows; r++) {
-        acc = acc + red4[r * 2u * half + q];
+    for (var r = 0u; r < params.red_rows; r++) {
+        acc = acc + partials4[r * 2u * half + q];
     }
     let sel = q / half;
-    let bt = (q % half) / bc_q4();
+    let row = (q % half) / bc_q4();
     let n0 = (q % bc_q4()) * 4u;
     for (var k = 0u; k < 4u; k++) {
         let n = n0 + k;
         if (n < d_state()) {
-            let o = bt * d_state() + n;
+            let o = row * d_state() + n;
             if (sel == 0u) {
                 out0[o] = acc[k];
             } else {
@@ -1825,30 +1699,30 @@ fn s6_reduce_rows(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let i = wg_linear(wid, nwg) * WG + lid;
-    if (i >= P.n_threads) {
+    let i = wg_linear(wid, nwg) * WORKGROUP + lid;
+    if (i >= params.n_threads) {
         return;  // no barriers in this entry point
     }
-    let M = P.red_cols;
-    let col = i % M;
-    let orow = i / M;
-    let r0 = orow * GBLK;
-    let r1 = min(r0 + GBLK, P.red_rows);
+    let n_cols = params.red_cols;
+    let col = i % n_cols;
+    let orow = i / n_cols;
+    let r0 = orow * SCAN_BLOCK;
+    let r1 = min(r0 + SCAN_BLOCK, params.red_rows);
     var acc = 0.0;
     for (var r = r0; r < r1; r++) {
-        acc = acc + red[P.red_in + r * M + col];
+        acc = acc + partials[params.red_in + r * n_cols + col];
     }
-    red[P.red_out + orow * M + col] = acc;
+    partials[params.red_out + orow * n_cols + col] = acc;
 }
 
 // Column col of the reduced rows to out0, out1 or out2 ([0, m0), [m0, m0 + m1), the rest).
 fn st_final(col: u32, v: f32) {
-    if (col < P.m0) {
+    if (col < params.m0) {
         out0[col] = v;
-    } else if (col < P.m0 + P.m1) {
-        out1[col - P.m0] = v;
+    } else if (col < params.m0 + params.m1) {
+        out1[col - params.m0] = v;
     } else {
-        out2[col - P.m0 - P.m1] = v;
+        out2[col - params.m0 - params.m1] = v;
     }
 }
 
@@ -1859,36 +1733,36 @@ fn s6_reduce_final(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let col = wg_linear(wid, nwg) * WG + lid;
-    let M = P.red_cols;
-    if (col >= M) {
+    let col = wg_linear(wid, nwg) * WORKGROUP + lid;
+    let n_cols = params.red_cols;
+    if (col >= n_cols) {
         return;  // no barriers in this entry point
     }
     var acc = 0.0;
-    for (var r = 0u; r < P.red_rows; r++) {
-        acc = acc + red[P.red_in + r * M + col];
+    for (var r = 0u; r < params.red_rows; r++) {
+        acc = acc + partials[params.red_in + r * n_cols + col];
     }
     st_final(col, acc);
 }
 
 // s6_reduce_final on whole vec4s (the runner's choice when red_cols and red_in are
 // multiples of 4): the same additions in the same order, a quarter of the loads. It reads
-// the rows through red4, the read-only vec4 view of the same buffer.
+// the rows through partials4, the read-only vec4 view of the same buffer.
 @compute @workgroup_size(64)
 fn s6_reduce_final4(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let c4 = wg_linear(wid, nwg) * WG + lid;
-    let M4 = P.red_cols / 4u;
-    if (c4 >= M4) {
+    let c4 = wg_linear(wid, nwg) * WORKGROUP + lid;
+    let n_cols4 = params.red_cols / 4u;
+    if (c4 >= n_cols4) {
         return;  // no barriers in this entry point
     }
-    let base = P.red_in / 4u;
+    let base = params.red_in / 4u;
     var acc = vec4<f32>(0.0);
-    for (var r = 0u; r < P.red_rows; r++) {
-        acc = acc + red4[base + r * M4 + c4];
+    for (var r = 0u; r < params.red_rows; r++) {
+        acc = acc + partials4[base + r * n_cols4 + c4];
     }
     for (var k = 0u; k < 4u; k++) {
         st_final(c4 * 4u + k, acc[k]);

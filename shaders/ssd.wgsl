@@ -1,23 +1,28 @@
 // ssmviz's own Mamba-2 SSD kernels: the chunked algorithm (Dao & Gu 2024) as parallel passes.
 //
-// Sizes: batch, seq_len (T), n_heads (H), d_head (P), n_groups (G), d_state (N), chunk_len (Q),
-// n_chunks (NC = ceil(T / Q); the last chunk may be shorter). Head h reads group
+// Sizes: batch, seq_len (L), n_heads (H), d_head (P), n_groups (G), d_state (N), chunk_len (Q),
+// n_chunks (NC = ceil(L / Q); the last chunk may be shorter). Head h reads group
 // g = h / (H / G). Layouts (row-major f32):
-//   x, y, dy, dx (batch, T, H, P); dt, ddt (batch, T, H); B, C, dB, dC (batch, T, G, N);
+//   x, y, dy, dx (batch, L, H, P); dt, ddt (batch, L, H); B, C, dB, dC (batch, L, G, N);
 //   A_log, D, dt_bias and their grads (H,); chunk_states (batch, NC + 1, H, P, N), slot c =
 //   state entering chunk c (slot 0 zeros, slot NC the final state); final_state (batch, H, P, N).
-// Scratch: tvec (3, batch, H, T) = in-chunk cumsum of log Ā as hi + lo (two-sum, so that segment
-//   sums cum_t - cum_s stay exact to fp32 even when cum is large) and the input scale s_t;
-//   cb (batch, NC, G, Q, Q) = C Bᵀ per chunk; chunk_local (batch, NC, H, P, N);
-//   dstates (batch, NC, H, P, N) = adjoint of the state leaving chunk c; mh (batch, NC, G, Q, Q);
-//   bt (3, batch, H, T) = v, e, ds (see ssd_dt_elem); tot (batch, H, NC); part (3, batch, NC, H).
+// Scratch: cumsum_scale (3, batch, H, L) = in-chunk cumsum of log Ā as hi + lo (two-sum, so that
+//   segment sums cum_t - cum_s stay exact to fp32 even when cum is large) and the input scale
+//   s_t; cb (batch, NC, G, Q, Q) = C Bᵀ per chunk; chunk_local (batch, NC, H, P, N);
+//   dstates (batch, NC, H, P, N) = adjoint of the state leaving chunk c;
+//   dcb (batch, NC, G, Q, Q) = gradient of cb (summed over the group's heads);
+//   step_dots (3, batch, H, L) = v, e, ds (see ssd_dt_elem); boundary_da (batch, H, NC) = decay
+//   gradient across each chunk boundary; param_partials (3, batch, NC, H) = per-chunk partial
+//   sums of dA_log, ddt_bias, dD.
+// decay[t, s] = exp(a_{s+1} + ... + a_t) (s <= t, same chunk; a_t = log Ā_t) is the causal
+// decay mask (the paper's L; here L is seq_len).
 //
 // Forward passes: ssd_prep -> ssd_cb -> ssd_chunk_state -> ssd_state_pass -> ssd_chunk_out.
 // Backward passes: ssd_dchunk_state -> ssd_dstate_pass -> ssd_dx -> ssd_mh -> ssd_dc -> ssd_db
 //   -> ssd_dt_elem -> ssd_dt_boundary -> ssd_dt_final -> ssd_param_reduce.
 // Every pass reads only what earlier passes wrote (no cross-workgroup communication inside a
-// pass), so results are bitwise deterministic. prm.reverse = 1 reverses the workgroup order of
-// every pass (a race probe: the bits must not change).
+// pass), so results are bitwise deterministic. params.reverse = 1 reverses the workgroup order
+// of every pass (a race probe: the bits must not change).
 // Matmul-shaped passes: 64 x 64 output tile per 256-thread workgroup, 4 x 4 register block per
 // thread, K step 16, two 4 KiB workgroup tiles (8 KiB in all).
 
@@ -28,13 +33,13 @@ struct Params {
   n_ptiles: u32, n_ntiles: u32, n_qtiles: u32, pad0: u32,
 }
 
-@group(0) @binding(0) var<uniform> prm: Params;
+@group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> dt: array<f32>;
 @group(0) @binding(3) var<storage, read> A_log: array<f32>;
-@group(0) @binding(4) var<storage, read> Bm: array<f32>;
-@group(0) @binding(5) var<storage, read> Cm: array<f32>;
-@group(0) @binding(6) var<storage, read> Dv: array<f32>;
+@group(0) @binding(4) var<storage, read> B: array<f32>;
+@group(0) @binding(5) var<storage, read> C: array<f32>;
+@group(0) @binding(6) var<storage, read> D: array<f32>;
 @group(0) @binding(7) var<storage, read> dt_bias: array<f32>;
 @group(0) @binding(8) var<storage, read> dy: array<f32>;
 @group(0) @binding(9) var<storage, read_write> y: array<f32>;
@@ -47,23 +52,26 @@ struct Params {
 @group(0) @binding(16) var<storage, read_write> dC: array<f32>;
 @group(0) @binding(17) var<storage, read_write> dD: array<f32>;
 @group(0) @binding(18) var<storage, read_write> ddt_bias: array<f32>;
-@group(0) @binding(19) var<storage, read_write> tvec: array<f32>;
+@group(0) @binding(19) var<storage, read_write> cumsum_scale: array<f32>;
 @group(0) @binding(20) var<storage, read_write> cb: array<f32>;
 @group(0) @binding(21) var<storage, read_write> chunk_local: array<f32>;
 @group(0) @binding(22) var<storage, read_write> dstates: array<f32>;
-@group(0) @binding(23) var<storage, read_write> mh: array<f32>;
-@group(0) @binding(24) var<storage, read_write> bt: array<f32>;
-@group(0) @binding(25) var<storage, read_write> tot: array<f32>;
-@group(0) @binding(26) var<storage, read_write> part: array<f32>;
+@group(0) @binding(23) var<storage, read_write> dcb: array<f32>;
+@group(0) @binding(24) var<storage, read_write> step_dots: array<f32>;
+@group(0) @binding(25) var<storage, read_write> boundary_da: array<f32>;
+@group(0) @binding(26) var<storage, read_write> param_partials: array<f32>;
+
+// params.convention (the order of reference._common.CONVENTIONS); 1 = builderforce.
+const CONV_MAMBA: u32 = 0u;
 
 const TILE: u32 = 64u;
-const TK: u32 = 16u;
-const WG: u32 = 256u;
-const WG1: u32 = 64u;
+const TILE_K: u32 = 16u;
+const WORKGROUP: u32 = 256u;
+const WORKGROUP_1D: u32 = 64u;
 
 // ---------------------------------------------------------------- tile matmul core
-var<workgroup> As: array<vec4<f32>, 256>;  // [k][i / 4], 16 x 64 floats
-var<workgroup> Bs: array<vec4<f32>, 256>;  // [k][j / 4], 16 x 64 floats
+var<workgroup> a_tile: array<vec4<f32>, 256>;  // [k][i / 4], 16 x 64 floats
+var<workgroup> b_tile: array<vec4<f32>, 256>;  // [k][j / 4], 16 x 64 floats
 // Accumulator rows ty*4 + r, columns tx*4 + c. Four named vectors, not an array: a
 // dynamically indexed private array is placed in slow local memory by some drivers.
 var<private> acc0: vec4<f32>;
@@ -71,8 +79,8 @@ var<private> acc1: vec4<f32>;
 var<private> acc2: vec4<f32>;
 var<private> acc3: vec4<f32>;
 
-fn put_a(k: u32, i: u32, v: f32) { As[k * 16u + (i >> 2u)][i & 3u] = v; }
-fn put_b(k: u32, j: u32, v: f32) { Bs[k * 16u + (j >> 2u)][j & 3u] = v; }
+fn put_a(k: u32, i: u32, v: f32) { a_tile[k * 16u + (i >> 2u)][i & 3u] = v; }
+fn put_b(k: u32, j: u32, v: f32) { b_tile[k * 16u + (j >> 2u)][j & 3u] = v; }
 
 fn acc_zero() {
   acc0 = vec4<f32>(0.0);
@@ -94,9 +102,9 @@ fn acc_row(r: u32) -> vec4<f32> {
 fn mm_step(lid: u32) {
   let tx = lid & 15u;
   let ty = lid >> 4u;
-  for (var k = 0u; k < TK; k++) {
-    let a = As[k * 16u + ty];
-    let b = Bs[k * 16u + tx];
+  for (var k = 0u; k < TILE_K; k++) {
+    let a = a_tile[k * 16u + ty];
+    let b = b_tile[k * 16u + tx];
     acc0 = fma(vec4<f32>(a.x), b, acc0);
     acc1 = fma(vec4<f32>(a.y), b, acc1);
     acc2 = fma(vec4<f32>(a.z), b, acc2);
@@ -115,7 +123,7 @@ fn k_fastk(e: u32) -> u32 { return e & 15u; }
 // Linear workgroup id over a split (x, y) grid; reversed when the race probe is on.
 fn wg_linear(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
   let l = wid.x + wid.y * nwg.x;
-  if (prm.reverse == 1u && l < prm.total) { return prm.total - 1u - l; }
+  if (params.reverse == 1u && l < params.total) { return params.total - 1u - l; }
   return l;
 }
 
@@ -153,62 +161,65 @@ fn softplus_grad(v: f32) -> f32 {
   return sigmoid(v);
 }
 
-fn bht() -> u32 { return prm.batch * prm.n_heads * prm.seq_len; }
-fn ti_(b: u32, h: u32, t: u32) -> u32 { return (b * prm.n_heads + h) * prm.seq_len + t; }
-fn xi(b: u32, t: u32, h: u32, p: u32) -> u32 {
-  return ((b * prm.seq_len + t) * prm.n_heads + h) * prm.d_head + p;
+fn n_bht() -> u32 { return params.batch * params.n_heads * params.seq_len; }
+fn bht_idx(b: u32, h: u32, t: u32) -> u32 { return (b * params.n_heads + h) * params.seq_len + t; }
+fn x_idx(b: u32, t: u32, h: u32, p: u32) -> u32 {
+  return ((b * params.seq_len + t) * params.n_heads + h) * params.d_head + p;
 }
-fn bi(b: u32, t: u32, g: u32, n: u32) -> u32 {
-  return ((b * prm.seq_len + t) * prm.n_groups + g) * prm.d_state + n;
+fn bc_idx(b: u32, t: u32, g: u32, n: u32) -> u32 {
+  return ((b * params.seq_len + t) * params.n_groups + g) * params.d_state + n;
 }
 // (batch, slots, H, P, N) state arrays.
-fn si(b: u32, slots: u32, c: u32, h: u32, p: u32, n: u32) -> u32 {
-  return (((b * slots + c) * prm.n_heads + h) * prm.d_head + p) * prm.d_state + n;
+fn state_idx(b: u32, slots: u32, c: u32, h: u32, p: u32, n: u32) -> u32 {
+  return (((b * slots + c) * params.n_heads + h) * params.d_head + p) * params.d_state + n;
 }
-fn cbi(b: u32, c: u32, g: u32, i: u32, j: u32) -> u32 {
-  return (((b * prm.n_chunks + c) * prm.n_groups + g) * prm.chunk_len + i) * prm.chunk_len + j;
+fn cb_idx(b: u32, c: u32, g: u32, i: u32, j: u32) -> u32 {
+  let row = ((b * params.n_chunks + c) * params.n_groups + g) * params.chunk_len + i;
+  return row * params.chunk_len + j;
 }
 
 // cum_t (in-chunk inclusive sum of log Ā) as hi + lo, and s_t.
-fn cum_hi(b: u32, h: u32, t: u32) -> f32 { return tvec[ti_(b, h, t)]; }
-fn cum_lo(b: u32, h: u32, t: u32) -> f32 { return tvec[bht() + ti_(b, h, t)]; }
-fn in_scale(b: u32, h: u32, t: u32) -> f32 { return tvec[2u * bht() + ti_(b, h, t)]; }
+fn cum_hi(b: u32, h: u32, t: u32) -> f32 { return cumsum_scale[bht_idx(b, h, t)]; }
+fn cum_lo(b: u32, h: u32, t: u32) -> f32 { return cumsum_scale[n_bht() + bht_idx(b, h, t)]; }
+fn in_scale(b: u32, h: u32, t: u32) -> f32 { return cumsum_scale[2u * n_bht() + bht_idx(b, h, t)]; }
 fn cum(b: u32, h: u32, t: u32) -> f32 { return cum_hi(b, h, t) + cum_lo(b, h, t); }
 // Segment sum a_{s+1} + ... + a_t (t >= s, same chunk), exact up to one rounding.
 fn seg(b: u32, h: u32, t: u32, s: u32) -> f32 {
   return (cum_hi(b, h, t) - cum_hi(b, h, s)) + (cum_lo(b, h, t) - cum_lo(b, h, s));
 }
 
-fn chunk_len_of(c: u32) -> u32 { return min(prm.chunk_len, prm.seq_len - c * prm.chunk_len); }
+fn chunk_len_of(c: u32) -> u32 {
+  return min(params.chunk_len, params.seq_len - c * params.chunk_len);
+}
 
 // ================================================================ forward
 // Pass 1: per (b, h, chunk), one thread: in-chunk cumsum of a_t = log Ā_t and s_t.
 @compute @workgroup_size(64)
 fn ssd_prep(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
             @builtin(local_invocation_index) lid: u32) {
-  let item = wg_linear(wid, nwg) * WG1 + lid;
-  let n_items = prm.batch * prm.n_heads * prm.n_chunks;
+  let item = wg_linear(wid, nwg) * WORKGROUP_1D + lid;
+  let n_items = params.batch * params.n_heads * params.n_chunks;
   if (item >= n_items) { return; }
-  let c = item % prm.n_chunks;
-  let bh = item / prm.n_chunks;
-  let h = bh % prm.n_heads;
-  let b = bh / prm.n_heads;
-  let t0 = c * prm.chunk_len;
+  let c = item % params.n_chunks;
+  let bh = item / params.n_chunks;
+  let h = bh % params.n_heads;
+  let b = bh / params.n_heads;
+  let t0 = c * params.chunk_len;
   let len = chunk_len_of(c);
-  let alog = A_log[h];
+  let a_log = A_log[h];
   let bias = dt_bias[h];
   var hi = 0.0;
   var lo = 0.0;
   for (var i = 0u; i < len; i++) {
     let t = t0 + i;
-    let dte = softplus(dt[(b * prm.seq_len + t) * prm.n_heads + h] + bias);
+    let dt_eff = softplus(dt[(b * params.seq_len + t) * params.n_heads + h] + bias);
     var a: f32;
     var s: f32;
-    if (prm.convention == 0u) {
-      a = -exp(alog) * dte;
-      s = dte;
+    if (params.convention == CONV_MAMBA) {
+      a = -exp(a_log) * dt_eff;
+      s = dt_eff;
     } else {
-      a = -softplus(alog) * dte;
+      a = -softplus(a_log) * dt_eff;
       s = 1.0;
     }
     // two-sum: hi + lo carries the running sum to ~2x fp32 precision
@@ -216,10 +227,10 @@ fn ssd_prep(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     let bp = sum - hi;
     lo = lo + ((hi - (sum - bp)) + (a - bp));
     hi = sum;
-    let k = ti_(b, h, t);
-    tvec[k] = hi;
-    tvec[bht() + k] = lo;
-    tvec[2u * bht() + k] = s;
+    let k = bht_idx(b, h, t);
+    cumsum_scale[k] = hi;
+    cumsum_scale[n_bht() + k] = lo;
+    cumsum_scale[2u * n_bht() + k] = s;
   }
 }
 
@@ -228,23 +239,23 @@ fn ssd_prep(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
 fn ssd_cb(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
           @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
-  let ok = lw < prm.total;
+  let ok = lw < params.total;
   let w = select(0u, lw, ok);
-  let nq = prm.n_qtiles;
+  let nq = params.n_qtiles;
   let tj = w % nq;
   let ti = (w / nq) % nq;
   let z = w / (nq * nq);
-  let g = z % prm.n_groups;
-  let c = (z / prm.n_groups) % prm.n_chunks;
-  let b = z / (prm.n_groups * prm.n_chunks);
-  let t0 = c * prm.chunk_len;
+  let g = z % params.n_groups;
+  let c = (z / params.n_groups) % params.n_chunks;
+  let b = z / (params.n_groups * params.n_chunks);
+  let t0 = c * params.chunk_len;
   let len = chunk_len_of(c);
   let need = tj <= ti && ti * TILE < len;
-  let kend = select(0u, prm.d_state, need);
+  let kend = select(0u, params.d_state, need);
   acc_zero();
-  for (var k0 = 0u; k0 < kend; k0 += TK) {
+  for (var k0 = 0u; k0 < kend; k0 += TILE_K) {
     for (var r = 0u; r < 4u; r++) {
-      let e = lid + WG * r;
+      let e = lid + WORKGROUP * r;
       let m = m_fastk(e);
       let kk = k_fastk(e);
       let k = k0 + kk;
@@ -252,9 +263,9 @@ fn ssd_cb(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
       let j = tj * TILE + m;
       var va = 0.0;
       var vb = 0.0;
-      if (k < prm.d_state) {
-        if (i < len) { va = Cm[bi(b, t0 + i, g, k)]; }
-        if (j < len) { vb = Bm[bi(b, t0 + j, g, k)]; }
+      if (k < params.d_state) {
+        if (i < len) { va = C[bc_idx(b, t0 + i, g, k)]; }
+        if (j < len) { vb = B[bc_idx(b, t0 + j, g, k)]; }
       }
       put_a(kk, m, va);
       put_b(kk, m, vb);
@@ -270,7 +281,7 @@ fn ssd_cb(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
       let i = ti * TILE + ty * 4u + r;
       for (var q = 0u; q < 4u; q++) {
         let j = tj * TILE + tx * 4u + q;
-        if (i < len && j < len) { cb[cbi(b, c, g, i, j)] = acc_row(r)[q]; }
+        if (i < len && j < len) { cb[cb_idx(b, c, g, i, j)] = acc_row(r)[q]; }
       }
     }
   }
@@ -281,22 +292,22 @@ fn ssd_cb(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
 fn ssd_chunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                    @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
-  let ok = lw < prm.total;
+  let ok = lw < params.total;
   let w = select(0u, lw, ok);
-  let nt = w % prm.n_ntiles;
-  let pt = (w / prm.n_ntiles) % prm.n_ptiles;
-  let z = w / (prm.n_ntiles * prm.n_ptiles);
-  let h = z % prm.n_heads;
-  let c = (z / prm.n_heads) % prm.n_chunks;
-  let b = z / (prm.n_heads * prm.n_chunks);
-  let g = h / (prm.n_heads / prm.n_groups);
-  let t0 = c * prm.chunk_len;
+  let nt = w % params.n_ntiles;
+  let pt = (w / params.n_ntiles) % params.n_ptiles;
+  let z = w / (params.n_ntiles * params.n_ptiles);
+  let h = z % params.n_heads;
+  let c = (z / params.n_heads) % params.n_chunks;
+  let b = z / (params.n_heads * params.n_chunks);
+  let g = h / (params.n_heads / params.n_groups);
+  let t0 = c * params.chunk_len;
   let len = chunk_len_of(c);
   let tend = t0 + len - 1u;
   acc_zero();
-  for (var k0 = 0u; k0 < len; k0 += TK) {
+  for (var k0 = 0u; k0 < len; k0 += TILE_K) {
     for (var r = 0u; r < 4u; r++) {
-      let e = lid + WG * r;
+      let e = lid + WORKGROUP * r;
       let m = m_fast64(e);
       let kk = k_fast64(e);
       let s = k0 + kk;
@@ -305,11 +316,11 @@ fn ssd_chunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
       var va = 0.0;
       var vb = 0.0;
       if (s < len) {
-        if (p < prm.d_head) {
+        if (p < params.d_head) {
           let t = t0 + s;
-          va = x[xi(b, t, h, p)] * exp(seg(b, h, tend, t)) * in_scale(b, h, t);
+          va = x[x_idx(b, t, h, p)] * exp(seg(b, h, tend, t)) * in_scale(b, h, t);
         }
-        if (n < prm.d_state) { vb = Bm[bi(b, t0 + s, g, n)]; }
+        if (n < params.d_state) { vb = B[bc_idx(b, t0 + s, g, n)]; }
       }
       put_a(kk, m, va);
       put_b(kk, m, vb);
@@ -325,8 +336,8 @@ fn ssd_chunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
       let p = pt * TILE + ty * 4u + r;
       for (var q = 0u; q < 4u; q++) {
         let n = nt * TILE + tx * 4u + q;
-        if (p < prm.d_head && n < prm.d_state) {
-          chunk_local[si(b, prm.n_chunks, c, h, p, n)] = acc_row(r)[q];
+        if (p < params.d_head && n < params.d_state) {
+          chunk_local[state_idx(b, params.n_chunks, c, h, p, n)] = acc_row(r)[q];
         }
       }
     }
@@ -338,82 +349,87 @@ fn ssd_chunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
 @compute @workgroup_size(64)
 fn ssd_state_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                   @builtin(local_invocation_index) lid: u32) {
-  let item = wg_linear(wid, nwg) * WG1 + lid;
-  let pn = prm.d_head * prm.d_state;
-  if (item >= prm.batch * prm.n_heads * pn) { return; }
+  let item = wg_linear(wid, nwg) * WORKGROUP_1D + lid;
+  let pn = params.d_head * params.d_state;
+  if (item >= params.batch * params.n_heads * pn) { return; }
   let e = item % pn;
-  let p = e / prm.d_state;
-  let n = e % prm.d_state;
+  let p = e / params.d_state;
+  let n = e % params.d_state;
   let bh = item / pn;
-  let h = bh % prm.n_heads;
-  let b = bh / prm.n_heads;
-  let slots = prm.n_chunks + 1u;
+  let h = bh % params.n_heads;
+  let b = bh / params.n_heads;
+  let slots = params.n_chunks + 1u;
   var s = 0.0;
-  chunk_states[si(b, slots, 0u, h, p, n)] = 0.0;
-  for (var c = 0u; c < prm.n_chunks; c++) {
-    let tend = c * prm.chunk_len + chunk_len_of(c) - 1u;
-    s = fma(exp(cum(b, h, tend)), s, chunk_local[si(b, prm.n_chunks, c, h, p, n)]);
-    chunk_states[si(b, slots, c + 1u, h, p, n)] = s;
+  chunk_states[state_idx(b, slots, 0u, h, p, n)] = 0.0;
+  for (var c = 0u; c < params.n_chunks; c++) {
+    let tend = c * params.chunk_len + chunk_len_of(c) - 1u;
+    s = fma(exp(cum(b, h, tend)), s, chunk_local[state_idx(b, params.n_chunks, c, h, p, n)]);
+    chunk_states[state_idx(b, slots, c + 1u, h, p, n)] = s;
   }
   final_state[item] = s;
 }
 
-// Pass 5: y = (C Bᵀ ∘ L ∘ s) x  +  diag(exp(cum)) C S_inᵀ  +  D x   per (b, c, h), tile (t, p).
+// Pass 5: y = (C Bᵀ ∘ decay ∘ s) x + diag(exp(cum)) C S_inᵀ + D x  per (b, c, h), tile (t, p).
 @compute @workgroup_size(256)
 fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
-  let ok = lw < prm.total;
+  let ok = lw < params.total;
   let w = select(0u, lw, ok);
-  let pt = w % prm.n_ptiles;
-  let ti = (w / prm.n_ptiles) % prm.n_qtiles;
-  let z = w / (prm.n_ptiles * prm.n_qtiles);
-  let h = z % prm.n_heads;
-  let c = (z / prm.n_heads) % prm.n_chunks;
-  let b = z / (prm.n_heads * prm.n_chunks);
-  let g = h / (prm.n_heads / prm.n_groups);
-  let t0 = c * prm.chunk_len;
+  let pt = w % params.n_ptiles;
+  let ti = (w / params.n_ptiles) % params.n_qtiles;
+  let z = w / (params.n_ptiles * params.n_qtiles);
+  let h = z % params.n_heads;
+  let c = (z / params.n_heads) % params.n_chunks;
+  let b = z / (params.n_heads * params.n_chunks);
+  let g = h / (params.n_heads / params.n_groups);
+  let t0 = c * params.chunk_len;
   let len = chunk_len_of(c);
   let live = ti * TILE < len;
   // causal: rows of this tile see columns s < ti*64 + 64 only
   let kend1 = select(0u, min(len, ti * TILE + TILE), live);
-  let kend2 = select(0u, prm.d_state, live && c > 0u);
-  let slots = prm.n_chunks + 1u;
+  let kend2 = select(0u, params.d_state, live && c > 0u);
+  let slots = params.n_chunks + 1u;
   acc_zero();
-  for (var k0 = 0u; k0 < kend1; k0 += TK) {
+  for (var k0 = 0u; k0 < kend1; k0 += TILE_K) {
     for (var r = 0u; r < 4u; r++) {
-      let e = lid + WG * r;
-      // A: CB[i, s] L[i, s] s_s, row-contiguous in s
+      let e = lid + WORKGROUP * r;
+      // a_tile: CB[i, s] decay[i, s] s_s, row-contiguous in s
       let ia = ti * TILE + m_fastk(e);
       let sa = k0 + k_fastk(e);
       var va = 0.0;
       if (ia < len && sa <= ia) {
-        va = cb[cbi(b, c, g, ia, sa)] * exp(seg(b, h, t0 + ia, t0 + sa)) * in_scale(b, h, t0 + sa);
+        va = cb[cb_idx(b, c, g, ia, sa)] * exp(seg(b, h, t0 + ia, t0 + sa))
+             * in_scale(b, h, t0 + sa);
       }
       put_a(k_fastk(e), m_fastk(e), va);
-      // B: x[s, p], contiguous in p
+      // b_tile: x[s, p], contiguous in p
       let sb = k0 + k_fast64(e);
       let p = pt * TILE + m_fast64(e);
       var vb = 0.0;
-      if (sb < len && p < prm.d_head) { vb = x[xi(b, t0 + sb, h, p)]; }
+      if (sb < len && p < params.d_head) { vb = x[x_idx(b, t0 + sb, h, p)]; }
       put_b(k_fast64(e), m_fast64(e), vb);
     }
     workgroupBarrier();
     mm_step(lid);
     workgroupBarrier();
   }
-  for (var k0 = 0u; k0 < kend2; k0 += TK) {
+  for (var k0 = 0u; k0 < kend2; k0 += TILE_K) {
     for (var r = 0u; r < 4u; r++) {
-      let e = lid + WG * r;
+      let e = lid + WORKGROUP * r;
       let i = ti * TILE + m_fastk(e);
       let n = k0 + k_fastk(e);
       var va = 0.0;
-      if (i < len && n < prm.d_state) { va = Cm[bi(b, t0 + i, g, n)] * exp(cum(b, h, t0 + i)); }
+      if (i < len && n < params.d_state) {
+        va = C[bc_idx(b, t0 + i, g, n)] * exp(cum(b, h, t0 + i));
+      }
       put_a(k_fastk(e), m_fastk(e), va);
-      // B: S_in[p, n], contiguous in n (= k)
+      // b_tile: S_in[p, n], contiguous in n (= k)
       let p = pt * TILE + m_fastk(e);
       var vb = 0.0;
-      if (p < prm.d_head && n < prm.d_state) { vb = chunk_states[si(b, slots, c, h, p, n)]; }
+      if (p < params.d_head && n < params.d_state) {
+        vb = chunk_states[state_idx(b, slots, c, h, p, n)];
+      }
       put_b(k_fastk(e), m_fastk(e), vb);
     }
     workgroupBarrier();
@@ -423,14 +439,14 @@ fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
   if (ok && live) {
     let tx = lid & 15u;
     let ty = lid >> 4u;
-    let dh = Dv[h];
+    let d_skip = D[h];
     for (var r = 0u; r < 4u; r++) {
       let i = ti * TILE + ty * 4u + r;
       for (var q = 0u; q < 4u; q++) {
         let p = pt * TILE + tx * 4u + q;
-        if (i < len && p < prm.d_head) {
-          let k = xi(b, t0 + i, h, p);
-          y[k] = fma(dh, x[k], acc_row(r)[q]);
+        if (i < len && p < params.d_head) {
+          let k = x_idx(b, t0 + i, h, p);
+          y[k] = fma(d_skip, x[k], acc_row(r)[q]);
         }
       }
     }
@@ -444,23 +460,23 @@ fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
 fn ssd_dchunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                     @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
-  let ok = lw < prm.total;
+  let ok = lw < params.total;
   let w = select(0u, lw, ok);
-  let nt = w % prm.n_ntiles;
-  let pt = (w / prm.n_ntiles) % prm.n_ptiles;
-  let z = w / (prm.n_ntiles * prm.n_ptiles);
-  let h = z % prm.n_heads;
-  let c = (z / prm.n_heads) % prm.n_chunks;
-  let b = z / (prm.n_heads * prm.n_chunks);
-  let g = h / (prm.n_heads / prm.n_groups);
-  let t0 = c * prm.chunk_len;
+  let nt = w % params.n_ntiles;
+  let pt = (w / params.n_ntiles) % params.n_ptiles;
+  let z = w / (params.n_ntiles * params.n_ptiles);
+  let h = z % params.n_heads;
+  let c = (z / params.n_heads) % params.n_chunks;
+  let b = z / (params.n_heads * params.n_chunks);
+  let g = h / (params.n_heads / params.n_groups);
+  let t0 = c * params.chunk_len;
   let len = chunk_len_of(c);
   // chunk 0's entering state is zero: its adjoint is never used
   let kend = select(len, 0u, c == 0u);
   acc_zero();
-  for (var k0 = 0u; k0 < kend; k0 += TK) {
+  for (var k0 = 0u; k0 < kend; k0 += TILE_K) {
     for (var r = 0u; r < 4u; r++) {
-      let e = lid + WG * r;
+      let e = lid + WORKGROUP * r;
       let m = m_fast64(e);
       let kk = k_fast64(e);
       let s = k0 + kk;
@@ -469,8 +485,8 @@ fn ssd_dchunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
       var va = 0.0;
       var vb = 0.0;
       if (s < len) {
-        if (p < prm.d_head) { va = dy[xi(b, t0 + s, h, p)] * exp(cum(b, h, t0 + s)); }
-        if (n < prm.d_state) { vb = Cm[bi(b, t0 + s, g, n)]; }
+        if (p < params.d_head) { va = dy[x_idx(b, t0 + s, h, p)] * exp(cum(b, h, t0 + s)); }
+        if (n < params.d_state) { vb = C[bc_idx(b, t0 + s, g, n)]; }
       }
       put_a(kk, m, va);
       put_b(kk, m, vb);
@@ -486,8 +502,8 @@ fn ssd_dchunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
       let p = pt * TILE + ty * 4u + r;
       for (var q = 0u; q < 4u; q++) {
         let n = nt * TILE + tx * 4u + q;
-        if (p < prm.d_head && n < prm.d_state) {
-          chunk_local[si(b, prm.n_chunks, c, h, p, n)] = acc_row(r)[q];
+        if (p < params.d_head && n < params.d_state) {
+          chunk_local[state_idx(b, params.n_chunks, c, h, p, n)] = acc_row(r)[q];
         }
       }
     }
@@ -499,81 +515,84 @@ fn ssd_dchunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
 @compute @workgroup_size(64)
 fn ssd_dstate_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                    @builtin(local_invocation_index) lid: u32) {
-  let item = wg_linear(wid, nwg) * WG1 + lid;
-  let pn = prm.d_head * prm.d_state;
-  if (item >= prm.batch * prm.n_heads * pn) { return; }
+  let item = wg_linear(wid, nwg) * WORKGROUP_1D + lid;
+  let pn = params.d_head * params.d_state;
+  if (item >= params.batch * params.n_heads * pn) { return; }
   let e = item % pn;
-  let p = e / prm.d_state;
-  let n = e % prm.d_state;
+  let p = e / params.d_state;
+  let n = e % params.d_state;
   let bh = item / pn;
-  let h = bh % prm.n_heads;
-  let b = bh / prm.n_heads;
-  let nc = prm.n_chunks;
+  let h = bh % params.n_heads;
+  let b = bh / params.n_heads;
+  let nc = params.n_chunks;
   var s = 0.0;
-  dstates[si(b, nc, nc - 1u, h, p, n)] = 0.0;
+  dstates[state_idx(b, nc, nc - 1u, h, p, n)] = 0.0;
   for (var c = nc - 1u; c > 0u; c--) {
-    let tend = c * prm.chunk_len + chunk_len_of(c) - 1u;
-    s = fma(exp(cum(b, h, tend)), s, chunk_local[si(b, nc, c, h, p, n)]);
-    dstates[si(b, nc, c - 1u, h, p, n)] = s;
+    let tend = c * params.chunk_len + chunk_len_of(c) - 1u;
+    s = fma(exp(cum(b, h, tend)), s, chunk_local[state_idx(b, nc, c, h, p, n)]);
+    dstates[state_idx(b, nc, c - 1u, h, p, n)] = s;
   }
 }
 
-// Pass B3: dx̃[s, p] = Σ_{t>=s} CB[t, s] L[t, s] dy[t, p] + exp(cum_end - cum_s) Σ_n B[s, n] G[p, n]
-// (G = dstates[c]); written unscaled into dx, finished by ssd_dt_elem.
+// Pass B3: dx̃[s, p] = Σ_{t>=s} CB[t, s] decay[t, s] dy[t, p]
+//                     + exp(cum_end - cum_s) Σ_n B[s, n] dstates[c][p, n],
+// written unscaled into dx, finished by ssd_dt_elem.
 @compute @workgroup_size(256)
 fn ssd_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
           @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
-  let ok = lw < prm.total;
+  let ok = lw < params.total;
   let w = select(0u, lw, ok);
-  let pt = w % prm.n_ptiles;
-  let si_ = (w / prm.n_ptiles) % prm.n_qtiles;
-  let z = w / (prm.n_ptiles * prm.n_qtiles);
-  let h = z % prm.n_heads;
-  let c = (z / prm.n_heads) % prm.n_chunks;
-  let b = z / (prm.n_heads * prm.n_chunks);
-  let g = h / (prm.n_heads / prm.n_groups);
-  let t0 = c * prm.chunk_len;
+  let pt = w % params.n_ptiles;
+  let si = (w / params.n_ptiles) % params.n_qtiles;
+  let z = w / (params.n_ptiles * params.n_qtiles);
+  let h = z % params.n_heads;
+  let c = (z / params.n_heads) % params.n_chunks;
+  let b = z / (params.n_heads * params.n_chunks);
+  let g = h / (params.n_heads / params.n_groups);
+  let t0 = c * params.chunk_len;
   let len = chunk_len_of(c);
   let tend = t0 + len - 1u;
-  let live = si_ * TILE < len;
+  let live = si * TILE < len;
   // anti-causal: rows s of this tile see t >= si*64 only
-  let kbeg1 = select(len, si_ * TILE, live);
-  let kend2 = select(0u, prm.d_state, live && c + 1u < prm.n_chunks);
+  let kbeg1 = select(len, si * TILE, live);
+  let kend2 = select(0u, params.d_state, live && c + 1u < params.n_chunks);
   acc_zero();
-  for (var k0 = kbeg1; k0 < len; k0 += TK) {
+  for (var k0 = kbeg1; k0 < len; k0 += TILE_K) {
     for (var r = 0u; r < 4u; r++) {
-      let e = lid + WG * r;
-      // A[s, t] = CB[t, s] L[t, s]: contiguous in s (= rows)
-      let sa = si_ * TILE + m_fast64(e);
+      let e = lid + WORKGROUP * r;
+      // a_tile[s, t] = CB[t, s] decay[t, s]: contiguous in s (= rows)
+      let sa = si * TILE + m_fast64(e);
       let ta = k0 + k_fast64(e);
       var va = 0.0;
       if (ta < len && sa <= ta) {
-        va = cb[cbi(b, c, g, ta, sa)] * exp(seg(b, h, t0 + ta, t0 + sa));
+        va = cb[cb_idx(b, c, g, ta, sa)] * exp(seg(b, h, t0 + ta, t0 + sa));
       }
       put_a(k_fast64(e), m_fast64(e), va);
       let p = pt * TILE + m_fast64(e);
       var vb = 0.0;
-      if (ta < len && p < prm.d_head) { vb = dy[xi(b, t0 + ta, h, p)]; }
+      if (ta < len && p < params.d_head) { vb = dy[x_idx(b, t0 + ta, h, p)]; }
       put_b(k_fast64(e), m_fast64(e), vb);
     }
     workgroupBarrier();
     mm_step(lid);
     workgroupBarrier();
   }
-  for (var k0 = 0u; k0 < kend2; k0 += TK) {
+  for (var k0 = 0u; k0 < kend2; k0 += TILE_K) {
     for (var r = 0u; r < 4u; r++) {
-      let e = lid + WG * r;
-      let s = si_ * TILE + m_fastk(e);
+      let e = lid + WORKGROUP * r;
+      let s = si * TILE + m_fastk(e);
       let n = k0 + k_fastk(e);
       var va = 0.0;
-      if (s < len && n < prm.d_state) {
-        va = Bm[bi(b, t0 + s, g, n)] * exp(seg(b, h, tend, t0 + s));
+      if (s < len && n < params.d_state) {
+        va = B[bc_idx(b, t0 + s, g, n)] * exp(seg(b, h, tend, t0 + s));
       }
       put_a(k_fastk(e), m_fastk(e), va);
       let p = pt * TILE + m_fastk(e);
       var vb = 0.0;
-      if (p < prm.d_head && n < prm.d_state) { vb = dstates[si(b, prm.n_chunks, c, h, p, n)]; }
+      if (p < params.d_head && n < params.d_state) {
+        vb = dstates[state_idx(b, params.n_chunks, c, h, p, n)];
+      }
       put_b(k_fastk(e), m_fastk(e), vb);
     }
     workgroupBarrier();
@@ -584,10 +603,10 @@ fn ssd_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     let tx = lid & 15u;
     let ty = lid >> 4u;
     for (var r = 0u; r < 4u; r++) {
-      let s = si_ * TILE + ty * 4u + r;
+      let s = si * TILE + ty * 4u + r;
       for (var q = 0u; q < 4u; q++) {
         let p = pt * TILE + tx * 4u + q;
-        if (s < len && p < prm.d_head) { dx[xi(b, t0 + s, h, p)] = acc_row(r)[q]; }
+        if (s < len && p < params.d_head) { dx[x_idx(b, t0 + s, h, p)] = acc_row(r)[q]; }
       }
     }
   }
@@ -609,27 +628,28 @@ fn decay4(b: u32, h: u32, t0: u32, len: u32, i: u32, j0: u32) -> vec4<f32> {
   return d;
 }
 
-// Pass B4: mh[b, c, g][t, s] = Σ_{h in g} (dy_{h,t} · s_{h,s} x_{h,s}) L_h[t, s] for s <= t (0
-// above): per head a K = d_head tile product, scaled by that head's decay and summed in head
-// order. dC and dB then need it once per group instead of once per head.
+// Pass B4: dcb[b, c, g][t, s] = Σ_{h in g} (dy_{h,t} · s_{h,s} x_{h,s}) decay_h[t, s] for
+// s <= t (0 above), the gradient of cb: per head a K = d_head tile product, scaled by that
+// head's decay and summed in head order. dC and dB then need it once per group instead of
+// once per head.
 @compute @workgroup_size(256)
 fn ssd_mh(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
           @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
-  let ok = lw < prm.total;
+  let ok = lw < params.total;
   let w = select(0u, lw, ok);
-  let nq = prm.n_qtiles;
+  let nq = params.n_qtiles;
   let tj = w % nq;
   let ti = (w / nq) % nq;
   let z = w / (nq * nq);
-  let g = z % prm.n_groups;
-  let c = (z / prm.n_groups) % prm.n_chunks;
-  let b = z / (prm.n_groups * prm.n_chunks);
-  let hpg = prm.n_heads / prm.n_groups;
-  let t0 = c * prm.chunk_len;
+  let g = z % params.n_groups;
+  let c = (z / params.n_groups) % params.n_chunks;
+  let b = z / (params.n_groups * params.n_chunks);
+  let hpg = params.n_heads / params.n_groups;
+  let t0 = c * params.chunk_len;
   let len = chunk_len_of(c);
   let need = tj <= ti && ti * TILE < len;
-  let kend = select(0u, prm.d_head, need);
+  let kend = select(0u, params.d_head, need);
   let tx = lid & 15u;
   let ty = lid >> 4u;
   let i0 = ti * TILE + ty * 4u;
@@ -641,9 +661,9 @@ fn ssd_mh(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   for (var hh = 0u; hh < hpg; hh++) {
     let h = g * hpg + hh;
     acc_zero();
-    for (var k0 = 0u; k0 < kend; k0 += TK) {
+    for (var k0 = 0u; k0 < kend; k0 += TILE_K) {
       for (var r = 0u; r < 4u; r++) {
-        let e = lid + WG * r;
+        let e = lid + WORKGROUP * r;
         let m = m_fastk(e);
         let kk = k_fastk(e);
         let p = k0 + kk;
@@ -651,9 +671,9 @@ fn ssd_mh(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
         let j = tj * TILE + m;
         var va = 0.0;
         var vb = 0.0;
-        if (p < prm.d_head) {
-          if (i < len) { va = dy[xi(b, t0 + i, h, p)]; }
-          if (j < len) { vb = x[xi(b, t0 + j, h, p)] * in_scale(b, h, t0 + j); }
+        if (p < params.d_head) {
+          if (i < len) { va = dy[x_idx(b, t0 + i, h, p)]; }
+          if (j < len) { vb = x[x_idx(b, t0 + j, h, p)] * in_scale(b, h, t0 + j); }
         }
         put_a(kk, m, va);
         put_b(kk, m, vb);
@@ -676,46 +696,47 @@ fn ssd_mh(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
       let i = i0 + r;
       for (var q = 0u; q < 4u; q++) {
         let j = j0 + q;
-        if (i < len && j < len) { mh[cbi(b, c, g, i, j)] = v[q]; }
+        if (i < len && j < len) { dcb[cb_idx(b, c, g, i, j)] = v[q]; }
       }
     }
   }
 }
 
-// Pass B5: dC[t, n] = Σ_{s<=t} mh[t, s] B[s, n] + Σ_{h in g} exp(cum_{h,t}) Σ_p dy_h[t, p] S_in_h[p, n]
+// Pass B5: dC[t, n] = Σ_{s<=t} dcb[t, s] B[s, n]
+//                     + Σ_{h in g} exp(cum_{h,t}) Σ_p dy_h[t, p] S_in_h[p, n]
 // (heads summed in order inside the workgroup: no cross-workgroup reduction).
 @compute @workgroup_size(256)
 fn ssd_dc(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
           @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
-  let ok = lw < prm.total;
+  let ok = lw < params.total;
   let w = select(0u, lw, ok);
-  let nt = w % prm.n_ntiles;
-  let ti = (w / prm.n_ntiles) % prm.n_qtiles;
-  let z = w / (prm.n_ntiles * prm.n_qtiles);
-  let g = z % prm.n_groups;
-  let c = (z / prm.n_groups) % prm.n_chunks;
-  let b = z / (prm.n_groups * prm.n_chunks);
-  let hpg = prm.n_heads / prm.n_groups;
-  let t0 = c * prm.chunk_len;
+  let nt = w % params.n_ntiles;
+  let ti = (w / params.n_ntiles) % params.n_qtiles;
+  let z = w / (params.n_ntiles * params.n_qtiles);
+  let g = z % params.n_groups;
+  let c = (z / params.n_groups) % params.n_chunks;
+  let b = z / (params.n_groups * params.n_chunks);
+  let hpg = params.n_heads / params.n_groups;
+  let t0 = c * params.chunk_len;
   let len = chunk_len_of(c);
   let live = ti * TILE < len;
   let kend1 = select(0u, min(len, ti * TILE + TILE), live);
-  let kend2 = select(0u, prm.d_head, live && c > 0u);
-  let slots = prm.n_chunks + 1u;
+  let kend2 = select(0u, params.d_head, live && c > 0u);
+  let slots = params.n_chunks + 1u;
   acc_zero();
-  for (var k0 = 0u; k0 < kend1; k0 += TK) {
+  for (var k0 = 0u; k0 < kend1; k0 += TILE_K) {
     for (var r = 0u; r < 4u; r++) {
-      let e = lid + WG * r;
+      let e = lid + WORKGROUP * r;
       let i = ti * TILE + m_fastk(e);
       let sa = k0 + k_fastk(e);
       var va = 0.0;
-      if (i < len && sa <= i) { va = mh[cbi(b, c, g, i, sa)]; }
+      if (i < len && sa <= i) { va = dcb[cb_idx(b, c, g, i, sa)]; }
       put_a(k_fastk(e), m_fastk(e), va);
       let sb = k0 + k_fast64(e);
       let n = nt * TILE + m_fast64(e);
       var vb = 0.0;
-      if (sb < len && n < prm.d_state) { vb = Bm[bi(b, t0 + sb, g, n)]; }
+      if (sb < len && n < params.d_state) { vb = B[bc_idx(b, t0 + sb, g, n)]; }
       put_b(k_fast64(e), m_fast64(e), vb);
     }
     workgroupBarrier();
@@ -724,18 +745,22 @@ fn ssd_dc(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   }
   for (var hh = 0u; hh < hpg; hh++) {
     let h = g * hpg + hh;
-    for (var k0 = 0u; k0 < kend2; k0 += TK) {
+    for (var k0 = 0u; k0 < kend2; k0 += TILE_K) {
       for (var r = 0u; r < 4u; r++) {
-        let e = lid + WG * r;
+        let e = lid + WORKGROUP * r;
         let i = ti * TILE + m_fastk(e);
         let pa = k0 + k_fastk(e);
         var va = 0.0;
-        if (i < len && pa < prm.d_head) { va = dy[xi(b, t0 + i, h, pa)] * exp(cum(b, h, t0 + i)); }
+        if (i < len && pa < params.d_head) {
+          va = dy[x_idx(b, t0 + i, h, pa)] * exp(cum(b, h, t0 + i));
+        }
         put_a(k_fastk(e), m_fastk(e), va);
         let pb = k0 + k_fast64(e);
         let n = nt * TILE + m_fast64(e);
         var vb = 0.0;
-        if (pb < prm.d_head && n < prm.d_state) { vb = chunk_states[si(b, slots, c, h, pb, n)]; }
+        if (pb < params.d_head && n < params.d_state) {
+          vb = chunk_states[state_idx(b, slots, c, h, pb, n)];
+        }
         put_b(k_fast64(e), m_fast64(e), vb);
       }
       workgroupBarrier();
@@ -750,46 +775,46 @@ fn ssd_dc(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
       let i = ti * TILE + ty * 4u + r;
       for (var q = 0u; q < 4u; q++) {
         let n = nt * TILE + tx * 4u + q;
-        if (i < len && n < prm.d_state) { dC[bi(b, t0 + i, g, n)] = acc_row(r)[q]; }
+        if (i < len && n < params.d_state) { dC[bc_idx(b, t0 + i, g, n)] = acc_row(r)[q]; }
       }
     }
   }
 }
 
-// Pass B6: dB[s, n] = Σ_{t>=s} mh[t, s] C[t, n]
-//                     + Σ_{h in g} exp(cum_end - cum_{h,s}) Σ_p s_{h,s} x_h[s, p] G_h[p, n].
+// Pass B6: dB[s, n] = Σ_{t>=s} dcb[t, s] C[t, n]
+//                   + Σ_{h in g} exp(cum_end - cum_{h,s}) Σ_p s_{h,s} x_h[s, p] dstates_h[c][p, n]
 @compute @workgroup_size(256)
 fn ssd_db(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
           @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
-  let ok = lw < prm.total;
+  let ok = lw < params.total;
   let w = select(0u, lw, ok);
-  let nt = w % prm.n_ntiles;
-  let si_ = (w / prm.n_ntiles) % prm.n_qtiles;
-  let z = w / (prm.n_ntiles * prm.n_qtiles);
-  let g = z % prm.n_groups;
-  let c = (z / prm.n_groups) % prm.n_chunks;
-  let b = z / (prm.n_groups * prm.n_chunks);
-  let hpg = prm.n_heads / prm.n_groups;
-  let t0 = c * prm.chunk_len;
+  let nt = w % params.n_ntiles;
+  let si = (w / params.n_ntiles) % params.n_qtiles;
+  let z = w / (params.n_ntiles * params.n_qtiles);
+  let g = z % params.n_groups;
+  let c = (z / params.n_groups) % params.n_chunks;
+  let b = z / (params.n_groups * params.n_chunks);
+  let hpg = params.n_heads / params.n_groups;
+  let t0 = c * params.chunk_len;
   let len = chunk_len_of(c);
   let tend = t0 + len - 1u;
-  let live = si_ * TILE < len;
-  let kbeg1 = select(len, si_ * TILE, live);
-  let kend2 = select(0u, prm.d_head, live && c + 1u < prm.n_chunks);
+  let live = si * TILE < len;
+  let kbeg1 = select(len, si * TILE, live);
+  let kend2 = select(0u, params.d_head, live && c + 1u < params.n_chunks);
   acc_zero();
-  for (var k0 = kbeg1; k0 < len; k0 += TK) {
+  for (var k0 = kbeg1; k0 < len; k0 += TILE_K) {
     for (var r = 0u; r < 4u; r++) {
-      let e = lid + WG * r;
-      // A[s, t] = mh[t, s]: contiguous in s (= rows)
-      let sa = si_ * TILE + m_fast64(e);
+      let e = lid + WORKGROUP * r;
+      // a_tile[s, t] = dcb[t, s]: contiguous in s (= rows)
+      let sa = si * TILE + m_fast64(e);
       let ta = k0 + k_fast64(e);
       var va = 0.0;
-      if (ta < len && sa <= ta) { va = mh[cbi(b, c, g, ta, sa)]; }
+      if (ta < len && sa <= ta) { va = dcb[cb_idx(b, c, g, ta, sa)]; }
       put_a(k_fast64(e), m_fast64(e), va);
       let n = nt * TILE + m_fast64(e);
       var vb = 0.0;
-      if (ta < len && n < prm.d_state) { vb = Cm[bi(b, t0 + ta, g, n)]; }
+      if (ta < len && n < params.d_state) { vb = C[bc_idx(b, t0 + ta, g, n)]; }
       put_b(k_fast64(e), m_fast64(e), vb);
     }
     workgroupBarrier();
@@ -798,22 +823,22 @@ fn ssd_db(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   }
   for (var hh = 0u; hh < hpg; hh++) {
     let h = g * hpg + hh;
-    for (var k0 = 0u; k0 < kend2; k0 += TK) {
+    for (var k0 = 0u; k0 < kend2; k0 += TILE_K) {
       for (var r = 0u; r < 4u; r++) {
-        let e = lid + WG * r;
-        let s = si_ * TILE + m_fastk(e);
+        let e = lid + WORKGROUP * r;
+        let s = si * TILE + m_fastk(e);
         let pa = k0 + k_fastk(e);
         var va = 0.0;
-        if (s < len && pa < prm.d_head) {
+        if (s < len && pa < params.d_head) {
           let t = t0 + s;
-          va = x[xi(b, t, h, pa)] * in_scale(b, h, t) * exp(seg(b, h, tend, t));
+          va = x[x_idx(b, t, h, pa)] * in_scale(b, h, t) * exp(seg(b, h, tend, t));
         }
         put_a(k_fastk(e), m_fastk(e), va);
         let pb = k0 + k_fast64(e);
         let n = nt * TILE + m_fast64(e);
         var vb = 0.0;
-        if (pb < prm.d_head && n < prm.d_state) {
-          vb = dstates[si(b, prm.n_chunks, c, h, pb, n)];
+        if (pb < params.d_head && n < params.d_state) {
+          vb = dstates[state_idx(b, params.n_chunks, c, h, pb, n)];
         }
         put_b(k_fast64(e), m_fast64(e), vb);
       }
@@ -826,87 +851,88 @@ fn ssd_db(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     let tx = lid & 15u;
     let ty = lid >> 4u;
     for (var r = 0u; r < 4u; r++) {
-      let s = si_ * TILE + ty * 4u + r;
+      let s = si * TILE + ty * 4u + r;
       for (var q = 0u; q < 4u; q++) {
         let n = nt * TILE + tx * 4u + q;
-        if (s < len && n < prm.d_state) { dB[bi(b, t0 + s, g, n)] = acc_row(r)[q]; }
+        if (s < len && n < params.d_state) { dB[bc_idx(b, t0 + s, g, n)] = acc_row(r)[q]; }
       }
     }
   }
 }
 
 // Pass B7: one workgroup per (b, t, h) row: finish dx = s_t dx̃ + D dy and the per-step scalars
-// v_t = dy_t·(y_t - D x_t) - s_t (dx̃_t·x_t)  (its in-chunk prefix sums give the decay gradient),
+// v_t = dy_t·(y_t - D x_t) - s_t (dx̃_t·x_t) (its in-chunk prefix sums give the decay gradient),
 // e_t = dy_t·x_t (for dD), ds_t = dx̃_t·x_t (for d dt_eff through s_t); fixed-order tree sums.
-var<workgroup> red4: array<vec4<f32>, 64>;
+var<workgroup> row_dots: array<vec4<f32>, 64>;
 
 @compute @workgroup_size(64)
 fn ssd_dt_elem(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
-  let ok = lw < prm.total;
+  let ok = lw < params.total;
   let w = select(0u, lw, ok);
-  let h = w % prm.n_heads;
-  let t = (w / prm.n_heads) % prm.seq_len;
-  let b = w / (prm.n_heads * prm.seq_len);
-  let dh = Dv[h];
-  let sc = in_scale(b, h, t);
+  let h = w % params.n_heads;
+  let t = (w / params.n_heads) % params.seq_len;
+  let b = w / (params.n_heads * params.seq_len);
+  let d_skip = D[h];
+  let scale = in_scale(b, h, t);
   var acc = vec4<f32>(0.0);
-  for (var p = lid; p < prm.d_head; p += WG1) {
-    let k = xi(b, t, h, p);
-    let xv = x[k];
-    let g = dy[k];
-    let dxt = dx[k];
-    acc = fma(vec4<f32>(g, g, dxt, 0.0), vec4<f32>(y[k] - dh * xv, xv, xv, 0.0), acc);
-    if (ok) { dx[k] = fma(sc, dxt, dh * g); }
+  for (var p = lid; p < params.d_head; p += WORKGROUP_1D) {
+    let k = x_idx(b, t, h, p);
+    let x_v = x[k];
+    let dy_v = dy[k];
+    let dx_tilde = dx[k];
+    acc = fma(vec4<f32>(dy_v, dy_v, dx_tilde, 0.0),
+              vec4<f32>(y[k] - d_skip * x_v, x_v, x_v, 0.0), acc);
+    if (ok) { dx[k] = fma(scale, dx_tilde, d_skip * dy_v); }
   }
-  red4[lid] = acc;
+  row_dots[lid] = acc;
   workgroupBarrier();
   for (var st = 32u; st > 0u; st = st >> 1u) {
-    if (lid < st) { red4[lid] = red4[lid] + red4[lid + st]; }
+    if (lid < st) { row_dots[lid] = row_dots[lid] + row_dots[lid + st]; }
     workgroupBarrier();
   }
   if (ok && lid == 0u) {
-    let r = red4[0];
-    let item = ti_(b, h, t);
-    bt[item] = r.x - sc * r.z;
-    bt[bht() + item] = r.y;
-    bt[2u * bht() + item] = r.z;
+    let r = row_dots[0];
+    let item = bht_idx(b, h, t);
+    step_dots[item] = r.x - scale * r.z;
+    step_dots[n_bht() + item] = r.y;
+    step_dots[2u * n_bht() + item] = r.z;
   }
 }
 
 // Pass B8: per (b, h, chunk c), one workgroup: the decay gradient carried across the boundary
 // after chunk c, <dstates[c], chunk_states[c + 1]> = Σ of all pairs (s <= end_c < t), summed
 // directly (no cancellation), in a fixed order (strided partials, then a tree).
-var<workgroup> red: array<f32, 64>;
+var<workgroup> pair_sums: array<f32, 64>;
 
 @compute @workgroup_size(64)
 fn ssd_dt_boundary(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                    @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
-  let ok = lw < prm.total;
+  let ok = lw < params.total;
   let w = select(0u, lw, ok);
-  let c = w % prm.n_chunks;
-  let bh = w / prm.n_chunks;
-  let h = bh % prm.n_heads;
-  let b = bh / prm.n_heads;
-  let pn = prm.d_head * prm.d_state;
+  let c = w % params.n_chunks;
+  let bh = w / params.n_chunks;
+  let h = bh % params.n_heads;
+  let b = bh / params.n_heads;
+  let pn = params.d_head * params.d_state;
   // the last chunk's outgoing adjoint is zero
-  let count = select(0u, pn, c + 1u < prm.n_chunks);
+  let count = select(0u, pn, c + 1u < params.n_chunks);
   var s = 0.0;
-  for (var e = lid; e < count; e += WG1) {
-    let p = e / prm.d_state;
-    let n = e % prm.d_state;
-    s = fma(dstates[si(b, prm.n_chunks, c, h, p, n)],
-            chunk_states[si(b, prm.n_chunks + 1u, c + 1u, h, p, n)], s);
+  for (var e = lid; e < count; e += WORKGROUP_1D) {
+    let p = e / params.d_state;
+    let n = e % params.d_state;
+    s = fma(dstates[state_idx(b, params.n_chunks, c, h, p, n)],
+            chunk_states[state_idx(b, params.n_chunks + 1u, c + 1u, h, p, n)], s);
   }
-  red[lid] = s;
+  pair_sums[lid] = s;
   workgroupBarrier();
   for (var st = 32u; st > 0u; st = st >> 1u) {
-    if (lid < st) { red[lid] = red[lid] + red[lid + st]; }
+    if (lid < st) { pair_sums[lid] = pair_sums[lid] + pair_sums[lid + st]; }
     workgroupBarrier();
   }
-  if (ok && lid == 0u) { tot[w] = red[0]; }
+  if (ok && lid == 0u) { boundary_da[w] = pair_sums[0]; }
 }
 
 // Neumaier-compensated running sum: value = s + c, each add exact up to the rounding of c.
@@ -919,24 +945,24 @@ fn comp_add(sc: vec2<f32>, v: f32) -> vec2<f32> {
 
 // Per-step finish of one (b, h, t) given its decay gradient da: writes ddt, returns
 // (dA_log term, ddt_bias term, dD term).
-fn dt_step(b: u32, h: u32, t: u32, da: f32, alog: f32, bias: f32) -> vec3<f32> {
-  let n = bht();
-  let k = ti_(b, h, t);
-  let raw = dt[(b * prm.seq_len + t) * prm.n_heads + h] + bias;
-  let dte = softplus(raw);
-  var ddte: f32;
-  var dal: f32;
-  if (prm.convention == 0u) {
-    let a = -exp(alog);
-    ddte = fma(da, a, bt[2u * n + k]);
-    dal = da * a * dte;
+fn dt_step(b: u32, h: u32, t: u32, da: f32, a_log: f32, bias: f32) -> vec3<f32> {
+  let n_steps = n_bht();
+  let k = bht_idx(b, h, t);
+  let raw = dt[(b * params.seq_len + t) * params.n_heads + h] + bias;
+  let dt_eff = softplus(raw);
+  var ddt_eff: f32;
+  var da_log: f32;
+  if (params.convention == CONV_MAMBA) {
+    let a = -exp(a_log);
+    ddt_eff = fma(da, a, step_dots[2u * n_steps + k]);
+    da_log = da * a * dt_eff;
   } else {
-    ddte = -da * softplus(alog);
-    dal = -da * dte * sigmoid(alog);
+    ddt_eff = -da * softplus(a_log);
+    da_log = -da * dt_eff * sigmoid(a_log);
   }
-  let g = ddte * softplus_grad(raw);
-  ddt[(b * prm.seq_len + t) * prm.n_heads + h] = g;
-  return vec3<f32>(dal, g, bt[n + k]);
+  let ddt_t = ddt_eff * softplus_grad(raw);
+  ddt[(b * params.seq_len + t) * params.n_heads + h] = ddt_t;
+  return vec3<f32>(da_log, ddt_t, step_dots[n_steps + k]);
 }
 
 // Pass B9: per (b, h, chunk): the decay gradient da_r = Σ over pairs s < r <= t of the output
@@ -949,66 +975,66 @@ fn dt_step(b: u32, h: u32, t: u32, da: f32, alog: f32, bias: f32) -> vec3<f32> {
 @compute @workgroup_size(64)
 fn ssd_dt_final(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                 @builtin(local_invocation_index) lid: u32) {
-  let item = wg_linear(wid, nwg) * WG1 + lid;
-  let nbh = prm.batch * prm.n_heads;
-  if (item >= nbh * prm.n_chunks) { return; }
-  let c = item % prm.n_chunks;
-  let bh = item / prm.n_chunks;
-  let h = bh % prm.n_heads;
-  let b = bh / prm.n_heads;
-  let t0 = c * prm.chunk_len;
+  let item = wg_linear(wid, nwg) * WORKGROUP_1D + lid;
+  let nbh = params.batch * params.n_heads;
+  if (item >= nbh * params.n_chunks) { return; }
+  let c = item % params.n_chunks;
+  let bh = item / params.n_chunks;
+  let h = bh % params.n_heads;
+  let b = bh / params.n_heads;
+  let t0 = c * params.chunk_len;
   let len = chunk_len_of(c);
   // the first half takes the odd middle step, so a one-step chunk (and t = 0) uses the prefix
   let half = (len + 1u) / 2u;
-  let alog = A_log[h];
+  let a_log = A_log[h];
   let bias = dt_bias[h];
   var run = vec2<f32>(0.0);
-  if (c > 0u) { run.x = tot[item - 1u]; }
-  var pa = vec2<f32>(0.0);
-  var pb = vec2<f32>(0.0);
-  var pd = vec2<f32>(0.0);
+  if (c > 0u) { run.x = boundary_da[item - 1u]; }
+  var part_a_log = vec2<f32>(0.0);
+  var part_dt_bias = vec2<f32>(0.0);
+  var part_d = vec2<f32>(0.0);
   for (var i = 0u; i < half; i++) {
     let t = t0 + i;
-    let r = dt_step(b, h, t, run.x + run.y, alog, bias);
-    pa = comp_add(pa, r.x);
-    pb = comp_add(pb, r.y);
-    pd = comp_add(pd, r.z);
-    run = comp_add(run, -bt[ti_(b, h, t)]);
+    let r = dt_step(b, h, t, run.x + run.y, a_log, bias);
+    part_a_log = comp_add(part_a_log, r.x);
+    part_dt_bias = comp_add(part_dt_bias, r.y);
+    part_d = comp_add(part_d, r.z);
+    run = comp_add(run, -step_dots[bht_idx(b, h, t)]);
   }
   // boundary[c] (zero after the last chunk: nothing follows it)
-  run = vec2<f32>(tot[item], 0.0);
+  run = vec2<f32>(boundary_da[item], 0.0);
   for (var i = len; i > half; i--) {
     let t = t0 + i - 1u;
-    run = comp_add(run, bt[ti_(b, h, t)]);
-    let r = dt_step(b, h, t, run.x + run.y, alog, bias);
-    pa = comp_add(pa, r.x);
-    pb = comp_add(pb, r.y);
-    pd = comp_add(pd, r.z);
+    run = comp_add(run, step_dots[bht_idx(b, h, t)]);
+    let r = dt_step(b, h, t, run.x + run.y, a_log, bias);
+    part_a_log = comp_add(part_a_log, r.x);
+    part_dt_bias = comp_add(part_dt_bias, r.y);
+    part_d = comp_add(part_d, r.z);
   }
-  let o = (b * prm.n_chunks + c) * prm.n_heads + h;
-  let np = prm.batch * prm.n_chunks * prm.n_heads;
-  part[o] = pa.x + pa.y;
-  part[np + o] = pb.x + pb.y;
-  part[2u * np + o] = pd.x + pd.y;
+  let slot = (b * params.n_chunks + c) * params.n_heads + h;
+  let n_part = params.batch * params.n_chunks * params.n_heads;
+  param_partials[slot] = part_a_log.x + part_a_log.y;
+  param_partials[n_part + slot] = part_dt_bias.x + part_dt_bias.y;
+  param_partials[2u * n_part + slot] = part_d.x + part_d.y;
 }
 
 // Pass B10: per head: fixed-order compensated sums over (batch, chunk) of the partials.
 @compute @workgroup_size(64)
 fn ssd_param_reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                     @builtin(local_invocation_index) lid: u32) {
-  let h = wg_linear(wid, nwg) * WG1 + lid;
-  if (h >= prm.n_heads) { return; }
-  let np = prm.batch * prm.n_chunks * prm.n_heads;
-  var sa = vec2<f32>(0.0);
-  var sb = vec2<f32>(0.0);
-  var sd = vec2<f32>(0.0);
-  for (var k = 0u; k < prm.batch * prm.n_chunks; k++) {
-    let o = k * prm.n_heads + h;
-    sa = comp_add(sa, part[o]);
-    sb = comp_add(sb, part[np + o]);
-    sd = comp_add(sd, part[2u * np + o]);
+  let h = wg_linear(wid, nwg) * WORKGROUP_1D + lid;
+  if (h >= params.n_heads) { return; }
+  let n_part = params.batch * params.n_chunks * params.n_heads;
+  var sum_a_log = vec2<f32>(0.0);
+  var sum_dt_bias = vec2<f32>(0.0);
+  var sum_d = vec2<f32>(0.0);
+  for (var k = 0u; k < params.batch * params.n_chunks; k++) {
+    let slot = k * params.n_heads + h;
+    sum_a_log = comp_add(sum_a_log, param_partials[slot]);
+    sum_dt_bias = comp_add(sum_dt_bias, param_partials[n_part + slot]);
+    sum_d = comp_add(sum_d, param_partials[2u * n_part + slot]);
   }
-  dA_log[h] = sa.x + sa.y;
-  ddt_bias[h] = sb.x + sb.y;
-  dD[h] = sd.x + sd.y;
+  dA_log[h] = sum_a_log.x + sum_a_log.y;
+  ddt_bias[h] = sum_dt_bias.x + sum_dt_bias.y;
+  dD[h] = sum_d.x + sum_d.y;
 }

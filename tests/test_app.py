@@ -27,7 +27,8 @@ from PySide6.QtWidgets import QApplication
 from ssmviz.app.controls import BAD_STYLE
 from ssmviz.app.session import Session
 from ssmviz.app.window import MainWindow
-from ssmviz.core.problem import S6_GRAD_KEYS, S6_INPUT_KEYS, ParamInit, Problem
+from ssmviz.core import families
+from ssmviz.core.problem import ParamInit, Problem
 from ssmviz.core.signals import SignalSpec
 
 pytestmark = [pytest.mark.qt, pytest.mark.gpu]
@@ -92,7 +93,7 @@ def test_window_opens_with_docks_shortcuts_and_verdicts(make_window) -> None:
     assert "/" in w.status.adapter.text()
     assert "GPU" in w.status.times.text() and "reference" in w.status.times.text()
     # One badge per judged tensor, all green on a correct kernel.
-    assert set(w.status.badges) == {"y", "last_state", "h", *S6_GRAD_KEYS}
+    assert set(w.status.badges) == {"y", "last_state", "h", *families.get("s6").grad_keys}
     assert all(w.status.badges.values()), r.report.failures()
     x, y = w.time_plots.curve_data("y_ref")
     assert x.shape == (SMALL.seq_len,)
@@ -192,8 +193,8 @@ def test_export_writes_files_that_load_back(make_window, tmp_path) -> None:
     r = w.result
     with np.load(tmp_path / "out.npz", allow_pickle=False) as npz:
         keys = set(npz.files)
-        assert set(S6_INPUT_KEYS) <= keys
-        for k in ("y", "h", *S6_GRAD_KEYS):
+        assert set(families.get("s6").input_keys) <= keys
+        for k in ("y", "h", *families.get("s6").grad_keys):
             assert f"gpu_{k}" in keys and f"ref_{k}" in keys
         np.testing.assert_array_equal(npz["gpu_y"], r.gpu["y"])
         np.testing.assert_array_equal(npz["ref_dB"], r.ref["dB"])

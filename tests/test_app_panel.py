@@ -19,7 +19,8 @@ from PySide6.QtCore import Qt
 
 from ssmviz.app.uibench import format_ui_bench, ui_bench
 from ssmviz.app.viewdata import FD_POINTS, fd_small_enough
-from ssmviz.core.problem import S6_GRAD_KEYS, SSD_GRAD_KEYS, Problem
+from ssmviz.core import families
+from ssmviz.core.problem import Problem
 from tests import test_app
 from tests.test_app import RUN_TIMEOUT_MS, SMALL, SMALL_SSD, _run
 
@@ -214,12 +215,12 @@ def _check_fd(w, keys) -> None:
 def test_fd_points_match_gpu_gradients_s6(make_window) -> None:
     w = make_window()
     assert fd_small_enough("s6", w.result.inputs)
-    _check_fd(w, S6_GRAD_KEYS)
+    _check_fd(w, families.get("s6").grad_keys)
 
 
 def test_fd_points_match_gpu_gradients_ssd(make_window) -> None:
     w = make_window(SMALL_SSD)
-    _check_fd(w, SSD_GRAD_KEYS)
+    _check_fd(w, families.get("ssd").grad_keys)
 
 
 def test_no_fd_points_for_large_problems(qtbot, make_window) -> None:

@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ssmviz.core.problem import S6_INPUT_KEYS, Problem
+from ssmviz.core import families
+from ssmviz.core.problem import Problem
 from tests.harness import Outcome, assert_fails_well, run_ssmviz, snapshot
 
 KERNEL = str(Path(__file__).resolve().parent.parent / "assets/kernels/builderforce_reference.js")
@@ -253,7 +254,7 @@ def test_float16_inputs_run_with_a_note(files: Path, tmp_path: Path) -> None:
     assert_fails_well(out, 0, allowed_new=["h.npz"], reason="verdict: PASS")
     assert "stored as float16: widened to float32" in out.stdout
     half, run = np.load(tmp_path / "half.npz"), np.load(tmp_path / "h.npz")
-    for key in S6_INPUT_KEYS:  # widened exactly: the values the user stored
+    for key in families.get("s6").input_keys:  # widened exactly: the values the user stored
         assert run[key].dtype == np.float32
         assert np.array_equal(run[key], half[key].astype(np.float32))
 

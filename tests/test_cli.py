@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ssmviz.core.problem import S6_GRAD_KEYS, S6_INPUT_KEYS, Problem
+from ssmviz.core import families
+from ssmviz.core.problem import Problem
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -88,14 +89,14 @@ def test_s6_check_passes_and_exports(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "verdict: PASS" in proc.stdout
-    for key in ("y", *S6_GRAD_KEYS):
+    for key in ("y", *families.get("s6").grad_keys):
         assert any(line.split()[:1] == [key] for line in proc.stdout.splitlines()), key
     verdicts = json.loads(out_json.read_text())
     assert verdicts["passed"] is True and verdicts["sizes"]["seq_len"] == 300
     data = np.load(out_npz)
-    for key in S6_INPUT_KEYS:
+    for key in families.get("s6").input_keys:
         assert key in data.files
-    for key in ("y", *S6_GRAD_KEYS):
+    for key in ("y", *families.get("s6").grad_keys):
         assert f"gpu_{key}" in data.files and f"ref_{key}" in data.files
     assert data["u"].shape == (2, 300, 3) and data["A_log"].shape == (3, 5)
     assert data["B"].shape == (2, 300, 5)

@@ -13,15 +13,17 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ssmviz.core import families
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.inputs import open_inputs
-from ssmviz.core.problem import S6_INPUT_KEYS, SSD_INPUT_KEYS
 
 DTYPES = [
     np.float16, np.float32, np.float64, np.longdouble, np.int8, np.int64, np.uint16, np.bool_,
     np.complex64, np.complex128, "<U4", "S3", [("a", "<f4"), ("b", "<i4")], object,
     "datetime64[s]",
 ]
+S6_INPUT_KEYS = families.get("s6").input_keys
+SSD_INPUT_KEYS = families.get("ssd").input_keys
 KEYS = st.sampled_from([*S6_INPUT_KEYS, *SSD_INPUT_KEYS, "meta", "gpu_y", "ref_y", "junk", ""])
 SHAPES = st.lists(st.integers(0, 4), min_size=0, max_size=4).map(tuple)
 _DIR = tempfile.mkdtemp(prefix="ssmviz-fuzz-npz-")

@@ -200,7 +200,8 @@ def _unbatched(prep, runtime, names, backward=True) -> tuple[list, dict]:
     out = {}
     for n in names:
         if n not in prep.buffers:  # S6 with one d-block: dB | dC in the partials
-            both = runtime.read(prep.buffers["red_bc"], np.float32, (2, *prep.output_shapes[n]))
+            shape = (2, *prep.output_shapes[n])
+            both = runtime.read(prep.buffers["bc_partials"], np.float32, shape)
             out[n] = both[0 if n == "dB" else 1]
         else:
             out[n] = runtime.read(prep.buffers[n], np.float32, prep.output_shapes[n])
@@ -214,7 +215,7 @@ def _same_bits(a: dict, b: dict) -> bool:
     )
 
 
-@pytest.mark.parametrize("d_inner", [16, 128])  # one d-block (dB, dC in red_bc) and two
+@pytest.mark.parametrize("d_inner", [16, 128])  # one d-block (dB, dC in bc_partials) and two
 def test_s6_run_matches_unbatched_path(runtime, d_inner) -> None:
     from ssmviz.core.families.s6.kernel import S6Kernel
     from ssmviz.core.problem import Problem

@@ -203,8 +203,8 @@ def test_poison_check_reports_unwritten_on_a_reused_preparation(runtime, runtime
     first run's value."""
     source = _skips_y_where_u_is(
         shader_source("selective_scan.wgsl"),
-        "y[i] = Dd * uv + acc;",
-        "if (uv != 12345.0) { y[i] = Dd * uv + acc; }",
+        "y[i] = d_skip * uv + acc;",
+        "if (uv != 12345.0) { y[i] = d_skip * uv + acc; }",
     )
     sizes = dict(batch=1, seq_len=96, d_inner=3, d_state=4)
     arrays = _inputs("s6", 1, **sizes)
@@ -223,8 +223,8 @@ def test_poison_check_reports_unwritten_on_a_reused_preparation(runtime, runtime
 def test_ssd_outputs_poisoned_again_before_a_reused_run(runtime, runtime_cache) -> None:
     source = _skips_y_where_u_is(
         shader_source("ssd.wgsl"),
-        "y[k] = fma(dh, x[k], acc_row(r)[q]);",
-        "if (x[k] != 12345.0) { y[k] = fma(dh, x[k], acc_row(r)[q]); }",
+        "y[k] = fma(d_skip, x[k], acc_row(r)[q]);",
+        "if (x[k] != 12345.0) { y[k] = fma(d_skip, x[k], acc_row(r)[q]); }",
     )
     kernel = SSDKernel(runtime, source=source)
     x = _inputs("ssd", 1, **SSD_SIZES)

@@ -5,14 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ssmviz.core import families
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.problem import (
-    S6_INPUT_KEYS,
-    SSD_INPUT_KEYS,
-    ParamInit,
-    Problem,
-    infer_sizes,
-)
+from ssmviz.core.problem import ParamInit, Problem, infer_sizes
 from ssmviz.core.reference._common import softplus
 from ssmviz.core.signals import SignalSpec
 
@@ -73,7 +68,7 @@ def test_build_is_deterministic_and_shaped(family: str, convention: str) -> None
         seed=7,
     )
     a, b = p.build(), p.build()
-    keys = S6_INPUT_KEYS if family == "s6" else SSD_INPUT_KEYS
+    keys = families.get(family).input_keys
     assert set(a) == set(keys)
     for k in keys:
         assert a[k].dtype == np.float64 and np.array_equal(a[k], b[k]), k

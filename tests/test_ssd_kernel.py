@@ -204,7 +204,6 @@ def test_abi_matches_shader() -> None:
     entries = set(re.findall(r"@compute[^\n]*\n\s*fn (\w+)", source))
     assert entries == {p.entry for p in SSD_ABI.passes}
     declared = {int(i): n for i, n in re.findall(r"@binding\((\d+)\) var<[^>]+> (\w+)", source)}
-    wgsl_names = {"B": "Bm", "C": "Cm", "D": "Dv", "params": "prm"}
     for p in SSD_ABI.passes:
         assert re.search(
             rf"@workgroup_size\({p.workgroup_size[0]}\)\s*fn {p.entry}\(", source
@@ -213,7 +212,7 @@ def test_abi_matches_shader() -> None:
         assert p.storage_buffers <= 8, p.entry
         for index, name in p.bindings.items():
             assert index in declared
-            assert declared[index] == wgsl_names.get(name, name), (p.entry, index, name)
+            assert declared[index] == name, (p.entry, index, name)
             assert p.access[index] != "accumulate"  # no pass accumulates with += or atomics
     assert "atomic" not in source
 

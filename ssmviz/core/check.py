@@ -743,10 +743,8 @@ def _check_arrays(
         runs=runs,
         verdicts=verdicts,
         race_probe=race_probe,
-        # The median over the runs: the first also pays one-time costs (lavapipe, (1, 2048,
-        # 64, 16): forward 12.9 ms, then 6.8). Each run comes alone, so a GPU that idles
-        # between them may keep low clocks (H200, wide S6 forward: 7.3 ms, against 1.33 ms
-        # after a second of back-to-back runs, as `ssmviz bench` times it).
+        # The median over the runs: the first also pays one-time costs, and each run comes
+        # alone, so an idle GPU may keep low clocks (figures: families/s6/NOTES.md).
         gpu_seconds={
             k: float(np.median([r.timing[k].seconds for r in results]))
             for k in timing

@@ -58,7 +58,7 @@ _BC_LAYOUT = (
     "zero vec4 at the end"
 )
 _BC_ROWS = (
-    "the red buffer as vec4s: s6_bwd_output_h's per-channel dB | dC rows, (d_inner, 2, batch, "
+    "the partials buffer as vec4s: s6_bwd_output_h's per-channel dB | dC rows, (d_inner, 2, batch, "
     "seq_len, ceil(d_state / 4)) vec4s"
 )
 
@@ -82,38 +82,41 @@ BUFFERS: dict[str, tuple[int, BufferSpec]] = {
     "y": (9, _buf("y", ["y"], _BLD, "out")),
     "h": (10, _buf("h", ["h"], ["batch", "seq_len", "d_inner", "d_state"], "out", layout=(
         "(batch, seq_len, d_inner, d_state) when store_h; with flags bit 4 (forward passes "
-        "before a checkpoint backward) the backward's Sbuf buffer, written from off_ckpt with "
-        "(batch, ceil(seq_len / 8), d_state, d_inner) checkpoints; else a 4-byte dummy"))),
+        "before a checkpoint backward) the backward's scan_states buffer, written from "
+        "off_ckpt with (batch, ceil(seq_len / 8), d_state, d_inner) checkpoints; else a "
+        "4-byte dummy"))),
     "last_state": (11, _buf("last_state", ["last_state"], ["batch", "d_inner", "d_state"],
                             "out")),
-    "sbuf": (12, _buf("sbuf", ["scratch"], [], "scratch",
+    "scan_dt_sums": (12, _buf("scan_dt_sums", ["scratch"], [], "scratch",
                       layout="chunk ΣΔ sums and their scans, all levels (see offsets)")),
-    "Sbuf": (13, _buf("Sbuf", ["scratch"], [], "scratch", layout=(
+    "scan_states": (13, _buf("scan_states", ["scratch"], [], "scratch", layout=(
         "chunk summaries / scanned carries, all levels; in the backward, the forward's "
         "checkpoints from off_ckpt (flags bit 4)"))),
     "du": (14, _buf("du", ["du"], _BLD, "out", "backward", layout="includes D·dy")),
     "ddelta": (15, _buf("ddelta", ["ddelta"], _BLD, "out", "backward",
                         layout="w.r.t. raw delta")),
-    "red": (16, _buf("red", ["scratch"], [], "scratch", "backward", layout=(
+    "partials": (16, _buf("partials", ["scratch"], [], "scratch", "backward", layout=(
         "partial sums (rows, cols) per reduction level; for s6_bwd_output the dB | dC partials "
         "(n_dblocks, 2, batch, seq_len, d_state), or (n_dblocks * wg_d / SG_GROUP, ...) with "
         "subgroups, for s6_bwd_output_h (d_inner, 2, batch, seq_len, d_state padded to whole "
         "vec4s); they are the outputs when there is one row"))),
-    "red_par": (17, _buf("red_par", ["scratch"], [], "scratch", "backward", layout=(
-        "(batch * n_kgroups, d_inner * d_state + 2 * d_inner) partials"))),
+    "param_partials": (17, _buf("param_partials", ["scratch"], [], "scratch", "backward",
+                                layout="(batch * n_kgroups, d_inner * d_state + 2 * d_inner)")),
     "out0": (18, _buf("out0", ["scratch"], [], "out", "backward", layout="dB or dA_log")),
     "out1": (19, _buf("out1", ["scratch"], [], "out", "backward", layout="dC or dD")),
     "out2": (20, _buf("out2", ["scratch"], [], "out", "backward",
                       layout="ddelta_bias (4-byte dummy for the dB/dC reduction)")),
-    "red4": (21, _buf("red4", ["scratch"], [], "scratch", "backward", layout=(
+    "partials4": (21, _buf("partials4", ["scratch"], [], "scratch", "backward", layout=(
         _BC_ROWS + "; for s6_reduce_final4 the last reduction level's rows, red_cols / 4 "
         "vec4s each"))),
-    "red4w": (22, _buf("red4w", ["scratch"], [], "scratch", "backward", layout=_BC_ROWS)),
+    "partials4_rw": (22, _buf("partials4_rw", ["scratch"], [], "scratch", "backward",
+                              layout=_BC_ROWS)),
 }
 #: Buffers the passes only read (every other storage binding is read_write).
-_READ_ONLY = {"u", "delta", "A_log", "B", "C", "D", "delta_bias", "dy", "red4"}
+_READ_ONLY = {"u", "delta", "A_log", "B", "C", "D", "delta_bias", "dy", "partials4"}
 
-# The inputs both backward output passes read (s6_bwd_output, s6_bwd_output_h).
+# The carry scan's buffers, and the inputs both backward output passes read.
+_SCAN = ["scan_dt_sums", "scan_states"]
 _BWD_OUT_READS = ["u", "delta", "A_log", "B", "C", "D", "delta_bias", "dy"]
 _CHUNK_DISPATCH = (
     "split_workgroups(batch * n_cgroups * n_dblocks), n_dblocks = ceil(d_inner"
@@ -146,19 +149,20 @@ _PASSES = [
     ),
     _pass(
         "s6_fwd_summary", "forward", WORKGROUP,
-        ["u", "delta", "A_log", "B", "C", "delta_bias", "sbuf", "Sbuf"], _CHUNK_DISPATCH,
-        "per (batch, chunk, d): ΣΔ -> sbuf[off_in_s], end state from 0 -> Sbuf[off_in_S]",
+        ["u", "delta", "A_log", "B", "C", "delta_bias", *_SCAN], _CHUNK_DISPATCH,
+        "per (batch, chunk, d): ΣΔ -> scan_dt_sums[off_in_s], end state from 0 -> "
+        "scan_states[off_in_S]",
         FOLDED,
     ),
     _pass(
-        "s6_scan_up", "forward", WORKGROUP, ["A_log", "sbuf", "Sbuf"],
+        "s6_scan_up", "forward", WORKGROUP, ["A_log", "scan_dt_sums", "scan_states"],
         "split_workgroups(ceil(scan_sets * ceil(scan_n / 32) * d_inner * d_state / 64)), once "
         "per level, bottom up",
         "(forward and backward) inclusive scan of blocks of 32 chunk summaries; block "
         "aggregates feed the next level",
     ),
     _pass(
-        "s6_scan_down", "forward", WORKGROUP, ["A_log", "sbuf", "Sbuf"],
+        "s6_scan_down", "forward", WORKGROUP, ["A_log", "scan_dt_sums", "scan_states"],
         "split_workgroups(ceil(scan_sets * scan_n * d_inner * d_state / 64)), once per level "
         "from the top - 1 down to level 1, top down",
         "(forward and backward) folds the previous block's finished prefix into each element "
@@ -166,8 +170,8 @@ _PASSES = [
     ),
     _pass(
         "s6_fwd_output", "forward", WORKGROUP,
-        ["u", "delta", "A_log", "B", "C", "D", "delta_bias", "y", "h", "last_state", "sbuf",
-         "Sbuf"],
+        ["u", "delta", "A_log", "B", "C", "D", "delta_bias", "y", "h", "last_state", "scan_dt_sums",
+         "scan_states"],
         _CHUNK_DISPATCH,
         "recompute each chunk from its scanned start state (level 0 of the carry scan at "
         "off_carry, ΣΔ prefixes at off_out_s, level 1 at off_agg_S); write y, h, last_state, "
@@ -176,7 +180,7 @@ _PASSES = [
     ),
     _pass(
         "s6_bwd_summary", "backward", WORKGROUP,
-        ["u", "delta", "A_log", "B", "C", "delta_bias", "dy", "sbuf", "Sbuf"],
+        ["u", "delta", "A_log", "B", "C", "delta_bias", "dy", "scan_dt_sums", "scan_states"],
         _CHUNK_DISPATCH + " (chunk_len <= 32; with checkpoints any multiple of 8 up to 1024, "
         "by default 32-256 steps so that ~64k invocations remain)",
         "forward chunk summaries (set 0) and reverse adjoint summaries (set 1, chunk order "
@@ -185,7 +189,7 @@ _PASSES = [
     ),
     _pass(
         "s6_bwd_output", "backward", WORKGROUP,
-        [*_BWD_OUT_READS, "sbuf", "Sbuf", "du", "ddelta", "red", "red_par"],
+        [*_BWD_OUT_READS, *_SCAN, "du", "ddelta", "partials", "param_partials"],
         "split_workgroups(batch * n_cgroups * n_dblocks), n_cgroups = ceil(n_kgroups / (64 / "
         "wg_d)), n_kgroups = ceil(n_chunks / k_chunks)",
         "recompute states per 8-step sub-chunk (from the forward's checkpoints with flags bit "
@@ -201,36 +205,36 @@ _PASSES = [
     ),
     _pass(
         "s6_bwd_output_h", "backward", WORKGROUP,
-        [*_BWD_OUT_READS, "h", "sbuf", "Sbuf", "du", "ddelta", "red4w", "red_par"],
+        [*_BWD_OUT_READS, "h", *_SCAN, "du", "ddelta", "partials4_rw", "param_partials"],
         "as s6_bwd_output; replaces it when h is stored and the per-channel dB/dC rows are "
         "small (the plan's 'stored' backward); s6_bwd_summary then runs with flags bit 3 and "
         "the scan has batch sets",
         "one reverse sweep per chunk reading h_{t-1} from the stored h; write du, ddelta, each "
-        "channel's own dB | dC row (red4w, summed over d by s6_reduce_bc) and the dA_log, dD, "
-        "ddelta_bias partials; no workgroup memory, no barriers",
+        "channel's own dB | dC row (partials4_rw, summed over d by s6_reduce_bc) and the "
+        "dA_log, dD, ddelta_bias partials; no workgroup memory, no barriers",
         FOLDED,
     ),
     _pass(
-        "s6_reduce_bc", "backward", WORKGROUP, ["red4", "out0", "out1"],
+        "s6_reduce_bc", "backward", WORKGROUP, ["partials4", "out0", "out1"],
         "split_workgroups(ceil(2 * batch * seq_len * ceil(d_state / 4) / 64)); after "
         "s6_bwd_output_h",
         "sums the d_inner per-channel dB | dC rows in order, a vec4 (4 states) per invocation; "
         "dB -> out0, dC -> out1",
     ),
     _pass(
-        "s6_reduce_rows", "backward", WORKGROUP, ["red"],
+        "s6_reduce_rows", "backward", WORKGROUP, ["partials"],
         "split_workgroups(ceil(ceil(red_rows / 32) * red_cols / 64)), while red_rows > 32",
         "sums groups of 32 partial rows in a fixed order",
     ),
     _pass(
-        "s6_reduce_final4", "backward", WORKGROUP, ["red4", "out0", "out1", "out2"],
+        "s6_reduce_final4", "backward", WORKGROUP, ["partials4", "out0", "out1", "out2"],
         "as s6_reduce_final, over ceil(red_cols / 4 / 64) workgroups; replaces it when "
         "red_cols and red_in are multiples of 4",
-        "s6_reduce_final a vec4 of columns per invocation, reading the rows through red4 (the "
+        "s6_reduce_final a vec4 of columns per invocation, reading the rows through partials4 (the "
         "same sums in the same order)",
     ),
     _pass(
-        "s6_reduce_final", "backward", WORKGROUP, ["red", "out0", "out1", "out2"],
+        "s6_reduce_final", "backward", WORKGROUP, ["partials", "out0", "out1", "out2"],
         "split_workgroups(ceil(red_cols / 64)); for dB/dC only when there is more than one "
         "partial row",
         "sums the last <= 32 rows; columns [0, m0) -> out0, [m0, m0 + m1) -> out1, the rest -> "
@@ -257,7 +261,7 @@ S6_ABI = AbiProfile(
         "flags: bit 1 store h, bit 2 reverse workgroup order, bit 3 (s6_bwd_summary) adjoint "
         "summaries only, as scan set b (h stored or checkpoints), bit 4 checkpoints: the "
         "forward passes write the state entering every 8th step through h, s6_bwd_output "
-        "starts each 8-step sub-chunk from them (through Sbuf) instead of from the forward "
+        "starts each 8-step sub-chunk from them (through scan_states) instead of from the forward "
         "carry scan and a checkpoint sweep; the kernels add delta_bias always (zeros when "
         "absent)",
         "wg_d = min(64, next power of two >= d_inner); 64 / wg_d chunks per workgroup",

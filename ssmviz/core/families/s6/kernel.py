@@ -95,8 +95,8 @@ def buffer_bytes(plan: Plan, store_h: bool, backward: bool = True) -> dict[str, 
         "B": (sz.batch * sz.seq_len * cdiv(sz.d_state, 4) + 1) * 16,
         "h": act * sz.d_state if store_h else 4,
         # The single-pass forward has no chunk summaries.
-        "fwd_sbuf": 4 if plan.fwd_onepass else fs.s_size * 4,
-        "fwd_Sbuf": 4 if plan.fwd_onepass else fs.S_size * 4,
+        "fwd_scan_dt_sums": 4 if plan.fwd_onepass else fs.s_size * 4,
+        "fwd_scan_states": 4 if plan.fwd_onepass else fs.S_size * 4,
     }
     if backward:
         bs = plan.bwd_scan()
@@ -104,10 +104,10 @@ def buffer_bytes(plan: Plan, store_h: bool, backward: bool = True) -> dict[str, 
         bc_rows = plan.bc_rows if plan.bwd_stored else sum(reduce_levels(plan.bc_rows))
         par_rows = sum(reduce_levels(plan.par_rows()))
         sizes.update(
-            bwd_sbuf=bs.s_size * 4,
-            bwd_Sbuf=plan.bwd_Sbuf_bytes(),
-            red_bc=bc_rows * plan.bc_cols() * 4,
-            red_par=par_rows * plan.par_cols() * 4,
+            bwd_scan_dt_sums=bs.s_size * 4,
+            bwd_scan_states=plan.bwd_scan_states_bytes(),
+            bc_partials=bc_rows * plan.bc_cols() * 4,
+            param_partials=par_rows * plan.par_cols() * 4,
         )
     return sizes
 
@@ -153,7 +153,7 @@ class _Dispatches:
             convention=CONVENTION_IDS[convention],
             wg_d=plan.wg_d,
             n_dblocks=plan.n_dblocks,
-            # Where the checkpoints start in the backward's Sbuf buffer (past its levels).
+            # Where the checkpoints start in the backward's scan_states buffer (past its levels).
             off_ckpt=plan.bwd_scan().S_size if ckpt else 0,
         )
 
@@ -215,7 +215,7 @@ class _Dispatches:
             threads = levels[lvl + 1] * cols
             out_off = off + levels[lvl] * cols
             ds.append(self.one(
-                "s6_reduce_rows", cdiv(threads, WORKGROUP), {"red": red},
+                "s6_reduce_rows", cdiv(threads, WORKGROUP), {"partials": red},
                 red_rows=levels[lvl], red_cols=cols, red_in=off, red_out=out_off,
                 n_threads=threads,
             ))
@@ -225,7 +225,8 @@ class _Dispatches:
         ds.append(self.one(
             "s6_reduce_final4" if vec4 else "s6_reduce_final",
             cdiv(cols // 4 if vec4 else cols, WORKGROUP),
-            {"red4" if vec4 else "red": red, "out0": outs[0], "out1": outs[1], "out2": outs[2]},
+            {"partials4" if vec4 else "partials": red, "out0": outs[0], "out1": outs[1],
+             "out2": outs[2]},
             red_rows=levels[-1], red_cols=cols, red_in=off, m0=m0, m1=m1, n_threads=cols,
         ))
         return ds
@@ -448,26 +449,27 @@ class S6Kernel(ShaderKernel):
         pb.out("last_state", B_ * Di * Ds * 4)
         if backward:
             # The forward writes checkpoints only for a backward that reads them, into the
-            # backward's Sbuf buffer past its scan levels (the forward binds it as h).
-            pb.scratch("bwd_sbuf", plan.bwd_scan().s_size * 4, "bwd sbuf")
-            pb.scratch("bwd_Sbuf", plan.bwd_Sbuf_bytes(), "bwd Sbuf")
+            # backward's scan_states buffer past its scan levels (the forward binds it as h).
+            pb.scratch("bwd_scan_dt_sums", plan.bwd_scan().s_size * 4, "bwd scan_dt_sums")
+            pb.scratch("bwd_scan_states", plan.bwd_scan_states_bytes(), "bwd scan_states")
         if not plan.fwd_onepass:
             fs = plan.fwd_scan()
-            pb.scratch("fwd_sbuf", fs.s_size * 4, "fwd sbuf")
-            pb.scratch("fwd_Sbuf", fs.S_size * 4, "fwd Sbuf")
+            pb.scratch("fwd_scan_dt_sums", fs.s_size * 4, "fwd scan_dt_sums")
+            pb.scratch("fwd_scan_states", fs.S_size * 4, "fwd scan_states")
 
     @staticmethod
     def _forward(pb: _Problem, ds: _Dispatches, store_h: bool, ckpt: bool) -> list[Dispatch]:
         """One pass, or summary, carry scan and output (chunked)."""
         plan, buf = pb.plan, pb.buf
-        fwd_h = {"h": buf["bwd_Sbuf"]} if ckpt else {}
+        fwd_h = {"h": buf["bwd_scan_states"]} if ckpt else {}
         fwd_ckpt = FLAG_CKPT if ckpt else 0
         if plan.fwd_onepass:
             nblk = cdiv(plan.sz.d_inner, ONEPASS_LANES)
             return [ds.one("s6_fwd_onepass", plan.sz.batch * nblk, buf | fwd_h, wg_d=ONEPASS_LANES,
                            n_dblocks=nblk, flags=fwd_ckpt)]
         fs = plan.fwd_scan()
-        fb = dict(buf, sbuf=buf["fwd_sbuf"], Sbuf=buf["fwd_Sbuf"]) | fwd_h
+        fb = dict(buf, scan_dt_sums=buf["fwd_scan_dt_sums"],
+                  scan_states=buf["fwd_scan_states"]) | fwd_h
         nfc = plan.n_fwd_chunks
         fchunk = dict(chunk_len=plan.fwd_chunk, n_chunks=nfc,
                       n_cgroups=cdiv(nfc, plan.lanes_c))
@@ -495,10 +497,10 @@ class S6Kernel(ShaderKernel):
         pb.out("ddelta_bias", Di * 4)
         sizes = buffer_bytes(plan, store_h)
         if direct:  # the dB | dC partials are the outputs
-            pb.out("red_bc", sizes["red_bc"], "dB | dC")
+            pb.out("bc_partials", sizes["bc_partials"], "dB | dC")
         else:
-            pb.scratch("red_bc", sizes["red_bc"], "dB/dC partials")
-        pb.scratch("red_par", sizes["red_par"], "dA_log/dD/ddelta_bias partials")
+            pb.scratch("bc_partials", sizes["bc_partials"], "dB/dC partials")
+        pb.scratch("param_partials", sizes["param_partials"], "dA_log/dD/ddelta_bias partials")
         pb.scratch("dummy", 4, "dummy")
 
     def _backward(self, pb: _Problem, ds: _Dispatches, ckpt: bool) -> list[Dispatch]:
@@ -506,8 +508,8 @@ class S6Kernel(ShaderKernel):
         plan, buf = pb.plan, pb.buf
         sz = plan.sz
         bs = plan.bwd_scan()
-        bb = dict(buf, sbuf=buf["bwd_sbuf"], Sbuf=buf["bwd_Sbuf"], red=buf["red_bc"],
-                  red4w=buf["red_bc"])
+        bb = dict(buf, scan_dt_sums=buf["bwd_scan_dt_sums"], scan_states=buf["bwd_scan_states"],
+                  partials=buf["bc_partials"], partials4_rw=buf["bc_partials"])
         nbc, nkg = plan.n_bwd_chunks, plan.n_kgroups
         bchunk = dict(chunk_len=plan.bwd_chunk, n_chunks=nbc)
         out = [ds.one("s6_bwd_summary", plan.chunk_workgroups(nbc), bb, **bchunk,
@@ -524,12 +526,13 @@ class S6Kernel(ShaderKernel):
         bc_elements = sz.batch * sz.seq_len * sz.d_state
         if plan.bwd_stored:
             out.append(ds.one("s6_reduce_bc", cdiv(plan.bc_cols() // 4, WORKGROUP),
-                              {"red4": buf["red_bc"], "out0": buf["dB"], "out1": buf["dC"]},
+                              {"partials4": buf["bc_partials"], "out0": buf["dB"],
+                               "out1": buf["dC"]},
                               red_rows=plan.bc_rows))
         elif not self._direct_bc(plan):
-            out += ds.reduce(buf["red_bc"], plan.bc_rows, plan.bc_cols(),
+            out += ds.reduce(buf["bc_partials"], plan.bc_rows, plan.bc_cols(),
                              (buf["dB"], buf["dC"], buf["dummy"]), bc_elements, bc_elements)
-        out += ds.reduce(buf["red_par"], plan.par_rows(), plan.par_cols(),
+        out += ds.reduce(buf["param_partials"], plan.par_rows(), plan.par_cols(),
                          (buf["dA_log"], buf["dD"], buf["ddelta_bias"]),
                          sz.d_inner * sz.d_state, sz.d_inner)
         return out
@@ -540,7 +543,8 @@ class S6Kernel(ShaderKernel):
         at: dict[str, tuple[str, int]] = {}
         if backward and self._direct_bc(pb.plan):
             sz = pb.plan.sz
-            at = {"dB": ("red_bc", 0), "dC": ("red_bc", sz.batch * sz.seq_len * sz.d_state * 4)}
+            dc_offset = sz.batch * sz.seq_len * sz.d_state * 4
+            at = {"dB": ("bc_partials", 0), "dC": ("bc_partials", dc_offset)}
         readbacks = {}
         for n in outputs:
             key, offset = at.get(n, (n, 0))

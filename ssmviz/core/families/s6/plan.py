@@ -66,7 +66,7 @@ FOLDED_ENTRIES = frozenset(p.entry for p in S6_ABI.passes if "CONV" in p.overrid
 #: Storage buffers of the stored backward's output pass, and the most of any other pass.
 BWD_STORED_BUFFERS = S6_ABI.pass_named("s6_bwd_output_h").storage_buffers
 OTHER_BUFFERS = max(p.storage_buffers for p in S6_ABI.passes if p.entry != "s6_bwd_output_h")
-#: The device limits one buffer (the backward's Sbuf with the checkpoints) must fit.
+#: The device limits one buffer (the backward's scan_states with the checkpoints) must fit.
 _BUFFER_LIMITS = ("max-buffer-size", "max-storage-buffer-binding-size")
 
 
@@ -88,7 +88,7 @@ class Sizes:
 
 @dataclass
 class ScanLayout:
-    """Offsets of every scan level inside sbuf (ΣΔ) and Sbuf (states)."""
+    """Offsets of every scan level inside scan_dt_sums (ΣΔ) and scan_states (states)."""
 
     counts: list[int]  # elements per line at each level
     s_in: list[int]
@@ -206,8 +206,8 @@ class Plan:
     def bwd_scan(self) -> ScanLayout:
         return scan_layout(self.bwd_scan_sets, self.n_bwd_chunks, self.sz.d_inner, self.sz.d_state)
 
-    def bwd_Sbuf_bytes(self) -> int:
-        """The backward's Sbuf buffer: its scan levels, then the forward's checkpoints."""
+    def bwd_scan_states_bytes(self) -> int:
+        """The backward's scan_states buffer: its scan levels, then the forward's checkpoints."""
         return self.bwd_scan().S_size * 4 + (ckpt_bytes(self.sz) if self.bwd_ckpt else 0)
 
     def bc_cols(self) -> int:
@@ -338,13 +338,13 @@ def fit_to_device(
     """``plan`` fitted to a device: strategies chosen by size ("auto") that the device's
     limits cannot hold give way to their fallbacks, and the dB/dC sum is chosen.
     ``remake(bwd_mode)`` re-plans with another backward mode."""
-    # The checkpoints share the backward's Sbuf buffer with its scan levels; past the
+    # The checkpoints share the backward's scan_states buffer with its scan levels; past the
     # device's buffer limits, forward summaries and a carry scan instead.
     if (
         plan.bwd_ckpt
         and bwd_mode == "auto"
         and backward
-        and plan.bwd_Sbuf_bytes() > min(int(limits.get(k, 0)) for k in _BUFFER_LIMITS)
+        and plan.bwd_scan_states_bytes() > min(int(limits.get(k, 0)) for k in _BUFFER_LIMITS)
     ):
         plan = remake("recompute")
     if plan.fwd_onepass and fwd_mode == "auto" and not _onepass_fits(limits):
@@ -366,8 +366,8 @@ def fit_to_device(
 def pipeline_constants(plan: Plan, entry: str, convention: str, *, ckpt: bool) -> dict[str, int]:
     """The WGSL override values of ``entry``'s pipeline under ``plan``: the folded
     constants (the convention, whether this dispatch writes or reads checkpoints, d_state
-    as whole 16-state tiles: each value is its own pipelines, ~0.6 s each to build on
-    lavapipe) and, for the subgroup dB/dC sum, SG_GROUP. Empty for the other passes."""
+    as whole 16-state tiles: each value is its own pipelines, slow to build, NOTES.md)
+    and, for the subgroup dB/dC sum, SG_GROUP. Empty for the other passes."""
     out: dict[str, int] = {}
     if entry == "s6_bwd_output" and plan.dbc == "subgroup":
         out["SG_GROUP"] = plan.sg_group

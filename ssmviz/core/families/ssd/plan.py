@@ -76,9 +76,10 @@ class Plan:
             "chunk_states": b * (NC + 1) * H * P * N,
             "dx": b * T * H * P, "ddt": b * T * H, "dA_log": H, "dB": b * T * G * N,
             "dC": b * T * G * N, "dD": H, "ddt_bias": H,
-            "tvec": 3 * b * H * T, "cb": b * NC * G * Q * Q, "chunk_local": b * NC * H * P * N,
-            "dstates": b * NC * H * P * N, "mh": b * NC * G * Q * Q, "bt": 3 * b * H * T,
-            "tot": b * H * NC, "part": 3 * b * NC * H,
+            "cumsum_scale": 3 * b * H * T, "cb": b * NC * G * Q * Q,
+            "chunk_local": b * NC * H * P * N, "dstates": b * NC * H * P * N,
+            "dcb": b * NC * G * Q * Q, "step_dots": 3 * b * H * T,
+            "boundary_da": b * H * NC, "param_partials": 3 * b * NC * H,
         }  # fmt: skip
 
 
