@@ -3,7 +3,7 @@
 Standard library only: it runs before any dependency is installed.
 
     python3 -m ssmviz.bootstrap app [ssmviz arguments...]   # set up, then launch the app
-    python3 -m ssmviz.bootstrap test [pytest arguments...]  # set up, then ruff + all the tests
+    python3 -m ssmviz.bootstrap test [pytest arguments...]  # set up, then ruff, lint-imports, tests
 
 It installs the system packages that are missing (Mesa's lavapipe Vulkan driver
 when no Vulkan driver is present, the libraries Qt needs, Xvfb for the window
@@ -231,6 +231,10 @@ def main(argv: list[str] | None = None) -> int:
     lint = subprocess.run([str(bindir / "ruff"), "check", "."], cwd=ROOT, env=env, check=False)
     if lint.returncode != 0:
         return lint.returncode
+    _say("lint-imports (the import contracts in pyproject.toml)")
+    contracts = subprocess.run([str(bindir / "lint-imports")], cwd=ROOT, env=env, check=False)
+    if contracts.returncode != 0:
+        return contracts.returncode
     _say("pytest")
     return subprocess.run(
         [str(python), "-m", "pytest", *rest], cwd=ROOT, env=env, check=False
