@@ -54,6 +54,18 @@ def user_sizes(family: str) -> tuple[str, ...]:
     return tuple(families.get(family).default_sizes)
 
 
+def _family_of(keys: set[str]) -> str:
+    """The family of an inputs file with these keys: the first (registry order) whose
+    inputs it all holds, else the first whose first input it holds (loading then names
+    what is missing), else the first family."""
+    names = families.names()
+    for fits in (lambda f: set(f.input_keys) <= keys, lambda f: f.input_keys[0] in keys):
+        for name in names:
+            if fits(families.get(name)):
+                return name
+    return names[0]
+
+
 @dataclass(frozen=True)
 class FieldSpec:
     """One control: ``path`` into Problem.to_dict() ("seq_len", "signal.amplitude")."""
@@ -390,9 +402,7 @@ class ControlsPanel(QWidget):
             raise SsmvizError(f"inputs file not found: {path}") from exc
         except Exception as exc:
             raise SsmvizError(f"cannot read inputs file {path}: {exc}") from exc
-        # The first family (registry order) whose first input the file holds.
-        names = families.names()
-        family = next((n for n in names if families.get(n).input_keys[0] in keys), names[0])
+        family = _family_of(keys)
         arrays = load_inputs_npz(path, family)
         sizes = sizes_of(family, arrays)
         self.inputs_arrays, self.inputs_path = arrays, str(path)
@@ -428,9 +438,9 @@ class ControlsPanel(QWidget):
 
     # -- view ----------------------------------------------------------------------------------
     def _update_view_ranges(self) -> None:
-        p = self._valid
-        for w, top in ((self.view_batch, p.batch), (self.view_channel, p.inner),
-                       (self.view_state, p.d_state)):
+        s = self._valid.sizes()
+        for w, top in ((self.view_batch, s["batch"]), (self.view_channel, s["d_inner"]),
+                       (self.view_state, s.get("d_state", 1))):
             w.blockSignals(True)
             w.setRange(0, top - 1)
             w.blockSignals(False)

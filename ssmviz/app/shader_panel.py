@@ -52,7 +52,8 @@ SEVERITY_COLOR = {"error": "#c62828", "warning": "#b26a00", "note": "#555555"}
 
 
 def builtin_shader(family: str) -> str:
-    """The file name of ``family``'s own shader in ssmviz's shaders folder."""
+    """The file name of ``family``'s own shader in ssmviz's shaders folder; "" when its
+    runner carries its own source (nothing to show)."""
     return families.get(family).shader
 
 
@@ -151,7 +152,7 @@ class ShaderPanel(QWidget):
     def _fill_sources(self) -> None:
         self.sources.blockSignals(True)
         self.sources.clear()
-        for name in map(builtin_shader, families.names()):
+        for name in filter(None, map(builtin_shader, families.names())):
             self.sources.addItem(f"built-in: {name}", source_key("builtin", name))
         for path in self.recent_files():
             self.sources.addItem(f"file: {path}", source_key("file", path))

@@ -418,7 +418,7 @@ class MainWindow(QMainWindow):
             self.notice = (f"session kernel file not found: {path}; "
                            "using the built-in kernel")
         builtin = builtin_shader(session.problem.family)
-        if (panel.kind, panel.path) != ("builtin", builtin):
+        if builtin and (panel.kind, panel.path) != ("builtin", builtin):
             panel.set_source("builtin", builtin, emit=False)
         self.status.show_error(self.notice)
 
