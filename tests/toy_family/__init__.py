@@ -23,6 +23,7 @@ from ssmviz.core.fields import MAX_SIZE, check_int
 from ssmviz.core.signals import SignalSpec, generate
 from tests.toy_family import reference
 from tests.toy_family.kernel import BINDINGS, FORWARD, ToyKernel
+from tests.toy_family.view import VIEW
 
 INPUT_KEYS = ("x", "a", "b", "c", "dy")
 SIZE_NAMES = ("batch", "seq_len", "d_inner")
@@ -126,6 +127,7 @@ FAMILY = Family(
         defaults={"batch": 2, "seq_len": 37, "d_inner": 4},
         derive=dict,
     ),
+    view=lambda: VIEW,
 )
 
 
