@@ -4,8 +4,8 @@ Everything about S6 lives here, next to ``shaders/selective_scan.wgsl``: its ABI
 (:mod:`.abi`), which kernels run (:mod:`.plan`), the runner (:mod:`.kernel`), the
 float64 reference (:mod:`.reference`), the problem's arrays (:mod:`.arrays`), the sweep
 and bench sizes (:mod:`.cases`, :mod:`.bench`), the builderforce profile
-(:mod:`.builderforce`) and the measurement log (NOTES.md). :data:`FAMILY` is the record
-the rest of ssmviz reads.
+(:mod:`.builderforce`), what the app's plots show (:mod:`.view`) and the measurement log
+(NOTES.md). :data:`FAMILY` is the record the rest of ssmviz reads.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ y_t = C_t·h_t + D·x_t, computed chunk by chunk as matrix products.
 Everything about SSD lives here, next to ``shaders/ssd.wgsl``: its ABI (:mod:`.abi`), its
 chunking and Params (:mod:`.plan`), the runner (:mod:`.kernel`), the float64 reference
 (:mod:`.reference`), the problem's arrays (:mod:`.arrays`), the sweep and bench sizes
-(:mod:`.cases`, :mod:`.bench`), the builderforce profile (:mod:`.builderforce`) and the
-measurement log (NOTES.md). :data:`FAMILY` is the record the rest of ssmviz reads.
+(:mod:`.cases`, :mod:`.bench`), the builderforce profile (:mod:`.builderforce`), what the
+app's plots show (:mod:`.view`) and the measurement log (NOTES.md). :data:`FAMILY` is the
+record the rest of ssmviz reads.
 """
 
 from __future__ import annotations
