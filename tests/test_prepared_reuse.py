@@ -140,7 +140,8 @@ def test_fill_larger_than_the_pattern_buffer(runtime) -> None:
 
 def test_new_kernel_objects_share_the_cache_but_not_across_options(runtime, runtime_cache):
     """check_arrays and the app make a new kernel object per run: the cache is the
-    runtime's. Any other shape or option prepares anew."""
+    runtime's. Any other shape or option prepares anew; an absent delta_bias is zeros in
+    the same preparation (the kernels add the bias either way)."""
     x = _inputs("s6", 1, **S6_SIZES)
     S6Kernel(runtime).run(x)
     again = S6Kernel(runtime)
@@ -149,9 +150,12 @@ def test_new_kernel_objects_share_the_cache_but_not_across_options(runtime, runt
     assert prepare.calls == 0
     again.run(x, convention="builderforce")
     again.run(x, store_h=True)
-    again.run({**x, "delta_bias": None})
+    no_bias = again.run({**x, "delta_bias": None}).outputs
+    assert prepare.calls == 2
+    zeros = np.zeros_like(x["delta_bias"])
+    assert _same_bits(no_bias, _fresh(again, {**x, "delta_bias": zeros}))
     again.run({k: v[:, :150] if v.ndim == 3 else v for k, v in x.items()})
-    assert prepare.calls == 4
+    assert prepare.calls == 3
 
 
 def test_no_reuse_across_sources_or_limits(runtime, runtime_cache, monkeypatch) -> None:
