@@ -9,13 +9,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ssmviz.core.check import check_arrays, unwritten_count
+from ssmviz.core.check import check_arrays
 from ssmviz.core.families.s6.kernel import S6Kernel
 from ssmviz.core.families.ssd.kernel import SSDKernel
 from ssmviz.core.gpu import POISON_U32, Dispatch
 from ssmviz.core.kernels._base import PreparedCache, prepared_cache
 from ssmviz.core.problem import Problem
 from ssmviz.core.resources import shader_source
+from tests.kernel_helpers import unwritten_count
 
 S6_SIZES = dict(batch=2, seq_len=200, d_inner=70, d_state=5)  # 7 chunks, 2 d-blocks
 SSD_SIZES = dict(batch=2, seq_len=200, n_heads=4, d_head=16, n_groups=2, d_state=32)
