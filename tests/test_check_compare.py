@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ssmviz.core.check import CheckReport, compare, unwritten_count
+from ssmviz.core.check import CheckReport, compare
 from ssmviz.core.gpu import POISON_U32
+from tests.kernel_helpers import unwritten_count
 
 
 def _ref(shape=(2, 50, 3)) -> np.ndarray:

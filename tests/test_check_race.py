@@ -19,8 +19,8 @@ class _OrderDependent:
         self.inner = S6Kernel(runtime)
         self.reversed_calls = 0
 
-    def run(self, inputs: Any, **kw: Any) -> Any:
-        result = self.inner.run(inputs, **kw)
+    def run_problem(self, inputs: Any, sizes: Any, **kw: Any) -> Any:
+        result = self.inner.run_problem(inputs, sizes, **kw)
         if kw.get("reverse_wg"):
             self.reversed_calls += 1
             y = result.outputs["y"]

@@ -179,9 +179,9 @@ def test_example_toml_profile_parses():
     ],
 )
 def test_profile_errors_name_the_key(edit, words):
-    from ssmviz.core.external.profiles import _bf_s6
+    from ssmviz.core.families.s6.builderforce import profile
 
-    data = _bf_s6()
+    data = profile()
     edit(data)
     with pytest.raises(SsmvizError, match=words) as err:
         parse_profile(data, origin="p.toml")

@@ -9,7 +9,7 @@ from ssmviz.core.errors import SsmvizError
 from ssmviz.core.gpu import POISON_U32, Readback
 from ssmviz.core.kernels.matmul import WORKGROUP_STORAGE_BYTES, MatmulKernel
 from ssmviz.core.resources import shader_source
-from tests.shader_storage import declared_workgroup_storage
+from tests.kernel_helpers import declared_workgroup_storage
 
 
 @pytest.fixture(scope="module")

@@ -9,13 +9,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ssmviz.core.check import check_arrays, unwritten_count
+from ssmviz.core.check import check_arrays
 from ssmviz.core.families.s6.kernel import S6Kernel
 from ssmviz.core.families.ssd.kernel import SSDKernel
 from ssmviz.core.gpu import POISON_U32, Dispatch
 from ssmviz.core.kernels._base import PreparedCache, prepared_cache
 from ssmviz.core.problem import Problem
 from ssmviz.core.resources import shader_source
+from tests.kernel_helpers import unwritten_count
 
 S6_SIZES = dict(batch=2, seq_len=200, d_inner=70, d_state=5)  # 7 chunks, 2 d-blocks
 SSD_SIZES = dict(batch=2, seq_len=200, n_heads=4, d_head=16, n_groups=2, d_state=32)
@@ -140,7 +141,8 @@ def test_fill_larger_than_the_pattern_buffer(runtime) -> None:
 
 def test_new_kernel_objects_share_the_cache_but_not_across_options(runtime, runtime_cache):
     """check_arrays and the app make a new kernel object per run: the cache is the
-    runtime's. Any other shape or option prepares anew."""
+    runtime's. Any other shape or option prepares anew; an absent delta_bias is zeros in
+    the same preparation (the kernels add the bias either way)."""
     x = _inputs("s6", 1, **S6_SIZES)
     S6Kernel(runtime).run(x)
     again = S6Kernel(runtime)
@@ -149,9 +151,12 @@ def test_new_kernel_objects_share_the_cache_but_not_across_options(runtime, runt
     assert prepare.calls == 0
     again.run(x, convention="builderforce")
     again.run(x, store_h=True)
-    again.run({**x, "delta_bias": None})
+    no_bias = again.run({**x, "delta_bias": None}).outputs
+    assert prepare.calls == 2
+    zeros = np.zeros_like(x["delta_bias"])
+    assert _same_bits(no_bias, _fresh(again, {**x, "delta_bias": zeros}))
     again.run({k: v[:, :150] if v.ndim == 3 else v for k, v in x.items()})
-    assert prepare.calls == 4
+    assert prepare.calls == 3
 
 
 def test_no_reuse_across_sources_or_limits(runtime, runtime_cache, monkeypatch) -> None:

@@ -18,7 +18,7 @@ from ssmviz.core.families.ssd.reference import (
 from ssmviz.core.gpu import POISON_U32
 from ssmviz.core.reference._common import inverse_softplus
 from ssmviz.core.resources import shader_source
-from tests.shader_storage import declared_workgroup_storage
+from tests.kernel_helpers import declared_workgroup_storage
 
 GRADS = ("dx", "ddt", "dA_log", "dB", "dC", "dD", "ddt_bias")
 ARGS = ("x", "dt", "A_log", "B", "C", "D", "dt_bias")

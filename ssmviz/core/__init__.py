@@ -1,7 +1,8 @@
 """ssmviz's Qt-free core: numerics, GPU runtime, kernel loaders, references and checks.
 
-Nothing under ``ssmviz.core`` imports Qt (a test enforces it), so the CLI, the
-app and scripts share the same functions and give the same verdicts.
+Nothing under ``ssmviz.core`` imports Qt (an import contract in pyproject.toml and a
+test enforce it), so the CLI, the app and scripts share the same functions and give the
+same verdicts. Each kernel family lives in its package under :mod:`ssmviz.core.families`.
 
 Glossary (paper symbol → name in code), after johnma2006/mamba-minimal:
 

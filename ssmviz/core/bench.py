@@ -23,9 +23,13 @@ import numpy as np
 
 from ssmviz.core import families
 from ssmviz.core.check import reference
+from ssmviz.core.external import tint
+from ssmviz.core.external.diagnostics import tint_diagnostics
+from ssmviz.core.external.loader import load_kernel_file
+from ssmviz.core.external.wgsl import parse_module
 from ssmviz.core.gpu import Dispatch, GpuRuntime, get_runtime, split_workgroups
 from ssmviz.core.problem import Problem
-from ssmviz.core.resources import shader_source
+from ssmviz.core.resources import assets_dir, shader_source, shaders_dir
 from ssmviz.core.timing import NOISE, Step, median_time, no_step
 
 COPY_BYTES = {"full": 1 << 30, "small": 1 << 26, "tiny": 1 << 20}
@@ -117,19 +121,12 @@ def bench_reference(repeats: int, step: Step = no_step) -> list[dict[str, Any]]:
 
 
 def _tint_files() -> list[Path]:
-    from ssmviz.core.resources import assets_dir, shaders_dir
-
     return sorted((assets_dir() / "kernels").glob("*")) + sorted(shaders_dir().glob("*.wgsl"))
 
 
 def bench_tint(repeats: int, step: Step = no_step) -> list[dict[str, Any]]:
     """The Tint cross-check's cost per kernel file (sample kernels and ssmviz's shaders):
     one Node + Dawn process per file, cache cleared, median wall time (target: ≤ 1 s)."""
-    from ssmviz.core.external import tint
-    from ssmviz.core.external.diagnostics import tint_diagnostics
-    from ssmviz.core.external.loader import load_kernel_file
-    from ssmviz.core.external.wgsl import parse_module
-
     reason = tint.unavailable_reason()
     if reason is not None:
         return [{"name": "tint", "error": f"Tint cross-check unavailable: {reason}"}]

@@ -28,7 +28,9 @@ import numpy as np
 from ssmviz.core import families
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.family import MAX_STORED_STATES
+from ssmviz.core.fileio import write_file
 from ssmviz.core.gpu import POISON_U32, get_runtime, with_device_retry
+from ssmviz.core.inputs import open_inputs
 from ssmviz.core.memory import check_memory
 from ssmviz.core.reference._common import CONVENTIONS
 
@@ -244,21 +246,11 @@ class CheckReport:
             data[f"ref_{k}"] = np.asarray(v)
         meta = {k: v for k, v in self.to_json().items() if k != "tensors"}
         data["meta"] = np.array(json.dumps(meta))
-        from ssmviz.core.fileio import write_file
-
         # Atomic: a failed write keeps the old file and leaves no partial one.
         write_file(path, lambda tmp: np.savez(tmp, **data))
 
 
 # -- comparing ---------------------------------------------------------------------------------
-
-
-def unwritten_count(array: np.ndarray) -> int:
-    """Elements of a float32 result that still hold the poison bit pattern."""
-    a = np.ascontiguousarray(array)
-    if a.dtype != np.float32:
-        return 0
-    return int(np.count_nonzero(a.view(np.uint32) == POISON_U32))
 
 
 def element_bound(ref: np.ndarray, tolerance: float, *, time_axis: int | None = None) -> np.ndarray:
@@ -761,6 +753,4 @@ def _check_arrays(
 def load_inputs_npz(path: str, family: str) -> dict[str, np.ndarray]:
     """Read an inputs archive's arrays for ``family`` (typed, see :mod:`ssmviz.core.inputs`);
     a missing key, a wrong dtype or a shape mismatch is a one-line error."""
-    from ssmviz.core.inputs import open_inputs
-
     return open_inputs(path).load(family)

@@ -27,7 +27,7 @@ from ssmviz.core.external.wgsl import (
     uniformity,
 )
 from ssmviz.core.external.wgsl_layout import workgroup_storage
-from ssmviz.core.gpu import create_shader_module
+from ssmviz.core.gpu import create_shader_module, is_device_lost
 from ssmviz.core.shader_variants import specialize
 
 _SPAN = re.compile(r"wgsl:(\d+):(\d+)")
@@ -126,8 +126,6 @@ def naga_diagnostics(kf: KernelFile, src: KernelSource, device) -> list[Diagnost
     try:
         create_shader_module(device, text, src.name)
     except Exception as exc:  # GPUValidationError and friends
-        from ssmviz.core.gpu import is_device_lost
-
         if is_device_lost(exc):
             raise  # not the file's fault: the caller rebuilds the device and retries
         message, line, col, length = parse_naga_error(str(exc))

@@ -38,14 +38,23 @@ from typing import Any
 import numpy as np
 
 from ssmviz.core import families
+from ssmviz.core.check import check_arrays
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.external import progress
+from ssmviz.core.external.diagnostics import Diagnostic
+from ssmviz.core.external.live import run_live
+from ssmviz.core.external.loader import load_kernel_text
+from ssmviz.core.external.profiles import detect_profile, detect_profiles
 from ssmviz.core.external.runner import (
     EXIT_BUILD,
     EXIT_FAIL,
     KernelCheckResult,
+    analyze,
     base_sizes,
+    check_kernel,
     check_kernel_file,
 )
+from ssmviz.core.gpu import get_runtime
 
 #: How long a fresh worker may take to import ssmviz and create its device.
 START_TIMEOUT_S = 120.0
@@ -399,8 +408,6 @@ def serve(fd: int) -> None:
         os.nice(WORKER_NICENESS)
     conn = Connection(fd)
     threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
-    from ssmviz.core.external import progress
-    from ssmviz.core.gpu import get_runtime
 
     try:
         rt = get_runtime()
@@ -469,7 +476,6 @@ def check_kernel_isolated(path: str, *, timeout: float | None = None, **kwargs: 
     """:func:`~ssmviz.core.external.runner.check_kernel` (``kwargs`` as there, e.g.
     ``arrays`` and ``family`` for given inputs) in the worker; a run the watchdog ends
     comes back as a result whose ``message`` is the verdict."""
-    from ssmviz.core.external.runner import check_kernel
 
     arrays = kwargs.get("arrays")
     elements = (_array_elements(arrays) if arrays is not None
@@ -495,7 +501,6 @@ def run_live_isolated(path: str, text: str | None, arrays: Mapping[str, np.ndarr
                       timeout: float | None = None) -> Any:
     """:func:`~ssmviz.core.external.live.run_live` in the worker (the app's live run of a
     file); raises a one-line SsmvizError (a :class:`WatchdogError` for a hang or crash)."""
-    from ssmviz.core.external.live import run_live
 
     deadline = timeout if timeout is not None else default_deadline(_array_elements(arrays))
     return get_worker().call(run_live, path, text, dict(arrays), family=family,
@@ -507,11 +512,6 @@ def kernel_analysis(path: str, text: str, *, builtin: bool = False) -> tuple[lis
     """(diagnostics, every matching profile, best first) of a kernel text: naga, Tint and
     ssmviz's static analysis. ``builtin``: one of ssmviz's own shaders (edited or not),
     run by ssmviz's host code with the adapter's limits. Never raises for a bad file."""
-    from ssmviz.core.external.diagnostics import Diagnostic
-    from ssmviz.core.external.loader import load_kernel_text
-    from ssmviz.core.external.profiles import detect_profile, detect_profiles
-    from ssmviz.core.external.runner import analyze
-    from ssmviz.core.gpu import get_runtime
 
     try:
         kf = load_kernel_text(text, path)
@@ -540,9 +540,6 @@ def check_source(family: str, source: str, arrays: Mapping[str, np.ndarray], *,
                  convention: str, chunk_len: int | None) -> Any:
     """``check_arrays`` of ssmviz's host code running ``source`` (an edited built-in
     shader) on ``arrays``; one run, no race probe (the app's live run). In the worker."""
-    from ssmviz.core.check import check_arrays
-    from ssmviz.core.external import progress
-    from ssmviz.core.gpu import get_runtime
 
     kernel = families.get(family).kernel(get_runtime(), source=source)
     progress.report("run", f"the edited {family} shader (build and passes)")

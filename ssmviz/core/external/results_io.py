@@ -22,22 +22,19 @@ from typing import Any
 import numpy as np
 
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.external.runner import KernelCheckResult, role_of_label
+from ssmviz.core.external.loader import load_kernel_file
+from ssmviz.core.external.profiles import detect_profile, detect_profiles, get_profile
+from ssmviz.core.external.runner import KernelCheckResult, analyze, role_of_label
 from ssmviz.core.fileio import write_file, write_text
 
 
 def kernel_families(path: str, abi: str | None) -> dict[str, str] | None:
     """family -> profile name the file would be checked under; None when the file cannot
     be read or matched now (the check itself then reports why)."""
-    from ssmviz.core.external.profiles import detect_profile, detect_profiles, get_profile
-
     try:
         if abi:
             prof = get_profile(abi)
             return {prof.family: prof.name}
-        from ssmviz.core.external.loader import load_kernel_file
-        from ssmviz.core.external.runner import analyze
-
         kf = load_kernel_file(path)
         an = analyze(kf, None)  # static only: no device, no compiler
         entries = {e for m in an.modules.values() for e in m.entry_points}

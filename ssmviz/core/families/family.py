@@ -110,6 +110,7 @@ class Family:
 
     name: str
     display_name: str
+    #: The family's WGSL file under shaders/ ("": its runner carries its own source).
     shader: str
     input_keys: tuple[str, ...]
     forward_keys: tuple[str, ...]
@@ -118,6 +119,8 @@ class Family:
     size_names: tuple[str, ...]
     run_sizes: tuple[str, ...]
     default_sizes: Mapping[str, int]
+    #: Size class ("full", "small", "tiny"; "reference": the float64 reference's bench)
+    #: -> label -> sizes.
     bench_sizes: Mapping[str, Mapping[str, Mapping[str, int]]]
     #: Problem -> its sizes by name (``size_names``; defaults filled in, d_inner derived).
     problem_sizes: Callable[[Problem], dict[str, int]]

@@ -1,1 +1,2 @@
-"""Loaders, ABI descriptions and runners for ssmviz's own WGSL kernels."""
+"""What every kernel runner shares (:mod:`._base`) and the matmul ceiling kernel; each
+family's own runner lives in its package under :mod:`ssmviz.core.families`."""

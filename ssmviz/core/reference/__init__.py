@@ -1,1 +1,3 @@
-"""Float64 numpy references for the SSM kernel families (S6 and SSD)."""
+"""What the families' float64 references share: the two conventions and softplus
+(:mod:`._common`) and finite-difference gradients (:mod:`.gradcheck`); each family's
+reference lives in its package under :mod:`ssmviz.core.families`."""
