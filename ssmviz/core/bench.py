@@ -5,6 +5,10 @@
 - SSD (compute bound): achieved FLOP/s = the chunked algorithm's FLOPs / GPU
   time, next to an fp32 tiled matmul's FLOP/s, as a ratio; plus the S6 kernel's
   forward time on the equivalent problem.
+- Floors from the arithmetic the device can do, measured in the same run by
+  ``shaders/throughput.wgsl``: S6's exp floor = the exps it needs / the measured exp2
+  rate, SSD's (and the matmul's) FLOP floor = its FLOPs / the measured FMA rate; each
+  kernel's row says what percentage of its floor it reaches (floor time / its time).
 
 GPU times come from timestamp queries when the adapter has them, else from the
 wall clock (each figure says which). Absolute times only mean something on the
@@ -73,6 +77,18 @@ SSD_SIZES = {
 MATMUL_SIZE = {"full": 4096, "small": 512, "tiny": 128}
 WARMUP_S = 1.0
 COPY_BYTES = {"full": 1 << 30, "small": 1 << 26, "tiny": 1 << 20}
+#: The throughput kernels (entry point -> what one operation is) and, per size, their
+#: workgroups and loop iterations per entry point (full: about 2 ms each on an H200).
+THROUGHPUT_KERNELS = {"fma_rate": "fma", "exp2_rate": "exp2"}
+THROUGHPUT_SIZE: dict[str, tuple[int, dict[str, int]]] = {
+    "full": (4096, {"fma_rate": 1024, "exp2_rate": 128}),
+    "small": (64, {"fma_rate": 64, "exp2_rate": 16}),
+    "tiny": (8, {"fma_rate": 16, "exp2_rate": 4}),
+}
+#: Operations (scalar FMAs or exp2s) per invocation and loop iteration: 8 vec4 chains, 2 steps.
+THROUGHPUT_OPS_PER_ITER = 64
+THROUGHPUT_WORKGROUP = 256
+THROUGHPUT_OP_NAMES = {f"{op} throughput": op for op in THROUGHPUT_KERNELS.values()}
 _NOISE = SignalSpec(name="noise")  # the input signal of every benchmark problem
 
 REFERENCE_ADAPTER = "CPU (numpy float64)"
@@ -91,8 +107,8 @@ def step_count(family: str = "all", size: str = "full", reference: bool = False)
         return 2
     if family == "tint":
         return len(_tint_files())
-    s6 = 3 * len(S6_SIZES[size]) if family in ("s6", "all") else 0
-    ssd = 4 if family in ("ssd", "all") else 0
+    s6 = 1 + 3 * len(S6_SIZES[size]) if family in ("s6", "all") else 0
+    ssd = 5 if family in ("ssd", "all") else 0
     return 1 + s6 + ssd + (2 if reference else 0)
 
 
@@ -130,12 +146,13 @@ def _median_time_per_pass(
     return statistics.median(samples), source, per_pass
 
 
-def copy_bandwidth(rt: GpuRuntime, nbytes: int, repeats: int) -> dict[str, Any]:
-    """Bandwidth (read + written bytes per second) of a grid-stride vec4 copy."""
+def copy_pass(rt: GpuRuntime, nbytes: int) -> tuple[Dispatch, Any, Any]:
+    """A grid-stride vec4 copy of ``nbytes`` (a multiple of 16, capped at the largest
+    storage binding): the dispatch, its zeroed source and its destination."""
     limit = int(rt.limits["max-storage-buffer-binding-size"])
     nbytes = min(nbytes, limit - limit % 16)
     n_vec4 = nbytes // 16
-    pipe = rt.pipeline(shader_source("copy.wgsl"), "copy_vec4", label="copy")
+    pipe = rt.pipeline(shader_source("copy.wgsl"), "copy_vec4", label="copy", trusted=True)
     # About 8 vec4 per invocation: enough work each to hide the loop overhead.
     groups = max(1, min(n_vec4 // (256 * 8), 65535 * 4))
     wg = split_workgroups(groups)
@@ -143,7 +160,14 @@ def copy_bandwidth(rt: GpuRuntime, nbytes: int, repeats: int) -> dict[str, Any]:
     params = rt.uniform(np.array([n_vec4, stride, 0, 0], dtype=np.uint32))
     src = rt.empty(nbytes)
     dst = rt.empty(nbytes)
-    t, source = _median_time(rt, [Dispatch(pipe, {0: params, 1: src, 2: dst}, wg, "copy")], repeats)
+    return Dispatch(pipe, {0: params, 1: src, 2: dst}, wg, "copy"), src, dst
+
+
+def copy_bandwidth(rt: GpuRuntime, nbytes: int, repeats: int) -> dict[str, Any]:
+    """Bandwidth (read + written bytes per second) of a grid-stride vec4 copy."""
+    d, src, dst = copy_pass(rt, nbytes)
+    nbytes = src.size
+    t, source = _median_time(rt, [d], repeats)
     for b in (src, dst):
         b.destroy()
     return {
@@ -155,10 +179,56 @@ def copy_bandwidth(rt: GpuRuntime, nbytes: int, repeats: int) -> dict[str, Any]:
     }
 
 
+def throughput_pass(rt: GpuRuntime, entry: str, groups: int, iters: int) -> tuple[Dispatch, Any]:
+    """One pass of a throughput kernel (an entry point of THROUGHPUT_KERNELS) over
+    ``groups`` workgroups of ``iters`` loop iterations: the dispatch and its output buffer
+    (one vec4 per invocation)."""
+    pipe = rt.pipeline(shader_source("throughput.wgsl"), entry, label=entry, trusted=True)
+    wg = split_workgroups(groups)
+    params = rt.uniform(np.array([iters, 0, 0, 0], dtype=np.uint32))
+    out = rt.empty(16 * THROUGHPUT_WORKGROUP * wg[0] * wg[1])
+    return Dispatch(pipe, {0: params, 1: out}, wg, entry), out
+
+
+def throughput(rt: GpuRuntime, entry: str, size: str, repeats: int) -> dict[str, Any]:
+    """Operations per second (scalar FMAs or exp2s, see THROUGHPUT_KERNELS) of a
+    throughput kernel."""
+    groups, iters = THROUGHPUT_SIZE[size][0], THROUGHPUT_SIZE[size][1][entry]
+    d, out = throughput_pass(rt, entry, groups, iters)
+    t, source = _median_time(rt, [d], repeats)
+    out.destroy()
+    ops = groups * THROUGHPUT_WORKGROUP * iters * THROUGHPUT_OPS_PER_ITER
+    op = THROUGHPUT_KERNELS[entry]
+    row: dict[str, Any] = {"name": f"{op} throughput", "ops": ops, "seconds": t,
+                           "timing": source, "ops_per_s": ops / t if t > 0 else float("nan")}
+    if op == "fma":
+        row["flops_per_s"] = 2 * row["ops_per_s"]
+    return row
+
+
+def s6_exps(sizes: dict[str, int], phase: str) -> int:
+    """The exps S6 needs at least: per (batch, t, d) the forward's d_state decays Ā = exp(Δ·A)
+    and one for the softplus of Δ; a backward that does not store Ā recomputes them and needs
+    one more for the softplus's derivative (the kernels use exp2 for all of these)."""
+    elems = sizes["batch"] * sizes["seq_len"] * sizes["d_inner"]
+    return elems * (sizes["d_state"] + (2 if phase == "backward" else 1))
+
+
+def with_floor(row: dict[str, Any], floor_seconds: float, floor: str) -> dict[str, Any]:
+    """``row`` with its floor (the time its arithmetic takes at the measured rate) and the
+    percentage of that floor the kernel reaches (floor time / its time)."""
+    if floor_seconds > 0 and row.get("seconds", 0) > 0:
+        row["floor"] = floor
+        row["floor_seconds"] = floor_seconds
+        row["ratio_to_floor"] = floor_seconds / row["seconds"]
+    return row
+
+
 def bench_s6(rt: GpuRuntime, size: str, repeats: int, copy_bw: float,
-             step: Step = _no_step) -> list[dict[str, Any]]:
+             step: Step = _no_step, exp_rate: float = 0.0) -> list[dict[str, Any]]:
     """S6 forward alone, the forward of a training step (it also writes the backward's
-    checkpoints) and the backward, at the wide and the long, thin size."""
+    checkpoints) and the backward, at the wide and the long, thin size; with ``exp_rate``
+    (exp2s per second) each row's exp floor."""
     from ssmviz.core.kernels.s6 import S6Kernel
 
     kernel = S6Kernel(rt)
@@ -185,20 +255,22 @@ def bench_s6(rt: GpuRuntime, size: str, repeats: int, copy_bw: float,
                         t, source, per_pass = _median_time_per_pass(rt, dispatches, repeats)
                         times[phase] = t
                         bw = min_bytes[kind] / t if t > 0 else float("nan")
-                        rows.append(
-                            {
-                                "name": f"s6 {phase} {label}",
-                                "sizes": s,
-                                "seconds": t,
-                                "timing": source,
-                                "min_bytes": min_bytes[kind],
-                                "bandwidth": bw,
-                                "ratio_to_copy": bw / copy_bw if copy_bw > 0 else float("nan"),
-                                # Which entry points ran (the forward is one pass or chunked
-                                # by size) and what each took.
-                                "passes": per_pass,
-                            }
-                        )
+                        row = {
+                            "name": f"s6 {phase} {label}",
+                            "sizes": s,
+                            "seconds": t,
+                            "timing": source,
+                            "min_bytes": min_bytes[kind],
+                            "bandwidth": bw,
+                            "ratio_to_copy": bw / copy_bw if copy_bw > 0 else float("nan"),
+                            # Which entry points ran (the forward is one pass or chunked
+                            # by size) and what each took.
+                            "passes": per_pass,
+                        }
+                        if exp_rate > 0:
+                            row["exps"] = s6_exps(s, kind)
+                            with_floor(row, row["exps"] / exp_rate, "exp2")
+                        rows.append(row)
                         step(f"s6 {phase} {label}")
                 finally:
                     _release(prepared)
@@ -213,8 +285,10 @@ def bench_s6(rt: GpuRuntime, size: str, repeats: int, copy_bw: float,
 
 
 def bench_ssd(rt: GpuRuntime, size: str, repeats: int,
-              step: Step = _no_step) -> list[dict[str, Any]]:
-    """SSD forward and backward, an fp32 matmul ceiling, and S6 on the same problem."""
+              step: Step = _no_step, fma_rate: float = 0.0) -> list[dict[str, Any]]:
+    """SSD forward and backward, an fp32 matmul ceiling, and S6 on the same problem; with
+    ``fma_rate`` (FMAs per second) the FLOP floor of the matmul and SSD rows."""
+    flop_rate = 2 * fma_rate
     from ssmviz.core.kernels.matmul import MatmulKernel
     from ssmviz.core.kernels.s6 import S6Kernel
     from ssmviz.core.kernels.ssd import SSDKernel
@@ -225,12 +299,13 @@ def bench_ssd(rt: GpuRuntime, size: str, repeats: int,
     t_mm, source = _median_time(rt, mm.prepare(m, m, m), repeats)
     mm_rate = MatmulKernel.flops(m, m, m) / t_mm
     out: list[dict[str, Any]] = [
-        {
+        with_floor({
             "name": f"matmul fp32 {m}³",
             "seconds": t_mm,
             "timing": source,
+            "flops": MatmulKernel.flops(m, m, m),
             "flops_per_s": mm_rate,
-        }
+        }, MatmulKernel.flops(m, m, m) / flop_rate if flop_rate > 0 else 0.0, "fma")
     ]
     step(f"matmul fp32 {m}³")
     try:
@@ -247,7 +322,7 @@ def bench_ssd(rt: GpuRuntime, size: str, repeats: int,
             rt, getattr(prepared, f"{phase}_dispatches"), repeats
         )
         rate = flops[phase] / t
-        out.append(
+        out.append(with_floor(
             {
                 "name": f"ssd {phase}",
                 "sizes": s,
@@ -257,8 +332,8 @@ def bench_ssd(rt: GpuRuntime, size: str, repeats: int,
                 "flops_per_s": rate,
                 "ratio_to_matmul": rate / mm_rate,
                 "passes": per_pass,
-            }
-        )
+            },
+            flops[phase] / flop_rate if flop_rate > 0 else 0.0, "fma"))
         step(f"ssd {phase}")
     _release(prepared)
     ssd_forward = out[1]["seconds"]
@@ -402,10 +477,18 @@ def run_bench(
     copy = copy_bandwidth(rt, COPY_BYTES[size], repeats)
     results["results"].append(copy)
     step("copy vec4")
+    rates: dict[str, float] = {}
+    for entry, family_of in (("exp2_rate", "s6"), ("fma_rate", "ssd")):
+        if family in (family_of, "all"):
+            row = throughput(rt, entry, size, repeats)
+            results["results"].append(row)
+            rates[entry] = row["ops_per_s"]
+            step(row["name"])
     if family in ("s6", "all"):
-        results["results"] += bench_s6(rt, size, repeats, copy["bandwidth"], step)
+        results["results"] += bench_s6(rt, size, repeats, copy["bandwidth"], step,
+                                       rates["exp2_rate"])
     if family in ("ssd", "all"):
-        results["results"] += bench_ssd(rt, size, repeats, step)
+        results["results"] += bench_ssd(rt, size, repeats, step, rates["fma_rate"])
     if reference:
         results["results"] += bench_reference(repeats, step)
     return results
@@ -434,6 +517,11 @@ def format_results(results: dict[str, Any], *, passes: bool = False,
             line += f"  {r['flops_per_s'] / 1e12:8.3f} TFLOP/s"
         if "ratio_to_matmul" in r:
             line += f"  = {100 * r['ratio_to_matmul']:5.1f}% of matmul"
+        if "flops_per_s" not in r and "ops_per_s" in r:
+            line += f"  {r['ops_per_s'] / 1e12:8.3f} T{THROUGHPUT_OP_NAMES.get(r['name'], 'op')}/s"
+        if "ratio_to_floor" in r:
+            line += (f"  = {100 * r['ratio_to_floor']:5.1f}% of its {r['floor']} floor"
+                     f" ({r['floor_seconds'] * 1e3:.3f} ms)")
         if r.get("passes") and r["name"].startswith(("s6 forward", "s6 training forward")):
             line += f"  [{', '.join(p['entry_point'] for p in r['passes'])}]"
         if "ssd_speedup" in r:
