@@ -30,13 +30,17 @@ from ssmviz.core.reference._common import CONVENTIONS
 SHADER = "ssd.wgsl"
 
 #: Matmul tile of the matrix-form passes: TILE x TILE outputs per workgroup of WORKGROUP
-#: threads (4 x 4 each), K step TILE_K. Must match the constants in ssd.wgsl.
+#: threads (8 x 8 each), K step TILE_K. Must match the constants in ssd.wgsl.
 TILE = 64
 TILE_K = 16
-WORKGROUP = 256
+WORKGROUP = 64
 WORKGROUP_1D = 64
-#: Workgroup storage each matmul pipeline declares: an A and a B tile of TILE x TILE_K floats.
-WORKGROUP_STORAGE_BYTES = 2 * TILE * TILE_K * 4
+#: Workgroup storage of a matmul pipeline: an A and a B tile of TILE_K x (TILE + 4) floats
+#: (rows padded) and two 64-row factor tables of vec4s.
+WORKGROUP_STORAGE_BYTES = 2 * TILE_K * (TILE + 4) * 4 + 2 * 64 * 16
+#: Workgroup storage of the other passes that declare any (64-entry tables of vec4s or f32).
+_OTHER_STORAGE = {"ssd_prep": 16 * 64, "ssd_dt_final": 2 * 16 * 64, "ssd_dt_elem": 16 * 64,
+                  "ssd_dt_boundary": 4 * 64}
 
 _INPUTS = ("x", "dt", "A_log", "B", "C", "D", "dt_bias", "dy")
 _PARAM_FIELDS = (
@@ -83,7 +87,7 @@ _BUFFERS: dict[int, tuple[str, str, str]] = {
 # "read-modify-write" (read, then overwritten by the same invocation). No pass uses
 # "accumulate" (no atomics, no += across passes), so no output needs zeroing.
 _PASSES: tuple[tuple[str, str, int, str, dict[int, str]], ...] = (
-    ("ssd_prep", "forward", WORKGROUP_1D, "ceil(batch*n_heads*n_chunks / 64)",
+    ("ssd_prep", "forward", WORKGROUP_1D, "batch*n_heads*n_chunks",
      {2: "read", 3: "read", 7: "read", 19: "overwrite"}),
     ("ssd_cb", "forward", WORKGROUP, "batch*n_chunks*n_groups*n_qtiles²",
      {4: "read", 5: "read", 20: "overwrite"}),
@@ -110,12 +114,17 @@ _PASSES: tuple[tuple[str, str, int, str, dict[int, str]], ...] = (
       24: "overwrite"}),
     ("ssd_dt_boundary", "backward", WORKGROUP_1D, "batch*n_heads*n_chunks",
      {11: "read", 22: "read", 25: "overwrite"}),
-    ("ssd_dt_final", "backward", WORKGROUP_1D, "ceil(batch*n_heads*n_chunks / 64)",
+    ("ssd_dt_final", "backward", WORKGROUP_1D, "batch*n_heads*n_chunks",
      {2: "read", 3: "read", 7: "read", 13: "overwrite", 24: "read", 25: "read",
       26: "overwrite"}),
     ("ssd_param_reduce", "backward", WORKGROUP_1D, "ceil(n_heads / 64)",
      {14: "overwrite", 17: "overwrite", 18: "overwrite", 26: "read"}),
 )
+
+
+#: The passes built on the shader's tile matmul core.
+_MATMUL_PASSES = frozenset({"ssd_cb", "ssd_chunk_state", "ssd_chunk_out", "ssd_dchunk_state",
+                            "ssd_dx", "ssd_mh", "ssd_dc", "ssd_db"})
 
 
 def _abi() -> dict[str, Any]:
@@ -137,10 +146,8 @@ def _abi() -> dict[str, Any]:
             "dispatch": f"split_workgroups({formula}) folded into (x, y, 1)",
             "bindings": bindings,
             "storage_buffers": len(access),
-            "workgroup_storage_bytes": (WORKGROUP_STORAGE_BYTES if wg == WORKGROUP
-                                        else 4 * WORKGROUP_1D if entry == "ssd_dt_boundary"
-                                        else 16 * WORKGROUP_1D if entry == "ssd_dt_elem"
-                                        else 0),
+            "workgroup_storage_bytes": _OTHER_STORAGE.get(
+                entry, WORKGROUP_STORAGE_BYTES if entry in _MATMUL_PASSES else 0),
         })
     return {
         "shader": SHADER,
@@ -269,7 +276,7 @@ class SSDKernel(ShaderKernel):
         b, H, G, NC = s.batch, s.n_heads, s.n_groups, s.n_chunks
         pn = s.d_head * s.d_state
         return {
-            "ssd_prep": _ceil(b * H * NC, WORKGROUP_1D),
+            "ssd_prep": b * H * NC,
             "ssd_cb": b * NC * G * nqt * nqt,
             "ssd_chunk_state": b * NC * H * npt * nnt,
             "ssd_state_pass": _ceil(b * H * pn, WORKGROUP_1D),
@@ -282,7 +289,7 @@ class SSDKernel(ShaderKernel):
             "ssd_db": b * NC * G * nqt * nnt,
             "ssd_dt_elem": b * H * s.seq_len,
             "ssd_dt_boundary": b * H * NC,
-            "ssd_dt_final": _ceil(b * H * NC, WORKGROUP_1D),
+            "ssd_dt_final": b * H * NC,
             "ssd_param_reduce": _ceil(H, WORKGROUP_1D),
         }[entry]
 
