@@ -23,11 +23,10 @@
 // Every pass reads only what earlier passes wrote (no cross-workgroup communication inside a
 // pass), so results are bitwise deterministic. params.reverse = 1 reverses the workgroup order
 // of every pass (a race probe: the bits must not change).
-// Matmul-shaped passes: 64 x 64 output tile per 64-thread workgroup, 8 x 8 register block per
-// thread (its workgroup reads are vec4s: 4 of them per 64 FMAs), K step 16, two 4.25 KiB
-// workgroup tiles. Each output sums its terms in the same order with one fma each as the
-// 4 x 4-blocked kernels before (so the same bits); the tiles' rows are padded so that the
-// transposing stores of operands contiguous along K hit each bank at most twice.
+// Matmul-shaped passes: 64 x 64 output tile per 256-thread workgroup, 4 x 4 register block per
+// thread, K step 16, two 4 KiB workgroup tiles (8 KiB in all); factors that depend on a tile row
+// (or column) alone are computed once per tile (or head) into row_f / col_f, those of a K
+// column once per K step, with the same operations as per element (so the same bits).
 
 struct Params {
   batch: u32, seq_len: u32, n_heads: u32, d_head: u32,
@@ -69,118 +68,61 @@ const CONV_MAMBA: u32 = 0u;
 
 const TILE: u32 = 64u;
 const TILE_K: u32 = 16u;
-const WORKGROUP: u32 = 64u;
+const WORKGROUP: u32 = 256u;
 const WORKGROUP_1D: u32 = 64u;
 
 // ---------------------------------------------------------------- tile matmul core
-// A staged tile: 16 rows (k) of 64 floats (the tile's M or N side) and 4 of padding.
-const KROW: u32 = 17u;  // vec4s per staged row
-var<workgroup> a_tile: array<vec4<f32>, 272>;  // [k][i / 4]
-var<workgroup> b_tile: array<vec4<f32>, 272>;  // [k][j / 4]
+var<workgroup> a_tile: array<vec4<f32>, 256>;  // [k][i / 4], 16 x 64 floats
+var<workgroup> b_tile: array<vec4<f32>, 256>;  // [k][j / 4], 16 x 64 floats
 // Per-row (and per-column) factors of a tile's operands, computed once per tile or head.
 var<workgroup> row_f: array<vec4<f32>, 64>;
 var<workgroup> col_f: array<vec4<f32>, 64>;
-// The invocation's 8 x 8 block: acc<r><h> holds row acc_i(lid, r), columns acc_j(lid, h) ..+3.
-// Named vectors, not an array: a dynamically indexed private array is placed in slow local
-// memory by some drivers.
-var<private> acc00: vec4<f32>;
-var<private> acc01: vec4<f32>;
-var<private> acc10: vec4<f32>;
-var<private> acc11: vec4<f32>;
-var<private> acc20: vec4<f32>;
-var<private> acc21: vec4<f32>;
-var<private> acc30: vec4<f32>;
-var<private> acc31: vec4<f32>;
-var<private> acc40: vec4<f32>;
-var<private> acc41: vec4<f32>;
-var<private> acc50: vec4<f32>;
-var<private> acc51: vec4<f32>;
-var<private> acc60: vec4<f32>;
-var<private> acc61: vec4<f32>;
-var<private> acc70: vec4<f32>;
-var<private> acc71: vec4<f32>;
+// Accumulator rows ty*4 + r, columns tx*4 + c. Four named vectors, not an array: a
+// dynamically indexed private array is placed in slow local memory by some drivers.
+var<private> acc0: vec4<f32>;
+var<private> acc1: vec4<f32>;
+var<private> acc2: vec4<f32>;
+var<private> acc3: vec4<f32>;
 
-fn put_a(k: u32, i: u32, v: f32) { a_tile[k * KROW + (i >> 2u)][i & 3u] = v; }
-fn put_b(k: u32, j: u32, v: f32) { b_tile[k * KROW + (j >> 2u)][j & 3u] = v; }
-
-// Row r (0..7) and column half h (0, 1) of the invocation's block within the 64 x 64 tile.
-fn acc_i(lid: u32, r: u32) -> u32 { return (r >> 2u) * 32u + (lid >> 3u) * 4u + (r & 3u); }
-fn acc_j(lid: u32, h: u32) -> u32 { return h * 32u + (lid & 7u) * 4u; }
+fn put_a(k: u32, i: u32, v: f32) { a_tile[k * 16u + (i >> 2u)][i & 3u] = v; }
+fn put_b(k: u32, j: u32, v: f32) { b_tile[k * 16u + (j >> 2u)][j & 3u] = v; }
 
 fn acc_zero() {
-  acc00 = vec4<f32>(0.0);
-  acc01 = vec4<f32>(0.0);
-  acc10 = vec4<f32>(0.0);
-  acc11 = vec4<f32>(0.0);
-  acc20 = vec4<f32>(0.0);
-  acc21 = vec4<f32>(0.0);
-  acc30 = vec4<f32>(0.0);
-  acc31 = vec4<f32>(0.0);
-  acc40 = vec4<f32>(0.0);
-  acc41 = vec4<f32>(0.0);
-  acc50 = vec4<f32>(0.0);
-  acc51 = vec4<f32>(0.0);
-  acc60 = vec4<f32>(0.0);
-  acc61 = vec4<f32>(0.0);
-  acc70 = vec4<f32>(0.0);
-  acc71 = vec4<f32>(0.0);
+  acc0 = vec4<f32>(0.0);
+  acc1 = vec4<f32>(0.0);
+  acc2 = vec4<f32>(0.0);
+  acc3 = vec4<f32>(0.0);
 }
 
-fn acc_get(r: u32, h: u32) -> vec4<f32> {
-  switch (r * 2u + h) {
-    case 0u: { return acc00; }
-    case 1u: { return acc01; }
-    case 2u: { return acc10; }
-    case 3u: { return acc11; }
-    case 4u: { return acc20; }
-    case 5u: { return acc21; }
-    case 6u: { return acc30; }
-    case 7u: { return acc31; }
-    case 8u: { return acc40; }
-    case 9u: { return acc41; }
-    case 10u: { return acc50; }
-    case 11u: { return acc51; }
-    case 12u: { return acc60; }
-    case 13u: { return acc61; }
-    case 14u: { return acc70; }
-    default: { return acc71; }
+fn acc_row(r: u32) -> vec4<f32> {
+  switch r {
+    case 0u: { return acc0; }
+    case 1u: { return acc1; }
+    case 2u: { return acc2; }
+    default: { return acc3; }
   }
 }
 
 // One K step of 16 on the staged tiles.
 fn mm_step(lid: u32) {
-  let tx = lid & 7u;
-  let ty = lid >> 3u;
+  let tx = lid & 15u;
+  let ty = lid >> 4u;
   for (var k = 0u; k < TILE_K; k++) {
-    let a0 = a_tile[k * KROW + ty];
-    let a1 = a_tile[k * KROW + 8u + ty];
-    let b0 = b_tile[k * KROW + tx];
-    let b1 = b_tile[k * KROW + 8u + tx];
-    acc00 = fma(vec4<f32>(a0.x), b0, acc00);
-    acc01 = fma(vec4<f32>(a0.x), b1, acc01);
-    acc10 = fma(vec4<f32>(a0.y), b0, acc10);
-    acc11 = fma(vec4<f32>(a0.y), b1, acc11);
-    acc20 = fma(vec4<f32>(a0.z), b0, acc20);
-    acc21 = fma(vec4<f32>(a0.z), b1, acc21);
-    acc30 = fma(vec4<f32>(a0.w), b0, acc30);
-    acc31 = fma(vec4<f32>(a0.w), b1, acc31);
-    acc40 = fma(vec4<f32>(a1.x), b0, acc40);
-    acc41 = fma(vec4<f32>(a1.x), b1, acc41);
-    acc50 = fma(vec4<f32>(a1.y), b0, acc50);
-    acc51 = fma(vec4<f32>(a1.y), b1, acc51);
-    acc60 = fma(vec4<f32>(a1.z), b0, acc60);
-    acc61 = fma(vec4<f32>(a1.z), b1, acc61);
-    acc70 = fma(vec4<f32>(a1.w), b0, acc70);
-    acc71 = fma(vec4<f32>(a1.w), b1, acc71);
+    let a = a_tile[k * 16u + ty];
+    let b = b_tile[k * 16u + tx];
+    acc0 = fma(vec4<f32>(a.x), b, acc0);
+    acc1 = fma(vec4<f32>(a.y), b, acc1);
+    acc2 = fma(vec4<f32>(a.z), b, acc2);
+    acc3 = fma(vec4<f32>(a.w), b, acc3);
   }
 }
 
-// Operand staging: each K step stages 16 x 64 elements per operand, 16 per invocation. An
-// operand contiguous along its 64-long side is staged "m-major": element (k = j, m = lid) for
-// j < 16 (coalesced loads, conflict-free stores). One contiguous along K is staged "k-major":
-// element (k = lid % 16, m = lid / 16 + 4 j), so that a K row's 16 floats are one load.
-fn kq_of(lid: u32) -> u32 { return lid & 15u; }
-fn km_of(lid: u32, j: u32) -> u32 { return (lid >> 4u) + 4u * j; }
+// Element e (0..1024) of a 64 x 16 tile, with the 64-long side fastest (coalesced when that
+// side is contiguous in memory) or the 16-long K side fastest.
+fn m_fast64(e: u32) -> u32 { return e & 63u; }
+fn k_fast64(e: u32) -> u32 { return e >> 6u; }
+fn m_fastk(e: u32) -> u32 { return e >> 4u; }
+fn k_fastk(e: u32) -> u32 { return e & 15u; }
 
 // ---------------------------------------------------------------- helpers
 // Linear workgroup id over a split (x, y) grid; reversed when the race probe is on.
@@ -316,7 +258,7 @@ fn ssd_prep(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
 }
 
 // Pass 2: cb[b, c, g] = C Bᵀ over the chunk (Q x Q, lower tiles only), K = d_state.
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn ssd_cb(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
           @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
@@ -333,43 +275,43 @@ fn ssd_cb(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   let len = chunk_len_of(c);
   let need = tj <= ti && ti * TILE < len;
   let kend = select(0u, params.d_state, need);
-  let kq = kq_of(lid);
   acc_zero();
   for (var k0 = 0u; k0 < kend; k0 += TILE_K) {
-    let k = k0 + kq;
-    for (var j = 0u; j < 16u; j++) {
-      let m = km_of(lid, j);
+    for (var r = 0u; r < 4u; r++) {
+      let e = lid + WORKGROUP * r;
+      let m = m_fastk(e);
+      let kk = k_fastk(e);
+      let k = k0 + kk;
       let i = ti * TILE + m;
-      let s = tj * TILE + m;
+      let j = tj * TILE + m;
       var va = 0.0;
       var vb = 0.0;
       if (k < params.d_state) {
         if (i < len) { va = C[bc_idx(b, t0 + i, g, k)]; }
-        if (s < len) { vb = B[bc_idx(b, t0 + s, g, k)]; }
+        if (j < len) { vb = B[bc_idx(b, t0 + j, g, k)]; }
       }
-      put_a(kq, m, va);
-      put_b(kq, m, vb);
+      put_a(kk, m, va);
+      put_b(kk, m, vb);
     }
     workgroupBarrier();
     mm_step(lid);
     workgroupBarrier();
   }
   if (ok && need) {
-    for (var r = 0u; r < 8u; r++) {
-      let i = ti * TILE + acc_i(lid, r);
-      for (var hf = 0u; hf < 2u; hf++) {
-        let v = acc_get(r, hf);
-        for (var q = 0u; q < 4u; q++) {
-          let s = tj * TILE + acc_j(lid, hf) + q;
-          if (i < len && s < len) { cb[cb_idx(b, c, g, i, s)] = v[q]; }
-        }
+    let tx = lid & 15u;
+    let ty = lid >> 4u;
+    for (var r = 0u; r < 4u; r++) {
+      let i = ti * TILE + ty * 4u + r;
+      for (var q = 0u; q < 4u; q++) {
+        let j = tj * TILE + tx * 4u + q;
+        if (i < len && j < len) { cb[cb_idx(b, c, g, i, j)] = acc_row(r)[q]; }
       }
     }
   }
 }
 
 // Pass 3: chunk_local[b, c, h] = Σ_s exp(cum_end - cum_s) s_s x_s ⊗ B_s  (P x N, K = chunk).
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn ssd_chunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                    @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
@@ -385,38 +327,43 @@ fn ssd_chunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
   let t0 = c * params.chunk_len;
   let len = chunk_len_of(c);
   let tend = t0 + len - 1u;
-  let p = pt * TILE + lid;
-  let n = nt * TILE + lid;
+  let hi_end = cum_hi(b, h, tend);
+  let lo_end = cum_lo(b, h, tend);
   acc_zero();
   for (var k0 = 0u; k0 < len; k0 += TILE_K) {
-    for (var j = 0u; j < 16u; j++) {
-      let s = k0 + j;
+    for (var r = 0u; r < 4u; r++) {
+      let e = lid + WORKGROUP * r;
+      let m = m_fast64(e);
+      let kk = k_fast64(e);
+      let s = k0 + kk;
+      let p = pt * TILE + m;
+      let n = nt * TILE + m;
       var va = 0.0;
       var vb = 0.0;
       if (s < len) {
-        let t = t0 + s;
         if (p < params.d_head) {
-          va = x[x_idx(b, t, h, p)] * exp(seg(b, h, tend, t)) * in_scale(b, h, t);
+          let t = t0 + s;
+          let sg = (hi_end - cum_hi(b, h, t)) + (lo_end - cum_lo(b, h, t));
+          va = x[x_idx(b, t, h, p)] * exp(sg) * in_scale(b, h, t);
         }
-        if (n < params.d_state) { vb = B[bc_idx(b, t, g, n)]; }
+        if (n < params.d_state) { vb = B[bc_idx(b, t0 + s, g, n)]; }
       }
-      put_a(j, lid, va);
-      put_b(j, lid, vb);
+      put_a(kk, m, va);
+      put_b(kk, m, vb);
     }
     workgroupBarrier();
     mm_step(lid);
     workgroupBarrier();
   }
   if (ok) {
-    for (var r = 0u; r < 8u; r++) {
-      let pr = pt * TILE + acc_i(lid, r);
-      for (var hf = 0u; hf < 2u; hf++) {
-        let v = acc_get(r, hf);
-        for (var q = 0u; q < 4u; q++) {
-          let nc = nt * TILE + acc_j(lid, hf) + q;
-          if (pr < params.d_head && nc < params.d_state) {
-            chunk_local[state_idx(b, params.n_chunks, c, h, pr, nc)] = v[q];
-          }
+    let tx = lid & 15u;
+    let ty = lid >> 4u;
+    for (var r = 0u; r < 4u; r++) {
+      let p = pt * TILE + ty * 4u + r;
+      for (var q = 0u; q < 4u; q++) {
+        let n = nt * TILE + tx * 4u + q;
+        if (p < params.d_head && n < params.d_state) {
+          chunk_local[state_idx(b, params.n_chunks, c, h, p, n)] = acc_row(r)[q];
         }
       }
     }
@@ -449,7 +396,7 @@ fn ssd_state_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
 }
 
 // Pass 5: y = (C Bᵀ ∘ decay ∘ s) x + diag(exp(cum)) C S_inᵀ + D x  per (b, c, h), tile (t, p).
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
@@ -470,21 +417,21 @@ fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
   let kend2 = select(0u, params.d_state, live && c > 0u);
   let slots = params.n_chunks + 1u;
   // the tile's rows: cum_hi, cum_lo and exp(cum)
-  let ir = ti * TILE + lid;
-  var rf = vec4<f32>(0.0);
-  if (ir < len) {
-    let hi = cum_hi(b, h, t0 + ir);
-    let lo = cum_lo(b, h, t0 + ir);
-    rf = vec4<f32>(hi, lo, exp(hi + lo), 0.0);
+  if (lid < TILE) {
+    let ir = ti * TILE + lid;
+    var rf = vec4<f32>(0.0);
+    if (ir < len) {
+      let hi = cum_hi(b, h, t0 + ir);
+      let lo = cum_lo(b, h, t0 + ir);
+      rf = vec4<f32>(hi, lo, exp(hi + lo), 0.0);
+    }
+    row_f[lid] = rf;
   }
-  row_f[lid] = rf;
   workgroupBarrier();
-  let kq = kq_of(lid);
-  let p = pt * TILE + lid;
   acc_zero();
   for (var k0 = 0u; k0 < kend1; k0 += TILE_K) {
-    // a_tile: CB[i, s] decay[i, s] s_s, k-major (row-contiguous in s)
-    let sa = k0 + kq;
+    // this invocation's K column of the a_tile (the same for its 4 elements)
+    let sa = k0 + k_fastk(lid);
     var hs = 0.0;
     var ls = 0.0;
     var ss = 0.0;
@@ -493,60 +440,58 @@ fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
       ls = cum_lo(b, h, t0 + sa);
       ss = in_scale(b, h, t0 + sa);
     }
-    for (var j = 0u; j < 16u; j++) {
-      let m = km_of(lid, j);
-      let ia = ti * TILE + m;
+    for (var r = 0u; r < 4u; r++) {
+      let e = lid + WORKGROUP * r;
+      // a_tile: CB[i, s] decay[i, s] s_s, row-contiguous in s
+      let ia = ti * TILE + m_fastk(e);
       var va = 0.0;
       if (ia < len && sa <= ia) {
-        let f = row_f[m];
+        let f = row_f[m_fastk(e)];
         va = cb[cb_idx(b, c, g, ia, sa)] * exp((f.x - hs) + (f.y - ls)) * ss;
       }
-      put_a(kq, m, va);
-    }
-    // b_tile: x[s, p], m-major (contiguous in p)
-    for (var j = 0u; j < 16u; j++) {
-      let sb = k0 + j;
+      put_a(k_fastk(e), m_fastk(e), va);
+      // b_tile: x[s, p], contiguous in p
+      let sb = k0 + k_fast64(e);
+      let p = pt * TILE + m_fast64(e);
       var vb = 0.0;
       if (sb < len && p < params.d_head) { vb = x[x_idx(b, t0 + sb, h, p)]; }
-      put_b(j, lid, vb);
+      put_b(k_fast64(e), m_fast64(e), vb);
     }
     workgroupBarrier();
     mm_step(lid);
     workgroupBarrier();
   }
   for (var k0 = 0u; k0 < kend2; k0 += TILE_K) {
-    let n = k0 + kq;
-    for (var j = 0u; j < 16u; j++) {
-      let m = km_of(lid, j);
-      // a_tile: C[i, n] exp(cum_i), k-major
-      let i = ti * TILE + m;
+    for (var r = 0u; r < 4u; r++) {
+      let e = lid + WORKGROUP * r;
+      let i = ti * TILE + m_fastk(e);
+      let n = k0 + k_fastk(e);
       var va = 0.0;
-      if (i < len && n < params.d_state) { va = C[bc_idx(b, t0 + i, g, n)] * row_f[m].z; }
-      put_a(kq, m, va);
-      // b_tile: S_in[p, n], k-major (contiguous in n)
-      let pb = pt * TILE + m;
+      if (i < len && n < params.d_state) { va = C[bc_idx(b, t0 + i, g, n)] * row_f[m_fastk(e)].z; }
+      put_a(k_fastk(e), m_fastk(e), va);
+      // b_tile: S_in[p, n], contiguous in n (= k)
+      let p = pt * TILE + m_fastk(e);
       var vb = 0.0;
-      if (pb < params.d_head && n < params.d_state) {
-        vb = chunk_states[state_idx(b, slots, c, h, pb, n)];
+      if (p < params.d_head && n < params.d_state) {
+        vb = chunk_states[state_idx(b, slots, c, h, p, n)];
       }
-      put_b(kq, m, vb);
+      put_b(k_fastk(e), m_fastk(e), vb);
     }
     workgroupBarrier();
     mm_step(lid);
     workgroupBarrier();
   }
   if (ok && live) {
+    let tx = lid & 15u;
+    let ty = lid >> 4u;
     let d_skip = D[h];
-    for (var r = 0u; r < 8u; r++) {
-      let i = ti * TILE + acc_i(lid, r);
-      for (var hf = 0u; hf < 2u; hf++) {
-        let v = acc_get(r, hf);
-        for (var q = 0u; q < 4u; q++) {
-          let pc = pt * TILE + acc_j(lid, hf) + q;
-          if (i < len && pc < params.d_head) {
-            let k = x_idx(b, t0 + i, h, pc);
-            y[k] = fma(d_skip, x[k], v[q]);
-          }
+    for (var r = 0u; r < 4u; r++) {
+      let i = ti * TILE + ty * 4u + r;
+      for (var q = 0u; q < 4u; q++) {
+        let p = pt * TILE + tx * 4u + q;
+        if (i < len && p < params.d_head) {
+          let k = x_idx(b, t0 + i, h, p);
+          y[k] = fma(d_skip, x[k], acc_row(r)[q]);
         }
       }
     }
@@ -556,7 +501,7 @@ fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
 // ================================================================ backward
 // Pass B1: chunk_local[b, c, h] = Σ_t exp(cum_t) dy_t ⊗ C_t (P x N): the adjoint of the state
 // entering chunk c from the chunk's own outputs.
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn ssd_dchunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                     @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
@@ -573,35 +518,37 @@ fn ssd_dchunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   let len = chunk_len_of(c);
   // chunk 0's entering state is zero: its adjoint is never used
   let kend = select(len, 0u, c == 0u);
-  let p = pt * TILE + lid;
-  let n = nt * TILE + lid;
   acc_zero();
   for (var k0 = 0u; k0 < kend; k0 += TILE_K) {
-    for (var j = 0u; j < 16u; j++) {
-      let s = k0 + j;
+    for (var r = 0u; r < 4u; r++) {
+      let e = lid + WORKGROUP * r;
+      let m = m_fast64(e);
+      let kk = k_fast64(e);
+      let s = k0 + kk;
+      let p = pt * TILE + m;
+      let n = nt * TILE + m;
       var va = 0.0;
       var vb = 0.0;
       if (s < len) {
         if (p < params.d_head) { va = dy[x_idx(b, t0 + s, h, p)] * exp(cum(b, h, t0 + s)); }
         if (n < params.d_state) { vb = C[bc_idx(b, t0 + s, g, n)]; }
       }
-      put_a(j, lid, va);
-      put_b(j, lid, vb);
+      put_a(kk, m, va);
+      put_b(kk, m, vb);
     }
     workgroupBarrier();
     mm_step(lid);
     workgroupBarrier();
   }
   if (ok) {
-    for (var r = 0u; r < 8u; r++) {
-      let pr = pt * TILE + acc_i(lid, r);
-      for (var hf = 0u; hf < 2u; hf++) {
-        let v = acc_get(r, hf);
-        for (var q = 0u; q < 4u; q++) {
-          let nc = nt * TILE + acc_j(lid, hf) + q;
-          if (pr < params.d_head && nc < params.d_state) {
-            chunk_local[state_idx(b, params.n_chunks, c, h, pr, nc)] = v[q];
-          }
+    let tx = lid & 15u;
+    let ty = lid >> 4u;
+    for (var r = 0u; r < 4u; r++) {
+      let p = pt * TILE + ty * 4u + r;
+      for (var q = 0u; q < 4u; q++) {
+        let n = nt * TILE + tx * 4u + q;
+        if (p < params.d_head && n < params.d_state) {
+          chunk_local[state_idx(b, params.n_chunks, c, h, p, n)] = acc_row(r)[q];
         }
       }
     }
@@ -635,7 +582,7 @@ fn ssd_dstate_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
 // Pass B3: dx̃[s, p] = Σ_{t>=s} CB[t, s] decay[t, s] dy[t, p]
 //                     + exp(cum_end - cum_s) Σ_n B[s, n] dstates[c][p, n],
 // written unscaled into dx, finished by ssd_dt_elem.
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn ssd_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
           @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
@@ -655,90 +602,87 @@ fn ssd_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   // anti-causal: rows s of this tile see t >= si*64 only
   let kbeg1 = select(len, si * TILE, live);
   let kend2 = select(0u, params.d_state, live && c + 1u < params.n_chunks);
-  // this invocation's row s (m-major staging): cum_hi, cum_lo; and every row's
-  // exp(cum_end - cum_s) for the second product
-  let sa = si * TILE + lid;
+  // this invocation's row s of the a_tile in the first product (the same for its 4
+  // elements), and the rows' exp(cum_end - cum_s) for the second
+  let sa = si * TILE + m_fast64(lid);
   var hs = 0.0;
   var ls = 0.0;
-  var rf = vec4<f32>(0.0);
   if (sa < len) {
     hs = cum_hi(b, h, t0 + sa);
     ls = cum_lo(b, h, t0 + sa);
-    rf.x = exp(seg(b, h, tend, t0 + sa));
   }
-  row_f[lid] = rf;
+  if (lid < TILE) {
+    let sr = si * TILE + lid;
+    var rf = vec4<f32>(0.0);
+    if (sr < len) { rf.x = exp(seg(b, h, tend, t0 + sr)); }
+    row_f[lid] = rf;
+  }
   workgroupBarrier();
-  let kq = kq_of(lid);
-  let p = pt * TILE + lid;
   acc_zero();
   for (var k0 = kbeg1; k0 < len; k0 += TILE_K) {
-    for (var j = 0u; j < 16u; j++) {
-      // a_tile[s, t] = CB[t, s] decay[t, s]: m-major (contiguous in s)
-      let ta = k0 + j;
+    for (var r = 0u; r < 4u; r++) {
+      let e = lid + WORKGROUP * r;
+      // a_tile[s, t] = CB[t, s] decay[t, s]: contiguous in s (= rows)
+      let ta = k0 + k_fast64(e);
       var va = 0.0;
-      var vb = 0.0;
-      if (ta < len) {
-        if (sa <= ta) {
-          let ht = cum_hi(b, h, t0 + ta);
-          let lt = cum_lo(b, h, t0 + ta);
-          va = cb[cb_idx(b, c, g, ta, sa)] * exp((ht - hs) + (lt - ls));
-        }
-        if (p < params.d_head) { vb = dy[x_idx(b, t0 + ta, h, p)]; }
+      if (ta < len && sa <= ta) {
+        let ht = cum_hi(b, h, t0 + ta);
+        let lt = cum_lo(b, h, t0 + ta);
+        va = cb[cb_idx(b, c, g, ta, sa)] * exp((ht - hs) + (lt - ls));
       }
-      put_a(j, lid, va);
-      put_b(j, lid, vb);
+      put_a(k_fast64(e), m_fast64(e), va);
+      let p = pt * TILE + m_fast64(e);
+      var vb = 0.0;
+      if (ta < len && p < params.d_head) { vb = dy[x_idx(b, t0 + ta, h, p)]; }
+      put_b(k_fast64(e), m_fast64(e), vb);
     }
     workgroupBarrier();
     mm_step(lid);
     workgroupBarrier();
   }
   for (var k0 = 0u; k0 < kend2; k0 += TILE_K) {
-    let n = k0 + kq;
-    for (var j = 0u; j < 16u; j++) {
-      let m = km_of(lid, j);
-      // a_tile: B[s, n] exp(cum_end - cum_s), k-major
-      let s = si * TILE + m;
+    for (var r = 0u; r < 4u; r++) {
+      let e = lid + WORKGROUP * r;
+      let s = si * TILE + m_fastk(e);
+      let n = k0 + k_fastk(e);
       var va = 0.0;
-      if (s < len && n < params.d_state) { va = B[bc_idx(b, t0 + s, g, n)] * row_f[m].x; }
-      put_a(kq, m, va);
-      // b_tile: dstates[c][p, n], k-major
-      let pb = pt * TILE + m;
+      if (s < len && n < params.d_state) { va = B[bc_idx(b, t0 + s, g, n)] * row_f[m_fastk(e)].x; }
+      put_a(k_fastk(e), m_fastk(e), va);
+      let p = pt * TILE + m_fastk(e);
       var vb = 0.0;
-      if (pb < params.d_head && n < params.d_state) {
-        vb = dstates[state_idx(b, params.n_chunks, c, h, pb, n)];
+      if (p < params.d_head && n < params.d_state) {
+        vb = dstates[state_idx(b, params.n_chunks, c, h, p, n)];
       }
-      put_b(kq, m, vb);
+      put_b(k_fastk(e), m_fastk(e), vb);
     }
     workgroupBarrier();
     mm_step(lid);
     workgroupBarrier();
   }
   if (ok && live) {
-    for (var r = 0u; r < 8u; r++) {
-      let s = si * TILE + acc_i(lid, r);
-      for (var hf = 0u; hf < 2u; hf++) {
-        let v = acc_get(r, hf);
-        for (var q = 0u; q < 4u; q++) {
-          let pc = pt * TILE + acc_j(lid, hf) + q;
-          if (s < len && pc < params.d_head) { dx[x_idx(b, t0 + s, h, pc)] = v[q]; }
-        }
+    let tx = lid & 15u;
+    let ty = lid >> 4u;
+    for (var r = 0u; r < 4u; r++) {
+      let s = si * TILE + ty * 4u + r;
+      for (var q = 0u; q < 4u; q++) {
+        let p = pt * TILE + tx * 4u + q;
+        if (s < len && p < params.d_head) { dx[x_idx(b, t0 + s, h, p)] = acc_row(r)[q]; }
       }
     }
   }
 }
 
-// Decay weights decay_h[i, s] of the invocation's block row r, column half hf (0 where s > i or
-// out of chunk), from the head's row and column cumsums in row_f (.xy) and col_f (.yz).
-fn mh_decay(lid: u32, r: u32, hf: u32, ti: u32, tj: u32, len: u32) -> vec4<f32> {
-  let mi = acc_i(lid, r);
-  let i = ti * TILE + mi;
+// Decay weights exp(seg(t, s)) of row i for columns j0 .. j0+3 (0 where s > t or out of chunk).
+// Decay weights exp(seg(t, s)) of tile row mi for tile columns mj0 .. mj0+3 (0 where s > t or
+// out of chunk), from the head's cumsums of the tile's rows (row_f.xy) and columns (col_f.yz).
+fn decay4(ti: u32, tj: u32, len: u32, mi: u32, mj0: u32) -> vec4<f32> {
   var d = vec4<f32>(0.0);
+  let i = ti * TILE + mi;
   if (i < len) {
     let rf = row_f[mi];
     for (var q = 0u; q < 4u; q++) {
-      let mj = acc_j(lid, hf) + q;
-      if (tj * TILE + mj <= i) {
-        let cf = col_f[mj];
+      if (tj * TILE + mj0 + q <= i) {
+        let cf = col_f[mj0 + q];
         d[q] = exp((rf.x - cf.y) + (rf.y - cf.z));
       }
     }
@@ -750,7 +694,7 @@ fn mh_decay(lid: u32, r: u32, hf: u32, ti: u32, tj: u32, len: u32) -> vec4<f32> 
 // s <= t (0 above), the gradient of cb: per head a K = d_head tile product, scaled by that
 // head's decay and summed in head order. dC and dB then need it once per group instead of
 // once per head.
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn ssd_mh(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
           @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
@@ -768,104 +712,69 @@ fn ssd_mh(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   let len = chunk_len_of(c);
   let need = tj <= ti && ti * TILE < len;
   let kend = select(0u, params.d_head, need);
-  let kq = kq_of(lid);
-  var m00 = vec4<f32>(0.0);
-  var m01 = vec4<f32>(0.0);
-  var m10 = vec4<f32>(0.0);
-  var m11 = vec4<f32>(0.0);
-  var m20 = vec4<f32>(0.0);
-  var m21 = vec4<f32>(0.0);
-  var m30 = vec4<f32>(0.0);
-  var m31 = vec4<f32>(0.0);
-  var m40 = vec4<f32>(0.0);
-  var m41 = vec4<f32>(0.0);
-  var m50 = vec4<f32>(0.0);
-  var m51 = vec4<f32>(0.0);
-  var m60 = vec4<f32>(0.0);
-  var m61 = vec4<f32>(0.0);
-  var m70 = vec4<f32>(0.0);
-  var m71 = vec4<f32>(0.0);
+  let tx = lid & 15u;
+  let ty = lid >> 4u;
+  let i0 = ti * TILE + ty * 4u;
+  let j0 = tj * TILE + tx * 4u;
+  var m0 = vec4<f32>(0.0);
+  var m1 = vec4<f32>(0.0);
+  var m2 = vec4<f32>(0.0);
+  var m3 = vec4<f32>(0.0);
   for (var hh = 0u; hh < hpg; hh++) {
     let h = g * hpg + hh;
     // the head's cumsums of the tile's rows and columns and its input scale of the columns
     // (after the previous head's decay weights read them)
     workgroupBarrier();
-    let i = ti * TILE + lid;
-    let s = tj * TILE + lid;
-    var rf = vec4<f32>(0.0);
-    var cf = vec4<f32>(0.0);
-    if (i < len) { rf = vec4<f32>(cum_hi(b, h, t0 + i), cum_lo(b, h, t0 + i), 0.0, 0.0); }
-    if (s < len) {
-      cf = vec4<f32>(in_scale(b, h, t0 + s), cum_hi(b, h, t0 + s), cum_lo(b, h, t0 + s), 0.0);
+    if (lid < TILE) {
+      let i = ti * TILE + lid;
+      let s = tj * TILE + lid;
+      var rf = vec4<f32>(0.0);
+      var cf = vec4<f32>(0.0);
+      if (i < len) { rf = vec4<f32>(cum_hi(b, h, t0 + i), cum_lo(b, h, t0 + i), 0.0, 0.0); }
+      if (s < len) {
+        cf = vec4<f32>(in_scale(b, h, t0 + s), cum_hi(b, h, t0 + s), cum_lo(b, h, t0 + s), 0.0);
+      }
+      row_f[lid] = rf;
+      col_f[lid] = cf;
     }
-    row_f[lid] = rf;
-    col_f[lid] = cf;
     workgroupBarrier();
     acc_zero();
     for (var k0 = 0u; k0 < kend; k0 += TILE_K) {
-      let p = k0 + kq;
-      for (var j = 0u; j < 16u; j++) {
-        let m = km_of(lid, j);
+      for (var r = 0u; r < 4u; r++) {
+        let e = lid + WORKGROUP * r;
+        let m = m_fastk(e);
+        let kk = k_fastk(e);
+        let p = k0 + kk;
+        let i = ti * TILE + m;
+        let j = tj * TILE + m;
         var va = 0.0;
         var vb = 0.0;
         if (p < params.d_head) {
-          let ia = ti * TILE + m;
-          let sb = tj * TILE + m;
-          if (ia < len) { va = dy[x_idx(b, t0 + ia, h, p)]; }
-          if (sb < len) { vb = x[x_idx(b, t0 + sb, h, p)] * col_f[m].x; }
+          if (i < len) { va = dy[x_idx(b, t0 + i, h, p)]; }
+          if (j < len) { vb = x[x_idx(b, t0 + j, h, p)] * col_f[m].x; }
         }
-        put_a(kq, m, va);
-        put_b(kq, m, vb);
+        put_a(kk, m, va);
+        put_b(kk, m, vb);
       }
       workgroupBarrier();
       mm_step(lid);
       workgroupBarrier();
     }
     if (need) {
-      m00 = fma(acc00, mh_decay(lid, 0u, 0u, ti, tj, len), m00);
-      m01 = fma(acc01, mh_decay(lid, 0u, 1u, ti, tj, len), m01);
-      m10 = fma(acc10, mh_decay(lid, 1u, 0u, ti, tj, len), m10);
-      m11 = fma(acc11, mh_decay(lid, 1u, 1u, ti, tj, len), m11);
-      m20 = fma(acc20, mh_decay(lid, 2u, 0u, ti, tj, len), m20);
-      m21 = fma(acc21, mh_decay(lid, 2u, 1u, ti, tj, len), m21);
-      m30 = fma(acc30, mh_decay(lid, 3u, 0u, ti, tj, len), m30);
-      m31 = fma(acc31, mh_decay(lid, 3u, 1u, ti, tj, len), m31);
-      m40 = fma(acc40, mh_decay(lid, 4u, 0u, ti, tj, len), m40);
-      m41 = fma(acc41, mh_decay(lid, 4u, 1u, ti, tj, len), m41);
-      m50 = fma(acc50, mh_decay(lid, 5u, 0u, ti, tj, len), m50);
-      m51 = fma(acc51, mh_decay(lid, 5u, 1u, ti, tj, len), m51);
-      m60 = fma(acc60, mh_decay(lid, 6u, 0u, ti, tj, len), m60);
-      m61 = fma(acc61, mh_decay(lid, 6u, 1u, ti, tj, len), m61);
-      m70 = fma(acc70, mh_decay(lid, 7u, 0u, ti, tj, len), m70);
-      m71 = fma(acc71, mh_decay(lid, 7u, 1u, ti, tj, len), m71);
+      m0 = fma(acc0, decay4(ti, tj, len, ty * 4u, tx * 4u), m0);
+      m1 = fma(acc1, decay4(ti, tj, len, ty * 4u + 1u, tx * 4u), m1);
+      m2 = fma(acc2, decay4(ti, tj, len, ty * 4u + 2u, tx * 4u), m2);
+      m3 = fma(acc3, decay4(ti, tj, len, ty * 4u + 3u, tx * 4u), m3);
     }
   }
   if (ok && need) {
-    // the sums back into the accumulators, to be read by row and half
-    acc00 = m00;
-    acc01 = m01;
-    acc10 = m10;
-    acc11 = m11;
-    acc20 = m20;
-    acc21 = m21;
-    acc30 = m30;
-    acc31 = m31;
-    acc40 = m40;
-    acc41 = m41;
-    acc50 = m50;
-    acc51 = m51;
-    acc60 = m60;
-    acc61 = m61;
-    acc70 = m70;
-    acc71 = m71;
-    for (var r = 0u; r < 8u; r++) {
-      let i = ti * TILE + acc_i(lid, r);
-      for (var hf = 0u; hf < 2u; hf++) {
-        let v = acc_get(r, hf);
-        for (var q = 0u; q < 4u; q++) {
-          let s = tj * TILE + acc_j(lid, hf) + q;
-          if (i < len && s < len) { dcb[cb_idx(b, c, g, i, s)] = v[q]; }
-        }
+    for (var r = 0u; r < 4u; r++) {
+      var v = m3;
+      if (r == 0u) { v = m0; } else if (r == 1u) { v = m1; } else if (r == 2u) { v = m2; }
+      let i = i0 + r;
+      for (var q = 0u; q < 4u; q++) {
+        let j = j0 + q;
+        if (i < len && j < len) { dcb[cb_idx(b, c, g, i, j)] = v[q]; }
       }
     }
   }
@@ -874,7 +783,7 @@ fn ssd_mh(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
 // Pass B5: dC[t, n] = Σ_{s<=t} dcb[t, s] B[s, n]
 //                     + Σ_{h in g} exp(cum_{h,t}) Σ_p dy_h[t, p] S_in_h[p, n]
 // (heads summed in order inside the workgroup: no cross-workgroup reduction).
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn ssd_dc(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
           @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
@@ -893,23 +802,20 @@ fn ssd_dc(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   let kend1 = select(0u, min(len, ti * TILE + TILE), live);
   let kend2 = select(0u, params.d_head, live && c > 0u);
   let slots = params.n_chunks + 1u;
-  let kq = kq_of(lid);
-  let n = nt * TILE + lid;
   acc_zero();
   for (var k0 = 0u; k0 < kend1; k0 += TILE_K) {
-    let sa = k0 + kq;
-    for (var j = 0u; j < 16u; j++) {
-      // a_tile: dcb[i, s], k-major
-      let m = km_of(lid, j);
-      let i = ti * TILE + m;
+    for (var r = 0u; r < 4u; r++) {
+      let e = lid + WORKGROUP * r;
+      let i = ti * TILE + m_fastk(e);
+      let sa = k0 + k_fastk(e);
       var va = 0.0;
       if (i < len && sa <= i) { va = dcb[cb_idx(b, c, g, i, sa)]; }
-      put_a(kq, m, va);
-      // b_tile: B[s, n], m-major
-      let sb = k0 + j;
+      put_a(k_fastk(e), m_fastk(e), va);
+      let sb = k0 + k_fast64(e);
+      let n = nt * TILE + m_fast64(e);
       var vb = 0.0;
       if (sb < len && n < params.d_state) { vb = B[bc_idx(b, t0 + sb, g, n)]; }
-      put_b(j, lid, vb);
+      put_b(k_fast64(e), m_fast64(e), vb);
     }
     workgroupBarrier();
     mm_step(lid);
@@ -920,28 +826,31 @@ fn ssd_dc(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     if (kend2 > 0u) {
       // the head's exp(cum_t) of the tile's rows (the previous head's K steps, which read
       // them, ended with a barrier)
-      let ir = ti * TILE + lid;
-      var rf = vec4<f32>(0.0);
-      if (ir < len) { rf.x = exp(cum(b, h, t0 + ir)); }
-      row_f[lid] = rf;
+      if (lid < TILE) {
+        let ir = ti * TILE + lid;
+        var rf = vec4<f32>(0.0);
+        if (ir < len) { rf.x = exp(cum(b, h, t0 + ir)); }
+        row_f[lid] = rf;
+      }
       workgroupBarrier();
     }
     for (var k0 = 0u; k0 < kend2; k0 += TILE_K) {
-      let pa = k0 + kq;
-      for (var j = 0u; j < 16u; j++) {
-        // a_tile: dy_h[i, p] exp(cum_i), k-major
-        let m = km_of(lid, j);
-        let i = ti * TILE + m;
+      for (var r = 0u; r < 4u; r++) {
+        let e = lid + WORKGROUP * r;
+        let i = ti * TILE + m_fastk(e);
+        let pa = k0 + k_fastk(e);
         var va = 0.0;
-        if (i < len && pa < params.d_head) { va = dy[x_idx(b, t0 + i, h, pa)] * row_f[m].x; }
-        put_a(kq, m, va);
-        // b_tile: S_in_h[p, n], m-major
-        let pb = k0 + j;
+        if (i < len && pa < params.d_head) {
+          va = dy[x_idx(b, t0 + i, h, pa)] * row_f[m_fastk(e)].x;
+        }
+        put_a(k_fastk(e), m_fastk(e), va);
+        let pb = k0 + k_fast64(e);
+        let n = nt * TILE + m_fast64(e);
         var vb = 0.0;
         if (pb < params.d_head && n < params.d_state) {
           vb = chunk_states[state_idx(b, slots, c, h, pb, n)];
         }
-        put_b(j, lid, vb);
+        put_b(k_fast64(e), m_fast64(e), vb);
       }
       workgroupBarrier();
       mm_step(lid);
@@ -949,14 +858,13 @@ fn ssd_dc(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     }
   }
   if (ok && live) {
-    for (var r = 0u; r < 8u; r++) {
-      let i = ti * TILE + acc_i(lid, r);
-      for (var hf = 0u; hf < 2u; hf++) {
-        let v = acc_get(r, hf);
-        for (var q = 0u; q < 4u; q++) {
-          let nc = nt * TILE + acc_j(lid, hf) + q;
-          if (i < len && nc < params.d_state) { dC[bc_idx(b, t0 + i, g, nc)] = v[q]; }
-        }
+    let tx = lid & 15u;
+    let ty = lid >> 4u;
+    for (var r = 0u; r < 4u; r++) {
+      let i = ti * TILE + ty * 4u + r;
+      for (var q = 0u; q < 4u; q++) {
+        let n = nt * TILE + tx * 4u + q;
+        if (i < len && n < params.d_state) { dC[bc_idx(b, t0 + i, g, n)] = acc_row(r)[q]; }
       }
     }
   }
@@ -964,7 +872,7 @@ fn ssd_dc(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
 
 // Pass B6: dB[s, n] = Σ_{t>=s} dcb[t, s] C[t, n]
 //                   + Σ_{h in g} exp(cum_end - cum_{h,s}) Σ_p s_{h,s} x_h[s, p] dstates_h[c][p, n]
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn ssd_db(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
           @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
@@ -983,22 +891,20 @@ fn ssd_db(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   let live = si * TILE < len;
   let kbeg1 = select(len, si * TILE, live);
   let kend2 = select(0u, params.d_head, live && c + 1u < params.n_chunks);
-  let kq = kq_of(lid);
-  let sa = si * TILE + lid;
-  let n = nt * TILE + lid;
   acc_zero();
   for (var k0 = kbeg1; k0 < len; k0 += TILE_K) {
-    for (var j = 0u; j < 16u; j++) {
-      // a_tile[s, t] = dcb[t, s]: m-major (contiguous in s)
-      let ta = k0 + j;
+    for (var r = 0u; r < 4u; r++) {
+      let e = lid + WORKGROUP * r;
+      // a_tile[s, t] = dcb[t, s]: contiguous in s (= rows)
+      let sa = si * TILE + m_fast64(e);
+      let ta = k0 + k_fast64(e);
       var va = 0.0;
+      if (ta < len && sa <= ta) { va = dcb[cb_idx(b, c, g, ta, sa)]; }
+      put_a(k_fast64(e), m_fast64(e), va);
+      let n = nt * TILE + m_fast64(e);
       var vb = 0.0;
-      if (ta < len) {
-        if (sa <= ta) { va = dcb[cb_idx(b, c, g, ta, sa)]; }
-        if (n < params.d_state) { vb = C[bc_idx(b, t0 + ta, g, n)]; }
-      }
-      put_a(j, lid, va);
-      put_b(j, lid, vb);
+      if (ta < len && n < params.d_state) { vb = C[bc_idx(b, t0 + ta, g, n)]; }
+      put_b(k_fast64(e), m_fast64(e), vb);
     }
     workgroupBarrier();
     mm_step(lid);
@@ -1008,32 +914,34 @@ fn ssd_db(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     let h = g * hpg + hh;
     if (kend2 > 0u) {
       // the head's s_s and exp(cum_end - cum_s) of the tile's rows
-      var rf = vec4<f32>(0.0);
-      if (sa < len) {
-        rf = vec4<f32>(in_scale(b, h, t0 + sa), exp(seg(b, h, tend, t0 + sa)), 0.0, 0.0);
+      if (lid < TILE) {
+        let sr = si * TILE + lid;
+        var rf = vec4<f32>(0.0);
+        if (sr < len) {
+          rf = vec4<f32>(in_scale(b, h, t0 + sr), exp(seg(b, h, tend, t0 + sr)), 0.0, 0.0);
+        }
+        row_f[lid] = rf;
       }
-      row_f[lid] = rf;
       workgroupBarrier();
     }
     for (var k0 = 0u; k0 < kend2; k0 += TILE_K) {
-      let pa = k0 + kq;
-      for (var j = 0u; j < 16u; j++) {
-        // a_tile: x_h[s, p] s_s exp(cum_end - cum_s), k-major
-        let m = km_of(lid, j);
-        let s = si * TILE + m;
+      for (var r = 0u; r < 4u; r++) {
+        let e = lid + WORKGROUP * r;
+        let s = si * TILE + m_fastk(e);
+        let pa = k0 + k_fastk(e);
         var va = 0.0;
         if (s < len && pa < params.d_head) {
-          let f = row_f[m];
+          let f = row_f[m_fastk(e)];
           va = x[x_idx(b, t0 + s, h, pa)] * f.x * f.y;
         }
-        put_a(kq, m, va);
-        // b_tile: dstates_h[c][p, n], m-major
-        let pb = k0 + j;
+        put_a(k_fastk(e), m_fastk(e), va);
+        let pb = k0 + k_fast64(e);
+        let n = nt * TILE + m_fast64(e);
         var vb = 0.0;
         if (pb < params.d_head && n < params.d_state) {
           vb = dstates[state_idx(b, params.n_chunks, c, h, pb, n)];
         }
-        put_b(j, lid, vb);
+        put_b(k_fast64(e), m_fast64(e), vb);
       }
       workgroupBarrier();
       mm_step(lid);
@@ -1041,14 +949,13 @@ fn ssd_db(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     }
   }
   if (ok && live) {
-    for (var r = 0u; r < 8u; r++) {
-      let s = si * TILE + acc_i(lid, r);
-      for (var hf = 0u; hf < 2u; hf++) {
-        let v = acc_get(r, hf);
-        for (var q = 0u; q < 4u; q++) {
-          let nc = nt * TILE + acc_j(lid, hf) + q;
-          if (s < len && nc < params.d_state) { dB[bc_idx(b, t0 + s, g, nc)] = v[q]; }
-        }
+    let tx = lid & 15u;
+    let ty = lid >> 4u;
+    for (var r = 0u; r < 4u; r++) {
+      let s = si * TILE + ty * 4u + r;
+      for (var q = 0u; q < 4u; q++) {
+        let n = nt * TILE + tx * 4u + q;
+        if (s < len && n < params.d_state) { dB[bc_idx(b, t0 + s, g, n)] = acc_row(r)[q]; }
       }
     }
   }

@@ -30,14 +30,14 @@ from ssmviz.core.reference._common import CONVENTIONS
 SHADER = "ssd.wgsl"
 
 #: Matmul tile of the matrix-form passes: TILE x TILE outputs per workgroup of WORKGROUP
-#: threads (8 x 8 each), K step TILE_K. Must match the constants in ssd.wgsl.
+#: threads (4 x 4 each), K step TILE_K. Must match the constants in ssd.wgsl.
 TILE = 64
 TILE_K = 16
-WORKGROUP = 64
+WORKGROUP = 256
 WORKGROUP_1D = 64
-#: Workgroup storage of a matmul pipeline: an A and a B tile of TILE_K x (TILE + 4) floats
-#: (rows padded) and two 64-row factor tables of vec4s.
-WORKGROUP_STORAGE_BYTES = 2 * TILE_K * (TILE + 4) * 4 + 2 * 64 * 16
+#: Workgroup storage of a matmul pipeline: an A and a B tile of TILE x TILE_K floats and two
+#: 64-row tables of vec4 factors (of the tile's rows and columns).
+WORKGROUP_STORAGE_BYTES = 2 * TILE * TILE_K * 4 + 2 * 64 * 16
 #: Workgroup storage of the other passes that declare any (64-entry tables of vec4s or f32).
 _OTHER_STORAGE = {"ssd_prep": 16 * 64, "ssd_dt_final": 2 * 16 * 64, "ssd_dt_elem": 16 * 64,
                   "ssd_dt_boundary": 4 * 64}
