@@ -327,8 +327,6 @@ fn ssd_chunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
   let t0 = c * params.chunk_len;
   let len = chunk_len_of(c);
   let tend = t0 + len - 1u;
-  let hi_end = cum_hi(b, h, tend);
-  let lo_end = cum_lo(b, h, tend);
   acc_zero();
   for (var k0 = 0u; k0 < len; k0 += TILE_K) {
     for (var r = 0u; r < 4u; r++) {
@@ -343,8 +341,7 @@ fn ssd_chunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
       if (s < len) {
         if (p < params.d_head) {
           let t = t0 + s;
-          let sg = (hi_end - cum_hi(b, h, t)) + (lo_end - cum_lo(b, h, t));
-          va = x[x_idx(b, t, h, p)] * exp(sg) * in_scale(b, h, t);
+          va = x[x_idx(b, t, h, p)] * exp(seg(b, h, tend, t)) * in_scale(b, h, t);
         }
         if (n < params.d_state) { vb = B[bc_idx(b, t0 + s, g, n)]; }
       }
