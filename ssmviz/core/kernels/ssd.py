@@ -35,12 +35,17 @@ TILE = 64
 TILE_K = 16
 WORKGROUP = 256
 WORKGROUP_1D = 64
-#: Workgroup storage of a matmul pipeline: an A and a B tile of TILE x TILE_K floats and two
-#: 64-row tables of vec4 factors (of the tile's rows and columns).
+#: The most workgroup storage a matmul pipeline declares: an A and a B tile of TILE x TILE_K
+#: floats and two 64-row tables of vec4 factors (of the tile's rows and columns).
 WORKGROUP_STORAGE_BYTES = 2 * TILE * TILE_K * 4 + 2 * 64 * 16
-#: Workgroup storage of the other passes that declare any (64-entry tables of vec4s or f32).
-_OTHER_STORAGE = {"ssd_prep": 16 * 64, "ssd_dt_final": 2 * 16 * 64, "ssd_dt_elem": 16 * 64,
-                  "ssd_dt_boundary": 4 * 64}
+#: Workgroup storage of each pass that declares any: the matmul tiles, and 64-entry tables of
+#: vec4 factors (row_f, col_f) or of partial sums.
+_TILES = 2 * TILE * TILE_K * 4
+_STORAGE = {"ssd_cb": _TILES, "ssd_chunk_state": _TILES, "ssd_dchunk_state": _TILES,
+            "ssd_chunk_out": _TILES + 16 * 64, "ssd_dx": _TILES + 16 * 64,
+            "ssd_dc": _TILES + 16 * 64, "ssd_db": _TILES + 16 * 64, "ssd_mh": _TILES + 2 * 16 * 64,
+            "ssd_prep": 16 * 64, "ssd_dt_final": 2 * 16 * 64, "ssd_dt_elem": 16 * 64,
+            "ssd_dt_boundary": 4 * 64}
 
 _INPUTS = ("x", "dt", "A_log", "B", "C", "D", "dt_bias", "dy")
 _PARAM_FIELDS = (
@@ -122,11 +127,6 @@ _PASSES: tuple[tuple[str, str, int, str, dict[int, str]], ...] = (
 )
 
 
-#: The passes built on the shader's tile matmul core.
-_MATMUL_PASSES = frozenset({"ssd_cb", "ssd_chunk_state", "ssd_chunk_out", "ssd_dchunk_state",
-                            "ssd_dx", "ssd_mh", "ssd_dc", "ssd_db"})
-
-
 def _abi() -> dict[str, Any]:
     passes = []
     for entry, direction, wg, formula, access in _PASSES:
@@ -146,8 +146,7 @@ def _abi() -> dict[str, Any]:
             "dispatch": f"split_workgroups({formula}) folded into (x, y, 1)",
             "bindings": bindings,
             "storage_buffers": len(access),
-            "workgroup_storage_bytes": _OTHER_STORAGE.get(
-                entry, WORKGROUP_STORAGE_BYTES if entry in _MATMUL_PASSES else 0),
+            "workgroup_storage_bytes": _STORAGE.get(entry, 0),
         })
     return {
         "shader": SHADER,
