@@ -24,7 +24,9 @@
 // pass), so results are bitwise deterministic. params.reverse = 1 reverses the workgroup order
 // of every pass (a race probe: the bits must not change).
 // Matmul-shaped passes: 64 x 64 output tile per 256-thread workgroup, 4 x 4 register block per
-// thread, K step 16, two 4 KiB workgroup tiles (8 KiB in all).
+// thread, K step 16, two 4 KiB workgroup tiles (8 KiB in all); factors that depend on a tile row
+// (or column) alone are computed once per tile (or head) into row_f / col_f, those of a K
+// column once per K step, with the same operations as per element (so the same bits).
 
 struct Params {
   batch: u32, seq_len: u32, n_heads: u32, d_head: u32,
@@ -72,6 +74,9 @@ const WORKGROUP_1D: u32 = 64u;
 // ---------------------------------------------------------------- tile matmul core
 var<workgroup> a_tile: array<vec4<f32>, 256>;  // [k][i / 4], 16 x 64 floats
 var<workgroup> b_tile: array<vec4<f32>, 256>;  // [k][j / 4], 16 x 64 floats
+// Per-row (and per-column) factors of a tile's operands, computed once per tile or head.
+var<workgroup> row_f: array<vec4<f32>, 64>;
+var<workgroup> col_f: array<vec4<f32>, 64>;
 // Accumulator rows ty*4 + r, columns tx*4 + c. Four named vectors, not an array: a
 // dynamically indexed private array is placed in slow local memory by some drivers.
 var<private> acc0: vec4<f32>;
@@ -193,15 +198,17 @@ fn chunk_len_of(c: u32) -> u32 {
 }
 
 // ================================================================ forward
-// Pass 1: per (b, h, chunk), one thread: in-chunk cumsum of a_t = log Ā_t and s_t.
+// Pass 1: per (b, h, chunk), one workgroup: in-chunk cumsum of a_t = log Ā_t and s_t. Each
+// block of 64 steps: a_t and s_t in parallel, then the sequential two-sum by one invocation,
+// then the stores in parallel (the sums in the same order as one thread walking the chunk).
 @compute @workgroup_size(64)
 fn ssd_prep(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
             @builtin(local_invocation_index) lid: u32) {
-  let item = wg_linear(wid, nwg) * WORKGROUP_1D + lid;
-  let n_items = params.batch * params.n_heads * params.n_chunks;
-  if (item >= n_items) { return; }
-  let c = item % params.n_chunks;
-  let bh = item / params.n_chunks;
+  let lw = wg_linear(wid, nwg);
+  let ok = lw < params.total;
+  let w = select(0u, lw, ok);
+  let c = w % params.n_chunks;
+  let bh = w / params.n_chunks;
   let h = bh % params.n_heads;
   let b = bh / params.n_heads;
   let t0 = c * params.chunk_len;
@@ -210,27 +217,43 @@ fn ssd_prep(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
   let bias = dt_bias[h];
   var hi = 0.0;
   var lo = 0.0;
-  for (var i = 0u; i < len; i++) {
-    let t = t0 + i;
-    let dt_eff = softplus(dt[(b * params.seq_len + t) * params.n_heads + h] + bias);
-    var a: f32;
-    var s: f32;
-    if (params.convention == CONV_MAMBA) {
-      a = -exp(a_log) * dt_eff;
-      s = dt_eff;
-    } else {
-      a = -softplus(a_log) * dt_eff;
-      s = 1.0;
+  for (var i0 = 0u; i0 < len; i0 += WORKGROUP_1D) {
+    let i = i0 + lid;
+    var a = 0.0;
+    if (i < len) {
+      let t = t0 + i;
+      let dt_eff = softplus(dt[(b * params.seq_len + t) * params.n_heads + h] + bias);
+      var s: f32;
+      if (params.convention == CONV_MAMBA) {
+        a = -exp(a_log) * dt_eff;
+        s = dt_eff;
+      } else {
+        a = -softplus(a_log) * dt_eff;
+        s = 1.0;
+      }
+      if (ok) { cumsum_scale[2u * n_bht() + bht_idx(b, h, t)] = s; }
     }
-    // two-sum: hi + lo carries the running sum to ~2x fp32 precision
-    let sum = hi + a;
-    let bp = sum - hi;
-    lo = lo + ((hi - (sum - bp)) + (a - bp));
-    hi = sum;
-    let k = bht_idx(b, h, t);
-    cumsum_scale[k] = hi;
-    cumsum_scale[n_bht() + k] = lo;
-    cumsum_scale[2u * n_bht() + k] = s;
+    row_f[lid].x = a;
+    workgroupBarrier();
+    if (lid == 0u) {
+      for (var q = 0u; q < min(WORKGROUP_1D, len - i0); q++) {
+        let aq = row_f[q].x;
+        // two-sum: hi + lo carries the running sum to ~2x fp32 precision
+        let sum = hi + aq;
+        let bp = sum - hi;
+        lo = lo + ((hi - (sum - bp)) + (aq - bp));
+        hi = sum;
+        row_f[q].y = hi;
+        row_f[q].z = lo;
+      }
+    }
+    workgroupBarrier();
+    if (ok && i < len) {
+      let k = bht_idx(b, h, t0 + i);
+      cumsum_scale[k] = row_f[lid].y;
+      cumsum_scale[n_bht() + k] = row_f[lid].z;
+    }
+    workgroupBarrier();
   }
 }
 
@@ -390,17 +413,38 @@ fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
   let kend1 = select(0u, min(len, ti * TILE + TILE), live);
   let kend2 = select(0u, params.d_state, live && c > 0u);
   let slots = params.n_chunks + 1u;
+  // the tile's rows: cum_hi, cum_lo and exp(cum)
+  if (lid < TILE) {
+    let ir = ti * TILE + lid;
+    var rf = vec4<f32>(0.0);
+    if (ir < len) {
+      let hi = cum_hi(b, h, t0 + ir);
+      let lo = cum_lo(b, h, t0 + ir);
+      rf = vec4<f32>(hi, lo, exp(hi + lo), 0.0);
+    }
+    row_f[lid] = rf;
+  }
+  workgroupBarrier();
   acc_zero();
   for (var k0 = 0u; k0 < kend1; k0 += TILE_K) {
+    // this invocation's K column of the a_tile (the same for its 4 elements)
+    let sa = k0 + k_fastk(lid);
+    var hs = 0.0;
+    var ls = 0.0;
+    var ss = 0.0;
+    if (sa < len) {
+      hs = cum_hi(b, h, t0 + sa);
+      ls = cum_lo(b, h, t0 + sa);
+      ss = in_scale(b, h, t0 + sa);
+    }
     for (var r = 0u; r < 4u; r++) {
       let e = lid + WORKGROUP * r;
       // a_tile: CB[i, s] decay[i, s] s_s, row-contiguous in s
       let ia = ti * TILE + m_fastk(e);
-      let sa = k0 + k_fastk(e);
       var va = 0.0;
       if (ia < len && sa <= ia) {
-        va = cb[cb_idx(b, c, g, ia, sa)] * exp(seg(b, h, t0 + ia, t0 + sa))
-             * in_scale(b, h, t0 + sa);
+        let f = row_f[m_fastk(e)];
+        va = cb[cb_idx(b, c, g, ia, sa)] * exp((f.x - hs) + (f.y - ls)) * ss;
       }
       put_a(k_fastk(e), m_fastk(e), va);
       // b_tile: x[s, p], contiguous in p
@@ -420,9 +464,7 @@ fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
       let i = ti * TILE + m_fastk(e);
       let n = k0 + k_fastk(e);
       var va = 0.0;
-      if (i < len && n < params.d_state) {
-        va = C[bc_idx(b, t0 + i, g, n)] * exp(cum(b, h, t0 + i));
-      }
+      if (i < len && n < params.d_state) { va = C[bc_idx(b, t0 + i, g, n)] * row_f[m_fastk(e)].z; }
       put_a(k_fastk(e), m_fastk(e), va);
       // b_tile: S_in[p, n], contiguous in n (= k)
       let p = pt * TILE + m_fastk(e);
@@ -557,16 +599,33 @@ fn ssd_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   // anti-causal: rows s of this tile see t >= si*64 only
   let kbeg1 = select(len, si * TILE, live);
   let kend2 = select(0u, params.d_state, live && c + 1u < params.n_chunks);
+  // this invocation's row s of the a_tile in the first product (the same for its 4
+  // elements), and the rows' exp(cum_end - cum_s) for the second
+  let sa = si * TILE + m_fast64(lid);
+  var hs = 0.0;
+  var ls = 0.0;
+  if (sa < len) {
+    hs = cum_hi(b, h, t0 + sa);
+    ls = cum_lo(b, h, t0 + sa);
+  }
+  if (lid < TILE) {
+    let sr = si * TILE + lid;
+    var rf = vec4<f32>(0.0);
+    if (sr < len) { rf.x = exp(seg(b, h, tend, t0 + sr)); }
+    row_f[lid] = rf;
+  }
+  workgroupBarrier();
   acc_zero();
   for (var k0 = kbeg1; k0 < len; k0 += TILE_K) {
     for (var r = 0u; r < 4u; r++) {
       let e = lid + WORKGROUP * r;
       // a_tile[s, t] = CB[t, s] decay[t, s]: contiguous in s (= rows)
-      let sa = si * TILE + m_fast64(e);
       let ta = k0 + k_fast64(e);
       var va = 0.0;
       if (ta < len && sa <= ta) {
-        va = cb[cb_idx(b, c, g, ta, sa)] * exp(seg(b, h, t0 + ta, t0 + sa));
+        let ht = cum_hi(b, h, t0 + ta);
+        let lt = cum_lo(b, h, t0 + ta);
+        va = cb[cb_idx(b, c, g, ta, sa)] * exp((ht - hs) + (lt - ls));
       }
       put_a(k_fast64(e), m_fast64(e), va);
       let p = pt * TILE + m_fast64(e);
@@ -584,9 +643,7 @@ fn ssd_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
       let s = si * TILE + m_fastk(e);
       let n = k0 + k_fastk(e);
       var va = 0.0;
-      if (s < len && n < params.d_state) {
-        va = B[bc_idx(b, t0 + s, g, n)] * exp(seg(b, h, tend, t0 + s));
-      }
+      if (s < len && n < params.d_state) { va = B[bc_idx(b, t0 + s, g, n)] * row_f[m_fastk(e)].x; }
       put_a(k_fastk(e), m_fastk(e), va);
       let p = pt * TILE + m_fastk(e);
       var vb = 0.0;
@@ -613,15 +670,17 @@ fn ssd_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
 }
 
 // Decay weights exp(seg(t, s)) of row i for columns j0 .. j0+3 (0 where s > t or out of chunk).
-fn decay4(b: u32, h: u32, t0: u32, len: u32, i: u32, j0: u32) -> vec4<f32> {
+// Decay weights exp(seg(t, s)) of tile row mi for tile columns mj0 .. mj0+3 (0 where s > t or
+// out of chunk), from the head's cumsums of the tile's rows (row_f.xy) and columns (col_f.yz).
+fn decay4(ti: u32, tj: u32, len: u32, mi: u32, mj0: u32) -> vec4<f32> {
   var d = vec4<f32>(0.0);
+  let i = ti * TILE + mi;
   if (i < len) {
-    let hi = cum_hi(b, h, t0 + i);
-    let lo = cum_lo(b, h, t0 + i);
+    let rf = row_f[mi];
     for (var q = 0u; q < 4u; q++) {
-      let j = j0 + q;
-      if (j <= i) {
-        d[q] = exp((hi - cum_hi(b, h, t0 + j)) + (lo - cum_lo(b, h, t0 + j)));
+      if (tj * TILE + mj0 + q <= i) {
+        let cf = col_f[mj0 + q];
+        d[q] = exp((rf.x - cf.y) + (rf.y - cf.z));
       }
     }
   }
@@ -660,6 +719,22 @@ fn ssd_mh(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   var m3 = vec4<f32>(0.0);
   for (var hh = 0u; hh < hpg; hh++) {
     let h = g * hpg + hh;
+    // the head's cumsums of the tile's rows and columns and its input scale of the columns
+    // (after the previous head's decay weights read them)
+    workgroupBarrier();
+    if (lid < TILE) {
+      let i = ti * TILE + lid;
+      let s = tj * TILE + lid;
+      var rf = vec4<f32>(0.0);
+      var cf = vec4<f32>(0.0);
+      if (i < len) { rf = vec4<f32>(cum_hi(b, h, t0 + i), cum_lo(b, h, t0 + i), 0.0, 0.0); }
+      if (s < len) {
+        cf = vec4<f32>(in_scale(b, h, t0 + s), cum_hi(b, h, t0 + s), cum_lo(b, h, t0 + s), 0.0);
+      }
+      row_f[lid] = rf;
+      col_f[lid] = cf;
+    }
+    workgroupBarrier();
     acc_zero();
     for (var k0 = 0u; k0 < kend; k0 += TILE_K) {
       for (var r = 0u; r < 4u; r++) {
@@ -673,7 +748,7 @@ fn ssd_mh(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
         var vb = 0.0;
         if (p < params.d_head) {
           if (i < len) { va = dy[x_idx(b, t0 + i, h, p)]; }
-          if (j < len) { vb = x[x_idx(b, t0 + j, h, p)] * in_scale(b, h, t0 + j); }
+          if (j < len) { vb = x[x_idx(b, t0 + j, h, p)] * col_f[m].x; }
         }
         put_a(kk, m, va);
         put_b(kk, m, vb);
@@ -683,10 +758,10 @@ fn ssd_mh(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
       workgroupBarrier();
     }
     if (need) {
-      m0 = fma(acc0, decay4(b, h, t0, len, i0, j0), m0);
-      m1 = fma(acc1, decay4(b, h, t0, len, i0 + 1u, j0), m1);
-      m2 = fma(acc2, decay4(b, h, t0, len, i0 + 2u, j0), m2);
-      m3 = fma(acc3, decay4(b, h, t0, len, i0 + 3u, j0), m3);
+      m0 = fma(acc0, decay4(ti, tj, len, ty * 4u, tx * 4u), m0);
+      m1 = fma(acc1, decay4(ti, tj, len, ty * 4u + 1u, tx * 4u), m1);
+      m2 = fma(acc2, decay4(ti, tj, len, ty * 4u + 2u, tx * 4u), m2);
+      m3 = fma(acc3, decay4(ti, tj, len, ty * 4u + 3u, tx * 4u), m3);
     }
   }
   if (ok && need) {
@@ -745,6 +820,17 @@ fn ssd_dc(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   }
   for (var hh = 0u; hh < hpg; hh++) {
     let h = g * hpg + hh;
+    if (kend2 > 0u) {
+      // the head's exp(cum_t) of the tile's rows (the previous head's K steps, which read
+      // them, ended with a barrier)
+      if (lid < TILE) {
+        let ir = ti * TILE + lid;
+        var rf = vec4<f32>(0.0);
+        if (ir < len) { rf.x = exp(cum(b, h, t0 + ir)); }
+        row_f[lid] = rf;
+      }
+      workgroupBarrier();
+    }
     for (var k0 = 0u; k0 < kend2; k0 += TILE_K) {
       for (var r = 0u; r < 4u; r++) {
         let e = lid + WORKGROUP * r;
@@ -752,7 +838,7 @@ fn ssd_dc(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
         let pa = k0 + k_fastk(e);
         var va = 0.0;
         if (i < len && pa < params.d_head) {
-          va = dy[x_idx(b, t0 + i, h, pa)] * exp(cum(b, h, t0 + i));
+          va = dy[x_idx(b, t0 + i, h, pa)] * row_f[m_fastk(e)].x;
         }
         put_a(k_fastk(e), m_fastk(e), va);
         let pb = k0 + k_fast64(e);
@@ -823,6 +909,18 @@ fn ssd_db(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   }
   for (var hh = 0u; hh < hpg; hh++) {
     let h = g * hpg + hh;
+    if (kend2 > 0u) {
+      // the head's s_s and exp(cum_end - cum_s) of the tile's rows
+      if (lid < TILE) {
+        let sr = si * TILE + lid;
+        var rf = vec4<f32>(0.0);
+        if (sr < len) {
+          rf = vec4<f32>(in_scale(b, h, t0 + sr), exp(seg(b, h, tend, t0 + sr)), 0.0, 0.0);
+        }
+        row_f[lid] = rf;
+      }
+      workgroupBarrier();
+    }
     for (var k0 = 0u; k0 < kend2; k0 += TILE_K) {
       for (var r = 0u; r < 4u; r++) {
         let e = lid + WORKGROUP * r;
@@ -830,8 +928,8 @@ fn ssd_db(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
         let pa = k0 + k_fastk(e);
         var va = 0.0;
         if (s < len && pa < params.d_head) {
-          let t = t0 + s;
-          va = x[x_idx(b, t, h, pa)] * in_scale(b, h, t) * exp(seg(b, h, tend, t));
+          let f = row_f[m_fastk(e)];
+          va = x[x_idx(b, t0 + s, h, pa)] * f.x * f.y;
         }
         put_a(k_fastk(e), m_fastk(e), va);
         let pb = k0 + k_fast64(e);
@@ -972,12 +1070,15 @@ fn dt_step(b: u32, h: u32, t: u32, da: f32, a_log: f32, bias: f32) -> vec3<f32> 
 // outputs, so each v error enters every da on the far side of it: the nearer anchor halves
 // that reach, which is what dA_log and ddt_bias, sums with heavy cancellation, feel). Running
 // sums and partials are compensated; da at t = 0 is exactly 0.
+// One workgroup per (b, h, chunk), blocks of 64 steps in the order one thread would walk them
+// (the first half forwards, the second backwards): one invocation runs the compensated sums
+// of the block, in order, around the per-step work done by all 64 (the same bits).
 @compute @workgroup_size(64)
 fn ssd_dt_final(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                 @builtin(local_invocation_index) lid: u32) {
-  let item = wg_linear(wid, nwg) * WORKGROUP_1D + lid;
-  let nbh = params.batch * params.n_heads;
-  if (item >= nbh * params.n_chunks) { return; }
+  let lw = wg_linear(wid, nwg);
+  let ok = lw < params.total;
+  let item = select(0u, lw, ok);
   let c = item % params.n_chunks;
   let bh = item / params.n_chunks;
   let h = bh % params.n_heads;
@@ -993,29 +1094,58 @@ fn ssd_dt_final(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
   var part_a_log = vec2<f32>(0.0);
   var part_dt_bias = vec2<f32>(0.0);
   var part_d = vec2<f32>(0.0);
-  for (var i = 0u; i < half; i++) {
-    let t = t0 + i;
-    let r = dt_step(b, h, t, run.x + run.y, a_log, bias);
-    part_a_log = comp_add(part_a_log, r.x);
-    part_dt_bias = comp_add(part_dt_bias, r.y);
-    part_d = comp_add(part_d, r.z);
-    run = comp_add(run, -step_dots[bht_idx(b, h, t)]);
+  // Block q of the walk: steps i0 + lid (first half) or i0 - lid (second half), n of them.
+  let n_first = (half + WORKGROUP_1D - 1u) / WORKGROUP_1D;
+  let n_blocks = n_first + (len - half + WORKGROUP_1D - 1u) / WORKGROUP_1D;
+  for (var blk = 0u; blk < n_blocks; blk++) {
+    let first = blk < n_first;
+    var i0: u32;
+    var n: u32;
+    if (first) {
+      i0 = blk * WORKGROUP_1D;
+      n = min(WORKGROUP_1D, half - i0);
+    } else {
+      i0 = len - 1u - (blk - n_first) * WORKGROUP_1D;  // walking down from here
+      n = min(WORKGROUP_1D, i0 + 1u - half);
+      if (blk == n_first) { run = vec2<f32>(boundary_da[item], 0.0); }
+    }
+    let i = select(i0 - lid, i0 + lid, first);
+    if (lid < n) { row_f[lid].x = step_dots[bht_idx(b, h, t0 + i)]; }
+    workgroupBarrier();
+    // the block's da, in walk order
+    if (lid == 0u) {
+      for (var q = 0u; q < n; q++) {
+        if (first) {
+          row_f[q].y = run.x + run.y;
+          run = comp_add(run, -row_f[q].x);
+        } else {
+          run = comp_add(run, row_f[q].x);
+          row_f[q].y = run.x + run.y;
+        }
+      }
+    }
+    workgroupBarrier();
+    if (lid < n && ok) {
+      col_f[lid] = vec4<f32>(dt_step(b, h, t0 + i, row_f[lid].y, a_log, bias), 0.0);
+    }
+    workgroupBarrier();
+    if (lid == 0u) {
+      for (var q = 0u; q < n; q++) {
+        let r = col_f[q];
+        part_a_log = comp_add(part_a_log, r.x);
+        part_dt_bias = comp_add(part_dt_bias, r.y);
+        part_d = comp_add(part_d, r.z);
+      }
+    }
+    workgroupBarrier();
   }
-  // boundary[c] (zero after the last chunk: nothing follows it)
-  run = vec2<f32>(boundary_da[item], 0.0);
-  for (var i = len; i > half; i--) {
-    let t = t0 + i - 1u;
-    run = comp_add(run, step_dots[bht_idx(b, h, t)]);
-    let r = dt_step(b, h, t, run.x + run.y, a_log, bias);
-    part_a_log = comp_add(part_a_log, r.x);
-    part_dt_bias = comp_add(part_dt_bias, r.y);
-    part_d = comp_add(part_d, r.z);
+  if (ok && lid == 0u) {
+    let slot = (b * params.n_chunks + c) * params.n_heads + h;
+    let n_part = params.batch * params.n_chunks * params.n_heads;
+    param_partials[slot] = part_a_log.x + part_a_log.y;
+    param_partials[n_part + slot] = part_dt_bias.x + part_dt_bias.y;
+    param_partials[2u * n_part + slot] = part_d.x + part_d.y;
   }
-  let slot = (b * params.n_chunks + c) * params.n_heads + h;
-  let n_part = params.batch * params.n_chunks * params.n_heads;
-  param_partials[slot] = part_a_log.x + part_a_log.y;
-  param_partials[n_part + slot] = part_dt_bias.x + part_dt_bias.y;
-  param_partials[2u * n_part + slot] = part_d.x + part_d.y;
 }
 
 // Pass B10: per head: fixed-order compensated sums over (batch, chunk) of the partials.

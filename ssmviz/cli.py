@@ -146,7 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--json", metavar="PATH.json", help="write every case's figures as JSON")
     sweep.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
 
-    bench = sub.add_parser("bench", help="time the kernels against a copy / matmul ceiling")
+    bench = sub.add_parser(
+        "bench", help="time the kernels against copy / matmul ceilings and exp2 / FMA floors"
+    )
     bench.add_argument("--json", metavar="PATH.json", help="write the figures as JSON")
     # Defaults are None so that --ui and --family reference can refuse what they ignore.
     bench.add_argument(

@@ -46,13 +46,17 @@ def test_flops_and_prepare(kernel: MatmulKernel, runtime) -> None:
     dispatches = kernel.prepare(200, 70, 33)
     assert len(dispatches) == 1
     assert runtime.run(dispatches, timed=True).source in ("gpu-timestamps", "wall-clock")
-    # The prepared product is a real one: c = a · b on the buffers it was given.
+    # The prepared product is a real one: c = a · b on the buffers it was given (a and b
+    # zero-padded to whole vec4 rows).
     binds = dispatches[0].bindings
     a, b, c = runtime.read_many(
-        [Readback(binds[1], np.float32, (200, 33)), Readback(binds[2], np.float32, (33, 70)),
+        [Readback(binds[1], np.float32, (200, 36)), Readback(binds[2], np.float32, (36, 72)),
          Readback(binds[3], np.float32, (200, 70))]
     )  # fmt: skip
+    assert not a[:, 33:].any() and not b[33:].any() and not b[:, 70:].any()
     want = a.astype(np.float64) @ b.astype(np.float64)
+    assert want.shape == (200, 72)
+    want = want[:, :70]
     assert np.linalg.norm(c - want) / np.linalg.norm(want) <= 1e-6 * np.sqrt(33)
 
 

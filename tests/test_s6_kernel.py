@@ -270,6 +270,7 @@ def test_subgroup_dB_dC_rows(kernel, kernel_wg):
         kernel.built_source,
         "s6_bwd_output",
         constants={"SG_GROUP": g, "CONV": 0, "CKPT": 0, "D_STATE": 16},
+        trusted=kernel.trusted,
     )
     a = kernel.run(inp, bwd_mode="recompute").outputs
     b = kernel_wg.run(inp, bwd_mode="recompute").outputs
@@ -311,7 +312,9 @@ def test_folded_pipeline_constants(
     assert {d.label for d in folded} == fwd | {out}
     for d in folded:
         extra = sg if d.label == "s6_bwd_output" else {}
-        pipe = kernel.rt.pipeline(kernel.built_source, d.label, constants={**want, **extra})
+        pipe = kernel.rt.pipeline(
+            kernel.built_source, d.label, constants={**want, **extra}, trusted=kernel.trusted
+        )
         assert d.pipeline is pipe, d.label
     got = prep.run().outputs
     no_poison(got)

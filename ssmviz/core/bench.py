@@ -6,6 +6,11 @@ kernels against a ceiling: S6 (memory bound) as effective bandwidth next to the 
 SSD (compute bound) as achieved FLOP/s next to an fp32 tiled matmul's, plus the S6
 kernel's forward time on the equivalent problem.
 
+Floors from the arithmetic the device can do, measured in the same run by
+``shaders/throughput.wgsl``: S6's exp floor = the exps it needs / the measured exp2 rate,
+SSD's (and the matmul's) FLOP floor = its FLOPs / the measured FMA rate; each kernel's row
+says what percentage of its floor it reaches (floor time / its time).
+
 GPU times come from timestamp queries when the adapter has them, else from the
 wall clock (each figure says which). Absolute times only mean something on the
 device they were taken on; on lavapipe quote the ratios.
@@ -33,6 +38,18 @@ from ssmviz.core.resources import assets_dir, shader_source, shaders_dir
 from ssmviz.core.timing import NOISE, Step, median_time, no_step
 
 COPY_BYTES = {"full": 1 << 30, "small": 1 << 26, "tiny": 1 << 20}
+#: The throughput kernels (entry point -> what one operation is) and, per size, their
+#: workgroups and loop iterations per entry point (full: about 2 ms each on an H200).
+THROUGHPUT_KERNELS = {"exp2_rate": "exp2", "fma_rate": "fma"}
+THROUGHPUT_SIZE: dict[str, tuple[int, dict[str, int]]] = {
+    "full": (4096, {"fma_rate": 1024, "exp2_rate": 128}),
+    "small": (64, {"fma_rate": 64, "exp2_rate": 16}),
+    "tiny": (8, {"fma_rate": 16, "exp2_rate": 4}),
+}
+#: Operations (scalar FMAs or exp2s) per invocation and loop iteration: 8 vec4 chains, 2 steps.
+THROUGHPUT_OPS_PER_ITER = 64
+THROUGHPUT_WORKGROUP = 256
+THROUGHPUT_OP_NAMES = {f"{op} throughput": op for op in THROUGHPUT_KERNELS.values()}
 #: What ``--family`` takes besides a family's name.
 GROUPS = ("all", "reference", "tint")
 
@@ -61,8 +78,10 @@ def step_count(family: str = "all", size: str = "full", reference: bool = False)
         return len(_reference_cases())
     if family == "tint":
         return len(_tint_files())
-    rows = sum(f.bench_steps(size) for f in _benched(family))
-    return 1 + rows + (len(_reference_cases()) if reference else 0)
+    benched = _benched(family)
+    rows = sum(f.bench_steps(size) for f in benched)
+    rates = len(THROUGHPUT_KERNELS) if benched else 0
+    return 1 + rates + rows + (len(_reference_cases()) if reference else 0)
 
 
 def _arrays(family: str, sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
@@ -70,12 +89,13 @@ def _arrays(family: str, sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
     return Problem(family=family, signal=NOISE, **sizes).build()
 
 
-def copy_bandwidth(rt: GpuRuntime, nbytes: int, repeats: int) -> dict[str, Any]:
-    """Bandwidth (read + written bytes per second) of a grid-stride vec4 copy."""
+def copy_pass(rt: GpuRuntime, nbytes: int) -> tuple[Dispatch, Any, Any]:
+    """A grid-stride vec4 copy of ``nbytes`` (a multiple of 16, capped at the largest
+    storage binding): the dispatch, its zeroed source and its destination."""
     limit = int(rt.limits["max-storage-buffer-binding-size"])
     nbytes = min(nbytes, limit - limit % 16)
     n_vec4 = nbytes // 16
-    pipe = rt.pipeline(shader_source("copy.wgsl"), "copy_vec4", label="copy")
+    pipe = rt.pipeline(shader_source("copy.wgsl"), "copy_vec4", label="copy", trusted=True)
     # About 8 vec4 per invocation: enough work each to hide the loop overhead.
     groups = max(1, min(n_vec4 // (256 * 8), 65535 * 4))
     wg = split_workgroups(groups)
@@ -83,7 +103,14 @@ def copy_bandwidth(rt: GpuRuntime, nbytes: int, repeats: int) -> dict[str, Any]:
     params = rt.uniform(np.array([n_vec4, stride, 0, 0], dtype=np.uint32))
     src = rt.empty(nbytes)
     dst = rt.empty(nbytes)
-    t, source = median_time(rt, [Dispatch(pipe, {0: params, 1: src, 2: dst}, wg, "copy")], repeats)
+    return Dispatch(pipe, {0: params, 1: src, 2: dst}, wg, "copy"), src, dst
+
+
+def copy_bandwidth(rt: GpuRuntime, nbytes: int, repeats: int) -> dict[str, Any]:
+    """Bandwidth (read + written bytes per second) of a grid-stride vec4 copy."""
+    d, src, dst = copy_pass(rt, nbytes)
+    nbytes = src.size
+    t, source = median_time(rt, [d], repeats)
     for b in (src, dst):
         b.destroy()
     return {
@@ -93,6 +120,33 @@ def copy_bandwidth(rt: GpuRuntime, nbytes: int, repeats: int) -> dict[str, Any]:
         "timing": source,
         "bandwidth": 2 * nbytes / t if t > 0 else float("nan"),
     }
+
+
+def throughput_pass(rt: GpuRuntime, entry: str, groups: int, iters: int) -> tuple[Dispatch, Any]:
+    """One pass of a throughput kernel (an entry point of THROUGHPUT_KERNELS) over
+    ``groups`` workgroups of ``iters`` loop iterations: the dispatch and its output buffer
+    (one vec4 per invocation)."""
+    pipe = rt.pipeline(shader_source("throughput.wgsl"), entry, label=entry, trusted=True)
+    wg = split_workgroups(groups)
+    params = rt.uniform(np.array([iters, 0, 0, 0], dtype=np.uint32))
+    out = rt.empty(16 * THROUGHPUT_WORKGROUP * wg[0] * wg[1])
+    return Dispatch(pipe, {0: params, 1: out}, wg, entry), out
+
+
+def throughput(rt: GpuRuntime, entry: str, size: str, repeats: int) -> dict[str, Any]:
+    """Operations per second (scalar FMAs or exp2s, see THROUGHPUT_KERNELS) of a
+    throughput kernel."""
+    groups, iters = THROUGHPUT_SIZE[size][0], THROUGHPUT_SIZE[size][1][entry]
+    d, out = throughput_pass(rt, entry, groups, iters)
+    t, source = median_time(rt, [d], repeats)
+    out.destroy()
+    ops = groups * THROUGHPUT_WORKGROUP * iters * THROUGHPUT_OPS_PER_ITER
+    op = THROUGHPUT_KERNELS[entry]
+    row: dict[str, Any] = {"name": f"{op} throughput", "ops": ops, "seconds": t,
+                           "timing": source, "ops_per_s": ops / t if t > 0 else float("nan")}
+    if op == "fma":
+        row["flops_per_s"] = 2 * row["ops_per_s"]
+    return row
 
 
 def bench_reference(repeats: int, step: Step = no_step) -> list[dict[str, Any]]:
@@ -175,9 +229,16 @@ def run_bench(
     copy = copy_bandwidth(rt, COPY_BYTES[size], repeats)
     results["results"].append(copy)
     step("copy vec4")
-    for fam in _benched(family):
+    benched = _benched(family)
+    rates: dict[str, float] = {}
+    for entry, op in THROUGHPUT_KERNELS.items() if benched else ():
+        row = throughput(rt, entry, size, repeats)
+        results["results"].append(row)
+        rates[op] = row["ops_per_s"]
+        step(row["name"])
+    for fam in benched:
         results["results"] += fam.bench(rt, size, repeats, arrays=_arrays,
-                                        copy_bw=copy["bandwidth"], step=step)
+                                        copy_bw=copy["bandwidth"], rates=rates, step=step)
     if reference:
         results["results"] += bench_reference(repeats, step)
     return results
@@ -206,6 +267,11 @@ def format_results(results: dict[str, Any], *, passes: bool = False,
             line += f"  {r['flops_per_s'] / 1e12:8.3f} TFLOP/s"
         if "ratio_to_matmul" in r:
             line += f"  = {100 * r['ratio_to_matmul']:5.1f}% of matmul"
+        if "flops_per_s" not in r and "ops_per_s" in r:
+            line += f"  {r['ops_per_s'] / 1e12:8.3f} T{THROUGHPUT_OP_NAMES.get(r['name'], 'op')}/s"
+        if "ratio_to_floor" in r:
+            line += (f"  = {100 * r['ratio_to_floor']:5.1f}% of its {r['floor']} floor"
+                     f" ({r['floor_seconds'] * 1e3:.3f} ms)")
         if r.get("passes") and r["name"].startswith(("s6 forward", "s6 training forward")):
             line += f"  [{', '.join(p['entry_point'] for p in r['passes'])}]"
         if "ssd_speedup" in r:

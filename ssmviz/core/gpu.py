@@ -159,13 +159,59 @@ _building = threading.local()
 logging.getLogger("wgpu").addFilter(_NativeLogFilter())
 
 
-def create_shader_module(device: Any, code: str, label: str = "") -> Any:
-    """``device.create_shader_module`` without wgpu-native's stray log lines."""
+def trusted_modules_enabled() -> bool:
+    """Whether ssmviz's own shaders may be built without runtime checks (the default);
+    ``SSMVIZ_TRUSTED=0`` builds every module with wgpu's bounds checks and loop bounding."""
+    return os.environ.get("SSMVIZ_TRUSTED", "").strip().lower() not in ("0", "off", "no")
+
+
+def create_shader_module(device: Any, code: str, label: str = "", *, trusted: bool = False) -> Any:
+    """``device.create_shader_module`` without wgpu-native's stray log lines.
+
+    ``trusted``: the source is one of ssmviz's own shaders, which never index out of bounds
+    and whose loops all end (tests/test_guard_bands.py checks both on lavapipe); it is then
+    built by wgpu-native's ``wgpuDeviceCreateShaderModuleTrusted`` with no runtime checks
+    (no bounds clamping, no forced loop bounding), unless :func:`trusted_modules_enabled`
+    says no or the library lacks that function. Never pass it for a kernel from a file.
+    """
     _building.active = True
     try:
+        if trusted and trusted_modules_enabled():
+            module = _create_trusted_module(device, code, label)
+            if module is not None:
+                return module
         return device.create_shader_module(code=code, label=label)
     finally:
         _building.active = False
+
+
+def _create_trusted_module(device: Any, code: str, label: str) -> Any:
+    """A WGSL module built with runtime checks 0 through wgpu-py's cffi library (wgpu-py
+    does not wrap the call), or None when that is not possible here."""
+    try:
+        from wgpu.backends.wgpu_native import _api
+
+        create = _api.libf.wgpuDeviceCreateShaderModuleTrusted
+        internal = device._internal
+    except (ImportError, AttributeError):
+        return None
+    ffi, lib = _api.ffi, _api.lib
+    code_c = ffi.new("char[]", code.encode("utf-8"))
+    label_c = ffi.new("char[]", label.encode("utf-8"))
+    source = ffi.new("WGPUShaderSourceWGSL *")
+    source.chain.next = ffi.NULL
+    source.chain.sType = lib.WGPUSType_ShaderSourceWGSL
+    source.code.data = code_c
+    source.code.length = len(code_c) - 1
+    descriptor = ffi.new("WGPUShaderModuleDescriptor *")
+    descriptor.nextInChain = ffi.cast("WGPUChainedStruct *", source)
+    descriptor.label.data = label_c
+    descriptor.label.length = len(label_c) - 1
+    # libf raises wgpu's validation errors as exceptions, as create_shader_module does.
+    handle = create(internal, descriptor, 0)  # WGPUShaderRuntimeChecks_None
+    if handle == ffi.NULL:
+        raise RuntimeError("Shader module creation failed")
+    return _api.GPUShaderModule(label, handle, device)
 
 
 def summarize_wgpu_error(exc: BaseException) -> str:
@@ -331,8 +377,8 @@ class GpuRuntime:
         self.forced_cpu = forced_cpu
         self.limits: dict[str, int] = dict(device.limits)
         self.has_timestamps = "timestamp-query" in device.features
-        self._pipelines: dict[tuple[str, str, tuple], Any] = {}
-        self._modules: dict[str, Any] = {}  # sha256(source) -> shader module
+        self._pipelines: dict[tuple[str, bool, str, tuple], Any] = {}
+        self._modules: dict[tuple[str, bool], Any] = {}  # (sha256(source), trusted) -> module
         self._pipeline_lock = threading.Lock()
         self._patterns: dict[int, Any] = {}  # fill pattern -> buffer holding it repeated
         self._pattern_lock = threading.Lock()
@@ -487,22 +533,28 @@ class GpuRuntime:
         *,
         label: str = "",
         constants: Mapping[str, int | float] | None = None,
+        trusted: bool = False,
     ) -> Any:
         """A compute pipeline for ``entry_point`` with the WGSL ``override`` values
-        ``constants``, cached by (sha256(source), entry_point, constants)."""
+        ``constants``, cached by (sha256(source), trusted, entry_point, constants).
+        ``trusted``: built without runtime checks (see :func:`create_shader_module`); only
+        for ssmviz's own shaders."""
         consts = dict(sorted((constants or {}).items()))
+        trusted = bool(trusted) and trusted_modules_enabled()
         digest = hashlib.sha256(source.encode("utf-8")).hexdigest()
-        key = (digest, entry_point, tuple(consts.items()))
+        key = (digest, trusted, entry_point, tuple(consts.items()))
         with self._pipeline_lock:
             cached = self._pipelines.get(key)
             if cached is not None:
                 return cached
             try:
                 # One module per source: every entry point and constant set builds from it.
-                module = self._modules.get(digest)
+                module = self._modules.get((digest, trusted))
                 if module is None:
-                    module = create_shader_module(self.device, source, label or entry_point)
-                    self._modules[digest] = module
+                    module = create_shader_module(
+                        self.device, source, label or entry_point, trusted=trusted
+                    )
+                    self._modules[(digest, trusted)] = module
                 pipe = self.device.create_compute_pipeline(
                     layout="auto",
                     compute={"module": module, "entry_point": entry_point, "constants": consts},

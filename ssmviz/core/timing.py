@@ -64,3 +64,14 @@ def release(prepared: Any) -> None:
     free = getattr(prepared, "release", None)
     if callable(free):
         free()
+
+
+def with_floor(row: dict[str, Any], floor_seconds: float, floor: str) -> dict[str, Any]:
+    """``row`` with its floor (the time its arithmetic takes at the measured rate, e.g. of
+    ``"exp2"`` or ``"fma"``) and the percentage of that floor the kernel reaches (floor
+    time / its time); unchanged without a measured rate or time."""
+    if floor_seconds > 0 and row.get("seconds", 0) > 0:
+        row["floor"] = floor
+        row["floor_seconds"] = floor_seconds
+        row["ratio_to_floor"] = floor_seconds / row["seconds"]
+    return row

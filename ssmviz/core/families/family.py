@@ -150,9 +150,10 @@ class Family:
     roles: RoleSpec
     #: The builderforce package's kernels of this family, as a profile table (or None).
     builderforce: Callable[[], dict[str, Any]] | None = None
-    #: (runtime, size class, repeats, *, arrays, copy_bw, step) -> ``ssmviz bench`` rows
+    #: (runtime, size class, repeats, *, arrays, copy_bw, rates, step) -> ``ssmviz bench`` rows
     #: (``arrays(family, sizes)`` builds a problem's inputs; ``copy_bw`` is the copy
-    #: kernel's bandwidth); None: the family has no benchmark.
+    #: kernel's bandwidth, ``rates`` the measured exp2 / FMA rates by kind, for the floors);
+    #: None: the family has no benchmark.
     bench: Callable[..., list[dict[str, Any]]] | None = None
     #: size class -> how many rows ``bench`` times (progress steps).
     bench_steps: Callable[[str], int] = lambda size: 0

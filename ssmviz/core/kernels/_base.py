@@ -20,6 +20,7 @@ from ssmviz.core.gpu import (
     TimedResult,
     get_runtime,
     split_workgroups,
+    trusted_modules_enabled,
 )
 from ssmviz.core.resources import shader_source
 from ssmviz.core.shader_variants import specialize
@@ -209,7 +210,9 @@ class ShaderKernel:
     ) -> None:
         self.rt = runtime if runtime is not None else get_runtime()
         # A user-given source (the app's shader editor, `check --kernel`) runs under the
-        # same host code and ABI as the built-in one.
+        # same host code and ABI as the built-in one, but always with wgpu's runtime checks:
+        # only ssmviz's own shader file is built trusted (see gpu.create_shader_module).
+        self.trusted = source is None
         self.source = source if source is not None else shader_source(self.SHADER)
         # Subgroup code paths (`// #if subgroups` blocks) when asked for and the device has
         # usable subgroups; a source without such blocks never probes the device.
@@ -228,7 +231,9 @@ class ShaderKernel:
         """One pass of ``entry`` over ``workgroups`` workgroups, folded by
         :func:`split_workgroups`, with the WGSL ``override`` values ``constants`` (the
         pipeline comes from the runtime's cache)."""
-        pipeline = self.rt.pipeline(self.built_source, entry, label=entry, constants=constants)
+        pipeline = self.rt.pipeline(
+            self.built_source, entry, label=entry, constants=constants, trusted=self.trusted
+        )
         return Dispatch(pipeline, bindings, split_workgroups(workgroups), label=entry)
 
     def upload(self, array: Any, name: str) -> Any:
@@ -245,12 +250,14 @@ class ShaderKernel:
         """Run a problem, reusing the runtime's cached preparation of it when there is one.
 
         ``key`` holds the problem's shapes and every option its preparation depends on;
-        the kernel's class and source and the device limits are added here, so nothing is
-        reused across sources or limits. ``inputs`` gives the input buffers' new contents,
-        exactly as ``prepare`` would upload them.
+        the kernel's class, source and trust and the device limits are added here, so
+        nothing is reused across sources, trust or limits. ``inputs`` gives the input
+        buffers' new contents, exactly as ``prepare`` would upload them.
         """
         cache = prepared_cache(self.rt)
-        full_key = (type(self), self.built_source, tuple(sorted(self.rt.limits.items())), key)
+        trusted = self.trusted and trusted_modules_enabled()
+        full_key = (type(self), self.built_source, trusted,
+                    tuple(sorted(self.rt.limits.items())), key)
         prepared = cache.take(full_key)
         try:
             if prepared is None:

@@ -32,8 +32,17 @@ TILE = 64
 TILE_K = 16
 WORKGROUP = 256
 WORKGROUP_1D = 64
-#: Workgroup storage each matmul pipeline declares: an A and a B tile of TILE x TILE_K floats.
-WORKGROUP_STORAGE_BYTES = 2 * TILE * TILE_K * 4
+#: The most workgroup storage a matmul pipeline declares: an A and a B tile of TILE x TILE_K
+#: floats and two 64-row tables of vec4 factors (of the tile's rows and columns).
+WORKGROUP_STORAGE_BYTES = 2 * TILE * TILE_K * 4 + 2 * 64 * 16
+#: Workgroup storage of each pass that declares any: the matmul tiles, and 64-entry tables of
+#: vec4 factors (row_f, col_f) or of partial sums.
+_TILES = 2 * TILE * TILE_K * 4
+_STORAGE = {"ssd_cb": _TILES, "ssd_chunk_state": _TILES, "ssd_dchunk_state": _TILES,
+            "ssd_chunk_out": _TILES + 16 * 64, "ssd_dx": _TILES + 16 * 64,
+            "ssd_dc": _TILES + 16 * 64, "ssd_db": _TILES + 16 * 64, "ssd_mh": _TILES + 2 * 16 * 64,
+            "ssd_prep": 16 * 64, "ssd_dt_final": 2 * 16 * 64, "ssd_dt_elem": 16 * 64,
+            "ssd_dt_boundary": 4 * 64}
 
 INPUTS = ("x", "dt", "A_log", "B", "C", "D", "dt_bias", "dy")
 PARAM_FIELDS = (
@@ -92,7 +101,7 @@ WRITTEN = range(9, 27)
 
 # (entry point, stage, workgroup size, dispatch formula, {binding: access}).
 _TABLE: tuple[tuple[str, str, int, str, dict[int, str]], ...] = (
-    ("ssd_prep", "forward", WORKGROUP_1D, "ceil(batch*n_heads*n_chunks / 64)",
+    ("ssd_prep", "forward", WORKGROUP_1D, "batch*n_heads*n_chunks",
      {2: "read", 3: "read", 7: "read", 19: "overwrite"}),
     ("ssd_cb", "forward", WORKGROUP, "batch*n_chunks*n_groups*n_qtiles²",
      {4: "read", 5: "read", 20: "overwrite"}),
@@ -119,7 +128,7 @@ _TABLE: tuple[tuple[str, str, int, str, dict[int, str]], ...] = (
       24: "overwrite"}),
     ("ssd_dt_boundary", "backward", WORKGROUP_1D, "batch*n_heads*n_chunks",
      {11: "read", 22: "read", 25: "overwrite"}),
-    ("ssd_dt_final", "backward", WORKGROUP_1D, "ceil(batch*n_heads*n_chunks / 64)",
+    ("ssd_dt_final", "backward", WORKGROUP_1D, "batch*n_heads*n_chunks",
      {2: "read", 3: "read", 7: "read", 13: "overwrite", 24: "read", 25: "read",
       26: "overwrite"}),
     ("ssd_param_reduce", "backward", WORKGROUP_1D, "ceil(n_heads / 64)",
@@ -127,19 +136,12 @@ _TABLE: tuple[tuple[str, str, int, str, dict[int, str]], ...] = (
 )
 
 
-def _storage(entry: str, workgroup: int) -> int:
-    """Workgroup memory a pass declares: the matmul tiles, or a reduction's scratch."""
-    if workgroup == WORKGROUP:
-        return WORKGROUP_STORAGE_BYTES
-    return {"ssd_dt_boundary": 4 * WORKGROUP_1D, "ssd_dt_elem": 16 * WORKGROUP_1D}.get(entry, 0)
-
-
 PASSES = [
     PassSpec(
         entry, stage, (wg, 1, 1), ["1"],
         {0: "params"} | {i: BUFFERS[i].name for i in sorted(access)},
         access={0: "read"} | {i: access[i] for i in sorted(access)},
-        workgroup_storage_bytes=_storage(entry, wg),
+        workgroup_storage_bytes=_STORAGE.get(entry, 0),
         rule=f"split_workgroups({formula}) folded into (x, y, 1)",
     )
     for entry, stage, wg, formula, access in _TABLE

@@ -2,7 +2,8 @@
 
 An fp32 tiled matmul's FLOP/s is the ceiling, then SSD forward and backward (the chunked
 algorithm's FLOPs / GPU time, as a ratio), then S6's forward on the equivalent problem
-(one channel per (head, d_head) element, the same state size).
+(one channel per (head, d_head) element, the same state size). The matmul's and SSD's
+FLOP floors are their FLOPs / the measured FMA rate (2 FLOPs per FMA).
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from ssmviz.core.families.ssd.cases import BENCH_SIZES
 from ssmviz.core.families.ssd.kernel import SSDKernel
 from ssmviz.core.gpu import GpuRuntime
 from ssmviz.core.kernels.matmul import MatmulKernel
-from ssmviz.core.timing import Step, median_time, median_time_per_pass, no_step, release
+from ssmviz.core.timing import (
+    Step,
+    median_time,
+    median_time_per_pass,
+    no_step,
+    release,
+    with_floor,
+)
 
 #: Builds a problem's inputs: (family, sizes) -> arrays (the benchmark's noise signal).
 Arrays = Callable[[str, Mapping[str, int]], dict[str, np.ndarray]]
@@ -32,16 +40,24 @@ def steps(size: str) -> int:
 
 
 def bench(rt: GpuRuntime, size: str, repeats: int, *, arrays: Arrays, copy_bw: float,
-          step: Step = no_step) -> list[dict[str, Any]]:
+          rates: Mapping[str, float], step: Step = no_step) -> list[dict[str, Any]]:
     """The rows at ``size`` (see the module docstring); ``copy_bw`` is not used (the
-    ceiling here is the matmul's)."""
+    ceiling here is the matmul's); ``rates``: measured operations per second by kind
+    ("fma"), for the FLOP floors."""
     del copy_bw
+    flop_rate = 2 * rates.get("fma", 0.0)
+
+    def floor(flops: int) -> float:
+        return flops / flop_rate if flop_rate > 0 else 0.0
+
     (s,) = BENCH_SIZES[size].values()
     m = MATMUL_SIZE[size]
     t_mm, source = median_time(rt, MatmulKernel(rt).prepare(m, m, m), repeats)
     mm_rate = MatmulKernel.flops(m, m, m) / t_mm
     out: list[dict[str, Any]] = [
-        {"name": f"matmul fp32 {m}³", "seconds": t_mm, "timing": source, "flops_per_s": mm_rate}
+        with_floor({"name": f"matmul fp32 {m}³", "seconds": t_mm, "timing": source,
+                    "flops": MatmulKernel.flops(m, m, m), "flops_per_s": mm_rate},
+                   floor(MatmulKernel.flops(m, m, m)), "fma")
     ]
     step(f"matmul fp32 {m}³")
     try:
@@ -58,7 +74,7 @@ def bench(rt: GpuRuntime, size: str, repeats: int, *, arrays: Arrays, copy_bw: f
             rt, getattr(prepared, f"{phase}_dispatches"), repeats
         )
         rate = flops[phase] / t
-        out.append(
+        out.append(with_floor(
             {
                 "name": f"ssd {phase}",
                 "sizes": s,
@@ -68,8 +84,8 @@ def bench(rt: GpuRuntime, size: str, repeats: int, *, arrays: Arrays, copy_bw: f
                 "flops_per_s": rate,
                 "ratio_to_matmul": rate / mm_rate,
                 "passes": per_pass,
-            }
-        )
+            },
+            floor(flops[phase]), "fma"))
         step(f"ssd {phase}")
     release(prepared)
     out.append(_s6_on_the_same_problem(rt, s, repeats, arrays, ssd_forward=out[1]["seconds"]))

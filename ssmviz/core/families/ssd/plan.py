@@ -48,7 +48,7 @@ class Plan:
         b, H, G, NC = self.batch, self.n_heads, self.n_groups, self.n_chunks
         pn = self.d_head * self.d_state
         return {
-            "ssd_prep": cdiv(b * H * NC, WORKGROUP_1D),
+            "ssd_prep": b * H * NC,
             "ssd_cb": b * NC * G * nqt * nqt,
             "ssd_chunk_state": b * NC * H * npt * nnt,
             "ssd_state_pass": cdiv(b * H * pn, WORKGROUP_1D),
@@ -61,7 +61,7 @@ class Plan:
             "ssd_db": b * NC * G * nqt * nnt,
             "ssd_dt_elem": b * H * self.seq_len,
             "ssd_dt_boundary": b * H * NC,
-            "ssd_dt_final": cdiv(b * H * NC, WORKGROUP_1D),
+            "ssd_dt_final": b * H * NC,
             "ssd_param_reduce": cdiv(H, WORKGROUP_1D),
         }[entry]
 
