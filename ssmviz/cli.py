@@ -1,4 +1,5 @@
-"""Command line: ``ssmviz [session.json]``, ``ssmviz check ...``, ``ssmviz bench ...``.
+"""Command line: ``ssmviz [session.json]``, ``ssmviz check ...``, ``ssmviz bench ...``,
+``ssmviz tour --out DIR``.
 
 Exit codes of ``check``: 0 every tensor passed, 1 a check failed (or a kernel from a
 file hung or raced), 2 the kernel cannot be built (a compiler crash included), an
@@ -121,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="ssmviz",
         usage="ssmviz [session.json] [--screenshot PATH.png] [--cpu]\n"
-              "       ssmviz {check,sweep,bench} ...",
+              "       ssmviz {check,sweep,bench,tour} ...",
         description="Visualise and debug SSM GPU kernels. Without a command, ssmviz opens\n"
                     "the desktop app; `ssmviz COMMAND --help` describes a command.",
         epilog="the app:\n" + textwrap.indent(app_help.strip(), "  "),
@@ -179,6 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the app's latency from a control change to updated plots, and UI-thread stalls",
     )
+    tour = sub.add_parser("tour", help="write every step of the guided tour as a PNG")
+    tour.add_argument("--out", metavar="DIR", required=True,
+                      help="the folder for the PNGs (made when its parent exists)")
+    tour.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
     return parser
 
 
@@ -470,6 +475,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return EXIT_PASS if result["passed"] else EXIT_FAIL
 
 
+def cmd_tour(args: argparse.Namespace) -> int:
+    """``ssmviz tour --out DIR``: one PNG per tour step, named after its session file."""
+    from ssmviz.app.teaching.tour import write_tour
+
+    for path in write_tour(args.out):
+        print(path)
+    return EXIT_PASS
+
+
 def cmd_app(argv: Sequence[str]) -> int:
     from ssmviz.app.main import run_app
 
@@ -493,7 +507,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ssmviz`` command."""
     argv = list(sys.argv[1:] if argv is None else argv)
     _quiet_runtime_dir()
-    if not argv or argv[0] not in ("check", "sweep", "bench", "-h", "--help"):
+    if not argv or argv[0] not in ("check", "sweep", "bench", "tour", "-h", "--help"):
         try:
             return cmd_app(argv)
         except KeyboardInterrupt:
@@ -514,6 +528,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_bench(args)
         if args.command == "sweep":
             return cmd_sweep(args)
+        if args.command == "tour":
+            return cmd_tour(args)
     except SsmvizError as exc:
         print(f"ssmviz: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -150,6 +150,9 @@ def _screenshot(app, window, path: str) -> int:
     window.plotsUpdated.connect(plotted)
     QTimer.singleShot(SCREENSHOT_TIMEOUT_S * 1000, loop.quit)
     loop.exec()
+    if shown and window.teaching.panel.busy:  # a session's teaching view: shown too
+        window.teaching.panel.viewShown.connect(lambda *_: QTimer.singleShot(300, loop.quit))
+        loop.exec()
     app.processEvents()
     error = window.result.error if window.result is not None else ""
     if not shown or error:

@@ -1,0 +1,93 @@
+"""The teaching views and the tour's caption in the main window: their two docks, and
+their wiring to the runs, the selection, the time cursor and sessions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QMainWindow
+
+from ssmviz.app.export import export_image
+from ssmviz.app.session import Session, Teaching
+from ssmviz.app.teaching.caption import CaptionPanel
+from ssmviz.app.teaching.panel import TeachingPanel
+from ssmviz.core.errors import SsmvizError
+
+#: The share of the window's width the teaching dock takes when a session opens a view.
+VIEW_SHARE = 0.5
+
+
+class TeachingDocks:
+    """Adds the "Teaching views" dock (a tab beside the gradients) and the "Tour" dock
+    (the caption panel, above the plots, shown for a tour step) to ``window``."""
+
+    def __init__(self, window: QMainWindow) -> None:
+        self.window = w = window
+        self.panel = TeachingPanel()
+        self.caption = CaptionPanel()
+        self.dock = w._dock("Teaching views", self.panel, Qt.DockWidgetArea.RightDockWidgetArea)
+        w.tabifyDockWidget(w.docks["gradients"], self.dock)
+        w.docks["gradients"].raise_()
+        self.tour_dock = w._dock("Tour", self.caption, Qt.DockWidgetArea.TopDockWidgetArea)
+        self.tour_dock.hide()
+        w.docks["teaching"], w.docks["tour"] = self.dock, self.tour_dock
+        #: The tour step shown (its title and caption), None outside a tour.
+        self.step: Teaching | None = None
+
+        self.dock.visibilityChanged.connect(self.panel.set_seen)
+        # After the window's own slot: window.result is this result.
+        w.scheduler.resultReady.connect(
+            lambda r: self.panel.set_result(r, w.controls.selection()))
+        w.controls.viewChanged.connect(lambda: self.panel.set_selection(w.controls.selection()))
+        w.time_plots.cursorMoved.connect(self.panel.set_cursor)
+        w.viewApplied.connect(lambda: self.panel.set_cursor(w.time_plots.cursor))
+        self.panel.cursorRequested.connect(w.time_plots.set_cursor)
+        self.caption.stepRequested.connect(self._open_step)
+
+    def apply(self, session: Session) -> None:
+        """Open the session's teaching view (raised, half the window wide) and show its
+        tour caption, or hide the caption panel."""
+        t = session.teaching
+        if t is not None and t.view is not None:
+            self.panel.open_view(t.view, log_colour=t.log_colour)
+            self.dock.show()
+            self.dock.raise_()
+            w = self.window
+            w.resizeDocks([self.dock], [int(w.width() * VIEW_SHARE)], Qt.Orientation.Horizontal)
+        if t is not None and t.caption:
+            self.step = t
+            self.caption.show_step(session.source or "", t)
+            self.tour_dock.show()
+        else:
+            self.step = None
+            self.tour_dock.hide()
+
+    def state(self) -> Teaching | None:
+        """The teaching part of the window's session: the view on screen, the tour step."""
+        view = self.panel.current() if self.dock.isVisible() and self.panel.seen else None
+        step = self.step if self.tour_dock.isVisible() else None
+        if view is None and step is None:
+            return None
+        return Teaching(view=view, title=step.title if step else None,
+                        caption=step.caption if step else None,
+                        log_colour=self.panel.views["operator"].log_colour)
+
+    def export_items(self, stem: str | Path) -> list[tuple[str, Callable]]:
+        """The (file, writer) pairs of the view on screen: PNG and SVG, when it shows data."""
+        name = self.panel.current()
+        view = self.panel.views[name]
+        if not (self.dock.isVisible() and self.panel.seen) or view.data is None:
+            return []
+        return [(f"{stem}_{name}{ext}", lambda tmp: export_image(view.plots, tmp))
+                for ext in (".png", ".svg")]
+
+    def _open_step(self, path: str) -> None:
+        try:
+            self.window.open_session(path)
+        except SsmvizError as exc:
+            self.window.status.show_error(str(exc))
+
+    def shutdown(self) -> None:
+        self.panel.shutdown()
