@@ -14,7 +14,7 @@ from __future__ import annotations
 #: family -> its teaching views, in the order of their tabs.
 FAMILY_VIEWS: dict[str, tuple[str, ...]] = {
     "s6": ("operator", "scan_tree", "discretisation"),
-    "ssd": ("operator", "chunks", "discretisation"),
+    "ssd": ("operator", "chunks"),
 }
 
 #: view -> its tab title.

@@ -82,8 +82,19 @@ class TeachingView(QWidget):
         raise NotImplementedError
 
     def set_cursor(self, t: int) -> None:
-        """The time cursor moved to step ``t``."""
+        """The time cursor moved to step ``t`` (UI thread: cheap updates only)."""
         self.cursor = int(t)
+
+    #: Whether the view has numbers per cursor step (:meth:`cursor_numbers`).
+    has_cursor_numbers: ClassVar[bool] = False
+
+    @staticmethod
+    def cursor_numbers(data: Any, t: int) -> Any:
+        """Numbers for cursor step ``t`` of ``data`` (worker thread)."""
+        raise NotImplementedError
+
+    def show_cursor_numbers(self, t: int, numbers: Any) -> None:
+        """Put :meth:`cursor_numbers` on the plots (UI thread)."""
 
     def show_message(self, text: str, *, error: bool = False) -> None:
         self.message.setText(text)

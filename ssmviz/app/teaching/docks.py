@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QMainWindow
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
 
 from ssmviz.app.export import export_image
 from ssmviz.app.session import Session, Teaching
@@ -30,7 +30,13 @@ class TeachingDocks:
         self.dock = w._dock("Teaching views", self.panel, Qt.DockWidgetArea.RightDockWidgetArea)
         w.tabifyDockWidget(w.docks["gradients"], self.dock)
         w.docks["gradients"].raise_()
-        self.tour_dock = w._dock("Tour", self.caption, Qt.DockWidgetArea.TopDockWidgetArea)
+        # The caption panel is as tall as its text: no scroll area, no title bar (its own
+        # ✕ closes it).
+        self.tour_dock = QDockWidget("Tour", w)
+        self.tour_dock.setObjectName("dock_tour")
+        self.tour_dock.setWidget(self.caption)
+        self.tour_dock.setTitleBarWidget(QWidget())
+        w.addDockWidget(Qt.DockWidgetArea.TopDockWidgetArea, self.tour_dock)
         self.tour_dock.hide()
         w.docks["teaching"], w.docks["tour"] = self.dock, self.tour_dock
         #: The tour step shown (its title and caption), None outside a tour.
@@ -45,6 +51,7 @@ class TeachingDocks:
         w.viewApplied.connect(lambda: self.panel.set_cursor(w.time_plots.cursor))
         self.panel.cursorRequested.connect(w.time_plots.set_cursor)
         self.caption.stepRequested.connect(self._open_step)
+        self.caption.closeRequested.connect(self.tour_dock.hide)
 
     def apply(self, session: Session) -> None:
         """Open the session's teaching view (raised, half the window wide) and show its

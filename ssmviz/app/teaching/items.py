@@ -8,9 +8,10 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QLineF, QRectF, Qt
+from PySide6.QtCore import QLineF, QRectF, Qt, Signal
 from PySide6.QtGui import QPainter
 
+from ssmviz.app.plots import Plot
 from ssmviz.app.viewdata import ImageView, colour_lut, colourise, downsample_rows, robust_levels
 
 #: A displayed matrix keeps at most this many rows and columns (peak |value| per bin).
@@ -47,6 +48,28 @@ def matrix_view(m: np.ndarray, *, cmap: str, symmetric: bool = False,
     # colourise takes (x, y) arrays: the transpose puts columns along x.
     rgba = colourise(small.T, levels, colour_lut(cmap))
     return ImageView(rgba, levels, (float(m.shape[1]), float(m.shape[0])))
+
+
+class MatrixPlot(Plot):
+    """A square plot of a matrix, row 0 at the top; ``sigRowClicked(t)`` gives the row of a
+    left click (a drag is not a click)."""
+
+    sigRowClicked = Signal(int)
+
+    def __init__(self, title: str | None = None) -> None:
+        super().__init__(title=title)
+        self.invertY(True)
+        self.setAspectLocked(True)
+        self.setLabel("bottom", "input step j")
+
+    def mouseClickEvent(self, ev: object) -> None:  # pyqtgraph override
+        vb = self.getViewBox()
+        if ev.button() == Qt.MouseButton.LeftButton and vb.sceneBoundingRect().contains(
+                ev.scenePos()):
+            ev.accept()
+            self.sigRowClicked.emit(int(np.floor(vb.mapSceneToView(ev.scenePos()).y())))
+            return
+        super().mouseClickEvent(ev)
 
 
 class MatrixImage(pg.ImageItem):

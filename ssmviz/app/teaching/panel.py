@@ -46,6 +46,16 @@ class TeachJob:
     key: Hashable
 
 
+def cursor_job(job: tuple[int, str, Any, int]) -> tuple[int, str, int, Any]:
+    """(token, view, t, the view's numbers at step t of data, or a one-line error)
+    (worker thread)."""
+    token, name, data, t = job
+    try:
+        return token, name, t, view_classes()[name].cursor_numbers(data, t)
+    except Exception as exc:
+        return token, name, t, f"cannot show step {t}: {one_line(exc)}"
+
+
 def prepare_job(job: TeachJob) -> tuple[TeachJob, Any]:
     """(job, data) or (job, a one-line error); never raises (worker thread)."""
     cls = view_classes()[job.view]
@@ -84,10 +94,14 @@ class TeachingPanel(QWidget):
         #: view -> key of the data it shows; the key of the job in flight.
         self.shown: dict[str, Hashable] = {}
         self.pending: Hashable | None = None
+        self.cursor_pending: int | None = None
+        self._cursor_token = 0
         #: How many jobs were prepared (tests: a hidden view prepares none).
         self.prepared = 0
         self.worker = JobThread(prepare_job, "ssmviz-teach-worker", self)
         self.worker.finished.connect(self._on_prepared)
+        self.cursor_worker = JobThread(cursor_job, "ssmviz-teach-cursor", self)
+        self.cursor_worker.finished.connect(self._on_cursor_numbers)
         self.family = ""
         self.set_family("s6")
         self.tabs.currentChanged.connect(lambda _i: self.refresh())
@@ -120,9 +134,25 @@ class TeachingPanel(QWidget):
 
     def set_cursor(self, t: int) -> None:
         self.cursor = int(t)
-        view = self.views[self.current()]
+        name = self.current()
+        view = self.views[name]
         if view.data is not None:
             view.set_cursor(self.cursor)
+            if view.has_cursor_numbers:
+                self._cursor_token += 1
+                self.cursor_pending = self._cursor_token
+                self.cursor_worker.submit((self._cursor_token, name, view.data, self.cursor))
+
+    def _on_cursor_numbers(self, out: tuple[int, str, int, Any]) -> None:
+        token, name, t, numbers = out
+        if token != self.cursor_pending:
+            return  # a newer view or cursor step replaced it
+        self.cursor_pending = None
+        view = self.views[name]
+        if isinstance(numbers, str):
+            view.show_message(numbers, error=True)
+        else:
+            view.show_cursor_numbers(t, numbers)
 
     def open_view(self, name: str, **options: Any) -> None:
         """Make ``name`` the current tab, with a session's options."""
@@ -137,8 +167,8 @@ class TeachingPanel(QWidget):
 
     @property
     def busy(self) -> bool:
-        """True while the view on screen waits for its data."""
-        return self.pending is not None
+        """True while the view on screen waits for its data (or its cursor's numbers)."""
+        return self.pending is not None or self.cursor_pending is not None
 
     # -- preparing -----------------------------------------------------------------------------
     def _key(self, name: str) -> Hashable | None:
@@ -175,7 +205,7 @@ class TeachingPanel(QWidget):
         else:
             view.show_message("")
             view.show_data(data)
-            view.set_cursor(self.cursor)
+            self.set_cursor(self.cursor)
         self.viewShown.emit(job.view)
 
     def showEvent(self, event: object) -> None:  # Qt override
@@ -184,5 +214,6 @@ class TeachingPanel(QWidget):
 
     def shutdown(self) -> None:
         self.worker.stop()
+        self.cursor_worker.stop()
         for view in self.views.values():
             view.release()

@@ -113,12 +113,14 @@ def write_tour(out: str | Path, folder: str | Path | None = None) -> list[Path]:
     if sys.platform.startswith("linux") and not any(
             os.environ.get(k) for k in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")):
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
-    from PySide6.QtCore import QSettings
+    from PySide6.QtCore import QSettings, qInstallMessageHandler
     from PySide6.QtWidgets import QApplication
 
+    from ssmviz.app.main import _qt_messages
     from ssmviz.app.window import MainWindow
     from ssmviz.core.fileio import write_file
 
+    qInstallMessageHandler(_qt_messages)
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "ssmviz"])
     offscreen = QApplication.platformName() == "offscreen"
     written: list[Path] = []
