@@ -16,7 +16,7 @@ import os
 import sys
 import textwrap
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from ssmviz.core.errors import SsmvizError
 
@@ -337,11 +337,28 @@ def cmd_check(args: argparse.Namespace) -> int:
             progress.close()
     report.notes += notes
     print(report.table())
-    _write_outputs(args, lambda: report.to_json(), report.export_npz)
+    def export(path: str) -> None:
+        from ssmviz.core.operator import own_forward
+
+        forward = own_forward(family, convention=convention, chunk_len=report.sizes.get(
+            "chunk_len"))
+        report.export_npz(path, extra=_operators(family, report.inputs, forward, convention))
+
+    _write_outputs(args, lambda: report.to_json(), export)
     if not report.passed:
         for line in report.failures():
             print(f"FAIL {line}", file=sys.stderr)
     return EXIT_PASS if report.passed else EXIT_FAIL
+
+
+def _operators(family: str, inputs: dict, forward: Any, convention: str) -> dict:
+    """ref_M and gpu_M of batch element 0 for ``--export`` (a note says when not)."""
+    from ssmviz.core.operator import operator_export_arrays
+
+    data, note = operator_export_arrays(family, inputs, forward, convention=convention)
+    if note:
+        print(f"--export: {note}")
+    return data
 
 
 def _write_outputs(args: argparse.Namespace, to_json, export) -> None:
@@ -401,8 +418,19 @@ def _check_kernel(args: argparse.Namespace) -> int:
     if args.json:
         write_kernel_json(args.json, args.kernel, results)
     if args.export:
-        export_kernel_npz(args.export, results)
+        export_kernel_npz(args.export, results, extra=lambda r: _file_operators(args, r))
     return code
+
+
+def _file_operators(args: argparse.Namespace, result: Any) -> dict:
+    """ref_M and gpu_M of the kernel file's check ``result`` (its inputs, profile and
+    convention), measured through the file in the worker."""
+    from ssmviz.core.operator import file_forward
+
+    rep, prof = result.report, result.profile
+    forward = file_forward(args.kernel, family=prof.family, convention=rep.convention,
+                           chunk_len=rep.sizes.get("chunk_len"), abi=prof.name)
+    return _operators(prof.family, rep.inputs, forward, rep.convention)
 
 
 #: The benches that run no GPU kernel, and what they time.
