@@ -18,6 +18,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from ssmviz.app.teaching import views_of
 from ssmviz.core.errors import SsmvizError
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -180,6 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the app's latency from a control change to updated plots, and UI-thread stalls",
     )
+    bench.add_argument("--view", choices=views_of("s6"), default=None,
+                       help="with --ui: this teaching view open while measuring")
     tour = sub.add_parser("tour", help="write every step of the guided tour as a PNG")
     tour.add_argument("--out", metavar="DIR", required=True,
                       help="the folder for the PNGs (made when its parent exists)")
@@ -449,13 +452,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
         check_output_path(args.json, ".json", "--json")
     given = [_flag(d) for d in ("family", "size", "repeats") if getattr(args, d) is not None]
     given += [_flag(d) for d in ("passes", "reference") if getattr(args, d)]
+    if args.view is not None and not args.ui:
+        raise SsmvizError("--view needs --ui (it opens a teaching view in the app it times)")
     if args.ui:
         if given:
             raise SsmvizError(f"{given[0]} does not apply to bench --ui (it times the app's "
-                              "own live run; only --json and --cpu go with it)")
+                              "own live run; only --view, --json and --cpu go with it)")
         from ssmviz.app.uibench import run_ui_bench
 
-        return run_ui_bench(args.json)
+        return run_ui_bench(args.json, args.view)
     family = args.family or "all"
     if family in _CPU_BENCHES:
         for flag in ("--size", "--passes", "--reference", "--cpu"):

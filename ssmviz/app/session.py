@@ -8,7 +8,8 @@ Layout of the file::
      "inputs_path": null | "path/to/inputs.npz",
      "kernel_path": null | "path/to/kernel.wgsl",
      "teaching": null | {"view": null | "operator", "title": null | "...",
-                         "caption": null | "...", "log_colour": false}}
+                         "caption": null | "...", "log_colour": false,
+                         "measure": null | "y" | "states", "tree_chunk_len": null | 4}}
 
 ``kernel_path`` null means ssmviz's built-in kernel of the problem's family; a path is
 the kernel file the shader panel had open (files without the key are built-in). A
@@ -36,6 +37,10 @@ SESSION_KEYS = ("ssmviz_session", "problem", "view", "inputs_path", "kernel_path
 #: The longest tour title and caption a session may hold (the caption panel's room).
 TITLE_MAX = 80
 CAPTION_MAX = 700
+#: How the SSD operator view measures the GPU M: through y, or the chunk-state buffer.
+MEASURES = ("y", "states")
+#: The scan tree is drawn up to seq_len 64: a longer kernel chunk makes no tree.
+TREE_CHUNK_MAX = 64
 
 
 @dataclass(frozen=True)
@@ -44,13 +49,18 @@ class Teaching:
 
     ``view``: a teaching view of the problem's family, None for the time plots alone;
     ``title`` and ``caption``: the tour's caption panel (None: no panel);
-    ``log_colour``: the operator view's log-magnitude colours.
+    ``log_colour``: the operator view's log-magnitude colours; ``measure`` (SSD): its
+    GPU M through "y" (None: the same) or through the kernel's chunk-state buffer
+    ("states"); ``tree_chunk_len`` (S6): the scan tree's kernel chunk length (None: the
+    kernel's own choice).
     """
 
     view: str | None = None
     title: str | None = None
     caption: str | None = None
     log_colour: bool = False
+    measure: str | None = None
+    tree_chunk_len: int | None = None
 
     @classmethod
     def from_dict(cls, data: Any, family: str) -> Teaching:
@@ -60,6 +70,16 @@ class Teaching:
         if out.view is not None and out.view not in views_of(family):
             raise SsmvizError(f"session teaching.view {describe(out.view)} is not a view of "
                               f"the {family} family (its views: {', '.join(views_of(family))})")
+        if out.measure is not None and (family != "ssd" or out.measure not in MEASURES):
+            allowed = " or ".join(["null", *(repr(m) for m in MEASURES)][:3 if family == "ssd"
+                                                                          else 1])
+            raise SsmvizError(f"session teaching.measure must be {allowed} for the {family} "
+                              f"family; got {describe(out.measure)}")
+        chunk = out.tree_chunk_len
+        if chunk is not None and (family != "s6" or not 1 <= chunk <= TREE_CHUNK_MAX):
+            allowed = f"null or in [1, {TREE_CHUNK_MAX}]" if family == "s6" else "null"
+            raise SsmvizError(f"session teaching.tree_chunk_len must be {allowed} for the "
+                              f"{family} family; got {describe(chunk)}")
         for key, top in (("title", TITLE_MAX), ("caption", CAPTION_MAX)):
             text = getattr(out, key)
             if text is not None and not 0 < len(text.strip()) <= top:
@@ -69,7 +89,8 @@ class Teaching:
 
     def to_dict(self) -> dict[str, Any]:
         return {"view": self.view, "title": self.title, "caption": self.caption,
-                "log_colour": self.log_colour}
+                "log_colour": self.log_colour, "measure": self.measure,
+                "tree_chunk_len": self.tree_chunk_len}
 
 
 @dataclass

@@ -72,6 +72,9 @@ class TeachingView(QWidget):
     def set_options(self, **options: Any) -> None:
         """Options from a session (e.g. ``log_colour``); unknown ones do not apply here."""
 
+    def set_family(self, family: str) -> None:
+        """The problem's family changed (tools that only one family has)."""
+
     @staticmethod
     def prepare(result: RunResult, sel: Selection, options: Any) -> Any:
         """The view's numbers for ``result`` and ``sel`` (worker thread)."""

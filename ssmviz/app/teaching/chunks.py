@@ -26,8 +26,9 @@ from ssmviz.app.teaching.items import (
     RowBand,
     matrix_view,
 )
-from ssmviz.app.viewdata import VALUE_CMAP, ImageView, image_view
+from ssmviz.app.viewdata import DIFF_CMAP, ImageView, image_view, robust_levels
 from ssmviz.core import operator as op
+from ssmviz.core.check import FORWARD_TOL, element_bound
 from ssmviz.core.errors import SsmvizError
 
 DIAG_COLOUR = (44, 160, 44)
@@ -87,11 +88,18 @@ def chunks_data(result: RunResult, sel: Selection) -> ChunksData:
     gpu_states = result.gpu.get("chunk_states")
     cs = ssd_chunk_states(inputs, convention=p.convention, chunk_len=Q, head=head,
                           gpu_chunk_states=gpu_states)
-    ref_img = image_view(cs.ref[:, pos, :])
+    bad_slots: tuple[int, ...] = ()
+    if cs.gpu is not None:
+        bad = op.bad_elements(cs.gpu, cs.ref)
+        bad_slots = tuple(int(k) for k in np.flatnonzero(bad.reshape(bad.shape[0], -1).any(1)))
+    ref_img = image_view(cs.ref[:, pos, :], symmetric=True)
     states = {"ref": ref_img}
     if cs.gpu is not None and cs.diff is not None:
-        states["gpu"] = image_view(cs.gpu[:, pos, :], levels=ref_img.levels)
-        states["diff"] = image_view(cs.diff[:, pos, :], symmetric=True)
+        states["gpu"] = image_view(cs.gpu[:, pos, :], levels=ref_img.levels, symmetric=True)
+        # At least ±check.compare's element bound: a right kernel's rounding stays pale.
+        bound = float(np.min(element_bound(cs.ref, FORWARD_TOL)))
+        wide = max(robust_levels(cs.diff[:, pos, :], symmetric=True)[1], bound)
+        states["diff"] = image_view(cs.diff[:, pos, :], levels=(-wide, wide), symmetric=True)
     y_gpu = None
     if "y" in result.gpu:
         y_gpu = np.asarray(result.gpu["y"][0, :, head, pos], np.float64)
@@ -102,14 +110,14 @@ def chunks_data(result: RunResult, sel: Selection) -> ChunksData:
              f"{dec.n_chunks} chunks; max |Y_diag + Y_off − y| = {gap:.1e}"]
     if cs.gpu is None:
         parts.append("the kernel wrote no chunk states")
-    elif cs.bad_slots:
-        parts.append("chunk states past tolerance in slots "
-                     + ", ".join(str(k) for k in cs.bad_slots))
+    elif bad_slots:
+        parts.append("GPU chunk states past the bound in slots "
+                     + ", ".join(str(k) for k in bad_slots))
     else:
         parts.append("GPU chunk states match the reference")
     return ChunksData(head, pos, sel.channel, L, Q, dec.n_chunks, y, y_diag, y_off, y_gpu,
                       _rects(dec.diag_blocks, Q, L), _rects(dec.off_blocks, Q, L),
-                      matrix_view(M, cmap=VALUE_CMAP), states, cs.bad_slots,
+                      matrix_view(M, cmap=DIFF_CMAP, symmetric=True), states, bad_slots,
                       "; ".join(parts))
 
 
@@ -121,11 +129,10 @@ class ChunksView(TeachingView):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         ci = self.plots.ci
-        self.curves_plot = Plot(title="y = Y_diag (intra-chunk) + Y_off (through the chunk "
-                                      "states)")
+        self.curves_plot = Plot(title="y (orange) = Y_diag (green) + Y_off (purple); dashed: "
+                                      "their sum, blue: the GPU's y")
         ci.addItem(self.curves_plot, row=0, col=0, colspan=2)
         self.curves_plot.setLabel("bottom", "time step t")
-        self.curves_plot.addLegend(offset=(-10, 5), brush=(255, 255, 255, 200))
         self.curves = {
             "y_diag": Line(pen=pg.mkPen(DIAG_COLOUR, width=1.5), name="Y_diag"),
             "y_off": Line(pen=pg.mkPen(OFF_COLOUR, width=1.5), name="Y_off"),
@@ -142,8 +149,7 @@ class ChunksView(TeachingView):
         self.curves_plot.addItem(self.cursor_line, ignoreBounds=True)
         self.curves_plot.sigClicked.connect(lambda x: self.cursorRequested.emit(round(x)))
 
-        self.matrix_plot = MatrixPlot(title="M of the head: Y_diag's blocks (green), Y_off's "
-                                            "(purple)")
+        self.matrix_plot = MatrixPlot(title="M: Y_diag's blocks (green), Y_off's (purple)")
         self.matrix_plot.setLabel("left", "output step t")
         ci.addItem(self.matrix_plot, row=1, col=0, rowspan=3)
         self.matrix = MatrixImage()
@@ -157,8 +163,8 @@ class ChunksView(TeachingView):
 
         self.state_plots: dict[str, Plot] = {}
         self.state_images: dict[str, pg.ImageItem] = {}
-        for row, (key, title) in enumerate((("ref", "chunk states (chunk × state): reference"),
-                                            ("gpu", "GPU's chunk-state buffer"),
+        for row, (key, title) in enumerate((("ref", "chunk states: reference"),
+                                            ("gpu", "the GPU's chunk-state buffer"),
                                             ("diff", "GPU − reference")), start=1):
             p = Plot(title=title)
             ci.addItem(p, row=row, col=1)
@@ -218,8 +224,12 @@ class ChunksView(TeachingView):
                 img.clear()
                 continue
             show_image(img, iv)
-            self.state_plots[key].setRange(xRange=(0, iv.extent[0]), yRange=(0, iv.extent[1]),
-                                           padding=0.0)
+            p = self.state_plots[key]
+            p.setRange(xRange=(0, iv.extent[0]), yRange=(0, iv.extent[1]), padding=0.0)
+            # Slot k is the cell [k, k + 1): its number under its middle.
+            slots = int(iv.extent[0])
+            step = max(1, slots // 8)
+            p.getAxis("bottom").setTicks([[(k + 0.5, str(k)) for k in range(0, slots, step)]])
         self.show_message(data.summary, error=bool(data.bad_slots))
         self.set_cursor(self.cursor)
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel
 
 from ssmviz.app.derived import Selection
 from ssmviz.app.plots import Line, Plot, cache_static, quiet_axes
@@ -46,6 +48,19 @@ class DiscretisationData:
     order: np.ndarray
 
 
+def log_ticks(lo: float, hi: float) -> list[list[tuple[float, str]]]:
+    """Ticks of an axis whose values are log10 Δ over [lo, hi]: labelled at 1, 2 and 5
+    times each power of ten, the other integers unlabelled."""
+    major, minor = [], []
+    for k in range(int(np.floor(lo)), int(np.ceil(hi)) + 1):
+        for m in range(1, 10):
+            x = float(np.log10(m * 10.0**k))
+            if lo - 1e-9 <= x <= hi + 1e-9:
+                (major if m in (1, 2, 5) else minor).append((x, f"{m * 10.0**k:g}"
+                                                            if m in (1, 2, 5) else ""))
+    return [major, minor]
+
+
 class DiscretisationView(TeachingView):
     """Ā and B̄ of one channel and state, as maps of Δ and over time."""
 
@@ -54,12 +69,15 @@ class DiscretisationView(TeachingView):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         ci = self.plots.ci
-        titles = (("a_map", "Ā = exp(ΔA) as a function of Δ", 0, 0),
+        titles = (("a_map", "Ā = exp(ΔA) vs Δ", 0, 0),
                   ("a_time", "Ā_t over time", 0, 1),
-                  ("b_map", "B̄/B: Euler Δ (blue), ZOH (exp(ΔA) − 1)/A (orange)", 1, 0),
-                  ("b_time", "B̄_t: Euler Δ·B (blue), ZOH (exp(ΔA) − 1)/A·B (orange)", 1, 1),
-                  ("d_map", "(ZOH − Euler)/B as a function of Δ", 2, 0),
-                  ("d_time", "B̄_t: ZOH − Euler over time", 2, 1))
+                  ("b_map", "B̄/B vs Δ: Euler (blue), ZOH (orange)", 1, 0),
+                  ("b_time", "B̄_t: Euler (blue), ZOH (orange)", 1, 1),
+                  ("d_map", "(ZOH − Euler)/B vs Δ", 2, 0),
+                  ("d_time", "B̄_t: ZOH − Euler", 2, 1))
+        self.readout = QLabel("")
+        self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.tools.addWidget(self.readout, 1)
         self.p: dict[str, Plot] = {}
         for key, title, row, col in titles:
             p = Plot(title=title)
@@ -67,16 +85,16 @@ class DiscretisationView(TeachingView):
             p.setMinimumHeight(110)
             p.setMinimumWidth(180)
             self.p[key] = p
-        for key in ("a_map", "b_map", "d_map"):
-            # x is log10 Δ; the axis writes its ticks as powers of ten.
-            self.p[key].getAxis("bottom").setLogMode(True)
-        self.p["d_map"].setLabel("bottom", "Δ")
+        self.p["d_map"].setLabel("bottom", "Δ (log scale)")
         self.p["d_time"].setLabel("bottom", "time step t")
+        quiet_axes(list(self.p.values()))
+        self.p["d_map"].getAxis("bottom").enableAutoSIPrefix(False)
         for key in ("a_time", "b_time"):
             self.p[key].setXLink(self.p["d_time"])
             self.p[key].hideAxis("bottom")
         for key in ("a_map", "b_map"):
             self.p[key].setXLink(self.p["d_map"])
+            self.p[key].hideAxis("bottom")
         self.c = {
             "a_map": self._line("a_map", ABAR_PEN), "a_time": self._line("a_time", ABAR_PEN),
             "euler_map": self._line("b_map", EULER_PEN), "zoh_map": self._line("b_map", ZOH_PEN),
@@ -96,7 +114,6 @@ class DiscretisationView(TeachingView):
         for k, line in self.lines.items():
             self.p[k].addItem(line, ignoreBounds=True)
             self.p[k].sigClicked.connect(lambda x: self.cursorRequested.emit(round(x)))
-        quiet_axes(list(self.p.values()))
         cache_static(list(self.p.values()))
 
     def _line(self, plot: str, pen: object) -> Line:
@@ -128,10 +145,11 @@ class DiscretisationView(TeachingView):
         self.c["euler_time"].setData(t, d.B_bar_euler)
         self.c["zoh_time"].setData(t, d.B_bar_zoh)
         self.c["d_time"].setData(t, d.diff)
+        self.p["d_map"].getAxis("bottom").setTicks(log_ticks(float(x[0]), float(x[-1])))
         self.show_message(
-            f"channel {data.channel}, state {data.state}: A = {d.A:.4g}; this problem's "
-            f"convention ({data.convention}) is {CONVENTION_RULE.get(data.convention, '?')}; "
-            f"max |ZOH − Euler| = {float(np.max(np.abs(d.diff))):.2e}")
+            f"channel {data.channel}, state {data.state}: A = {d.A:.4g}. Euler: B̄ = Δ·B; "
+            "zero-order hold: B̄ = (exp(ΔA) − 1)/A·B; this problem's convention "
+            f"({data.convention}) is {CONVENTION_RULE.get(data.convention, '?')}")
         for plot in self.p.values():
             plot.enableAutoRange()
         self.set_cursor(self.cursor)
@@ -149,5 +167,6 @@ class DiscretisationView(TeachingView):
         self.marks["a_map"].setData(x, [d.A_bar[t]])
         self.marks["b_map"].setData(np.repeat(x, 2), [d.coef_euler[t], d.coef_zoh[t]])
         self.marks["d_map"].setData(x, [d.coef_zoh[t] - d.coef_euler[t]])
-        self.p["a_map"].setTitle(
-            f"Ā = exp(ΔA) vs Δ · t = {t}: Δ = {d.dt[t]:.4g}, Ā = {d.A_bar[t]:.5g}")
+        self.readout.setText(
+            f"t = {t}: Δ = {d.dt[t]:.4g}, Ā = {d.A_bar[t]:.5g}, B̄/B Euler {d.coef_euler[t]:.4g},"
+            f" ZOH {d.coef_zoh[t]:.4g}, B̄ ZOH − Euler {d.diff[t]:+.2e}")

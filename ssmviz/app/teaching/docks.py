@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
 
 from ssmviz.app.export import export_image
@@ -43,9 +43,9 @@ class TeachingDocks:
         self.step: Teaching | None = None
 
         self.dock.visibilityChanged.connect(self.panel.set_seen)
-        # After the window's own slot: window.result is this result.
-        w.scheduler.resultReady.connect(
-            lambda r: self.panel.set_result(r, w.controls.selection()))
+        # Once the main plots show a run, and after their paint (a zero timer runs after
+        # the posted paint events): the teaching view's work never delays them.
+        w.plotsUpdated.connect(lambda *_: QTimer.singleShot(0, self._result_shown))
         w.controls.viewChanged.connect(lambda: self.panel.set_selection(w.controls.selection()))
         w.time_plots.cursorMoved.connect(self.panel.set_cursor)
         w.viewApplied.connect(lambda: self.panel.set_cursor(w.time_plots.cursor))
@@ -53,16 +53,20 @@ class TeachingDocks:
         self.caption.stepRequested.connect(self._open_step)
         self.caption.closeRequested.connect(self.tour_dock.hide)
 
+    def _result_shown(self) -> None:
+        w = self.window
+        if w.result is not None and not w._closed:
+            self.panel.set_result(w.result, w.controls.selection())
+
     def apply(self, session: Session) -> None:
         """Open the session's teaching view (raised, half the window wide) and show its
         tour caption, or hide the caption panel."""
         t = session.teaching
         if t is not None and t.view is not None:
-            self.panel.open_view(t.view, log_colour=t.log_colour)
-            self.dock.show()
-            self.dock.raise_()
-            w = self.window
-            w.resizeDocks([self.dock], [int(w.width() * VIEW_SHARE)], Qt.Orientation.Horizontal)
+            self.open(t.view, log_colour=t.log_colour, measure=t.measure,
+                      tree_chunk_len=t.tree_chunk_len)
+        elif t is not None and t.caption:  # a tour step on the time plots: the usual docks
+            self.window.docks["gradients"].raise_()
         if t is not None and t.caption:
             self.step = t
             self.caption.show_step(session.source or "", t)
@@ -71,15 +75,28 @@ class TeachingDocks:
             self.step = None
             self.tour_dock.hide()
 
+    def open(self, view: str, **options: object) -> None:
+        """Show the teaching dock on top, half the window wide, with ``view`` current."""
+        self.panel.set_family(self.window.controls.problem().family)
+        self.panel.open_view(view, **options)
+        self.dock.show()
+        self.dock.raise_()
+        w = self.window
+        w.resizeDocks([self.dock], [int(w.width() * VIEW_SHARE)], Qt.Orientation.Horizontal)
+
     def state(self) -> Teaching | None:
         """The teaching part of the window's session: the view on screen, the tour step."""
         view = self.panel.current() if self.dock.isVisible() and self.panel.seen else None
         step = self.step if self.tour_dock.isVisible() else None
         if view is None and step is None:
             return None
+        views = self.panel.views
         return Teaching(view=view, title=step.title if step else None,
                         caption=step.caption if step else None,
-                        log_colour=self.panel.views["operator"].log_colour)
+                        log_colour=views["operator"].log_colour,
+                        measure=views["operator"].measure if self.panel.family == "ssd" else None,
+                        tree_chunk_len=views["scan_tree"].chunk_len
+                        if self.panel.family == "s6" else None)
 
     def export_items(self, stem: str | Path) -> list[tuple[str, Callable]]:
         """The (file, writer) pairs of the view on screen: PNG and SVG, when it shows data."""

@@ -12,7 +12,14 @@ from PySide6.QtCore import QLineF, QRectF, Qt, Signal
 from PySide6.QtGui import QPainter
 
 from ssmviz.app.plots import Plot
-from ssmviz.app.viewdata import ImageView, colour_lut, colourise, downsample_rows, robust_levels
+from ssmviz.app.viewdata import (
+    LEVEL_PERCENTILE,
+    ImageView,
+    colour_lut,
+    colourise,
+    downsample_rows,
+    robust_levels,
+)
 
 #: A displayed matrix keeps at most this many rows and columns (peak |value| per bin).
 MAX_MATRIX_SIDE = 512
@@ -38,13 +45,14 @@ def log_magnitude(a: np.ndarray, top: float | None = None) -> np.ndarray:
 
 
 def matrix_view(m: np.ndarray, *, cmap: str, symmetric: bool = False,
-                levels: tuple[float, float] | None = None) -> ImageView:
+                levels: tuple[float, float] | None = None,
+                q: float = LEVEL_PERCENTILE) -> ImageView:
     """A (rows, cols) matrix, downsampled and coloured, ready for :class:`MatrixImage`;
-    ``levels`` None: robust levels of the matrix itself."""
+    ``levels`` None: robust levels (percentile ``q``) of the matrix itself."""
     m = np.asarray(m, np.float64)
     small = np.ascontiguousarray(downsample_2d(m))
     if levels is None:
-        levels = robust_levels(small, symmetric=symmetric)
+        levels = robust_levels(small, symmetric=symmetric, q=q)
     # colourise takes (x, y) arrays: the transpose puts columns along x.
     rgba = colourise(small.T, levels, colour_lut(cmap))
     return ImageView(rgba, levels, (float(m.shape[1]), float(m.shape[0])))
@@ -116,7 +124,9 @@ class RowBand(_Cosmetic):
 
     def __init__(self, colour: str) -> None:
         super().__init__()
-        self.pen = pg.mkPen(colour, width=2)
+        c = pg.mkColor(colour)
+        c.setAlpha(190)
+        self.pen = pg.mkPen(c, width=1.5)
         self.pen.setCosmetic(True)
         self.row = -1
 
@@ -156,9 +166,9 @@ class Blocks(_Cosmetic):
 
     def __init__(self, colour: tuple[int, int, int]) -> None:
         super().__init__()
-        self.pen = pg.mkPen(colour, width=2)
+        self.pen = pg.mkPen(colour, width=3)
         self.pen.setCosmetic(True)
-        self.brush = pg.mkBrush(*colour, 40)
+        self.brush = pg.mkBrush(*colour, 30)
         self.rects: list[QRectF] = []
 
     def set_blocks(self, rects: Sequence[tuple[float, float, float, float]]) -> None:

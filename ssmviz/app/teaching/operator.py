@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import QCheckBox
+from PySide6.QtWidgets import QCheckBox, QComboBox
 
 from ssmviz.app.derived import Selection, sizes_of
 from ssmviz.app.plots import Line, MultiLine, Plot, cache_static, quiet_axes
@@ -33,11 +33,13 @@ from ssmviz.app.teaching.items import (
     MatrixImage,
     MatrixPlot,
     RowBand,
+    downsample_2d,
     log_magnitude,
     matrix_view,
 )
-from ssmviz.app.viewdata import DIFF_CMAP, VALUE_CMAP, ImageView
+from ssmviz.app.viewdata import DIFF_CMAP, VALUE_CMAP, ImageView, robust_levels
 from ssmviz.core import operator as op
+from ssmviz.core.check import FORWARD_TOL, element_bound
 from ssmviz.core.errors import SsmvizError
 
 #: The view shows problems up to this seq_len (its matrices are seq_len² per channel).
@@ -52,6 +54,9 @@ MIN_COLUMNS = 32
 #: The colours of |M − ref| in log mode: decades below max |ref M| shown.
 LOG_DIFF_DECADES = 16.0
 LOG_DIFF_CMAP = "inferno"
+#: M's colours span this percentile of |M| (most of M is small: it decays away from the
+#: diagonal).
+M_PERCENTILE = 97.0
 
 
 def measured_columns(seq_len: int, d_inner: int) -> np.ndarray:
@@ -63,7 +68,11 @@ def measured_columns(seq_len: int, d_inner: int) -> np.ndarray:
     return op.select(seq_len, count)
 
 
-def kernel_forward(result: RunResult) -> op.ForwardFn:
+#: The SSD view's GPU M: measured through y, or implied by the kernel's chunk states.
+MEASURE_LABELS = {"y": "GPU M through y", "states": "GPU M through the chunk-state buffer"}
+
+
+def kernel_forward(result: RunResult) -> op.KernelForward:
     """The forward of the kernel the run used: ssmviz's own, or the file / edited shader
     the shader panel holds (that one in the isolated worker, as the run did)."""
     p = result.problem
@@ -75,13 +84,6 @@ def kernel_forward(result: RunResult) -> op.ForwardFn:
                            chunk_len=chunk_len, text=choice.text)
 
 
-def kernel_name(result: RunResult) -> str:
-    choice = result.kernel
-    if choice is None or choice.is_default:
-        return "ssmviz's kernel"
-    return choice.path.rsplit("/", 1)[-1] + (" (edited)" if choice.modified else "")
-
-
 class _Measured:
     """The GPU operator of the newest run, every channel / head at once (the impulse run
     measures them all): a change of channel re-slices it instead of re-running."""
@@ -91,17 +93,21 @@ class _Measured:
         self._key: tuple | None = None
         self._value: op.Operator | str | None = None
 
-    def get(self, result: RunResult, cols: np.ndarray) -> op.Operator | str:
+    def get(self, result: RunResult, cols: np.ndarray, measure: str) -> op.Operator | str:
         """The measured Operator, or a one-line reason it could not be measured."""
-        key = (id(result), result.generation, cols.size)
+        key = (id(result), result.generation, cols.size, measure)
         with self._lock:
             if key == self._key and self._value is not None:
                 return self._value
         p = result.problem
         try:
-            value: op.Operator | str = op.measure_operator(
-                p.family, result.inputs, kernel_forward(result), cols=cols,
-                source=kernel_name(result))
+            fwd = kernel_forward(result)
+            if measure == "states":
+                value: op.Operator | str = op.states_operator(
+                    result.inputs, fwd, convention=p.convention, chunk_len=p.chunk_len,
+                    cols=cols)
+            else:
+                value = op.measure_operator(p.family, result.inputs, fwd, cols=cols)
         except SsmvizError as exc:
             value = f"GPU M not measured: {exc}"
         except Exception as exc:  # a kernel failure: one line, the reference stays
@@ -125,6 +131,7 @@ class OperatorData:
     index: int
     what: str  # "channel 3" / "head 1"
     state: int  # the selected state (its term is drawn bold)
+    measure: str  # "y" or (SSD) "states"
     seq_len: int
     chunk_len: int | None
     cols: np.ndarray
@@ -135,10 +142,16 @@ class OperatorData:
     #: For the cursor's row terms: the run's inputs.
     inputs: dict = field(default_factory=dict)
     summary: str = ""
+    #: Elements of the GPU M past check.compare's element bound.
+    wrong: int = 0
 
 
-def _images(ref: np.ndarray, gpu: np.ndarray | None) -> dict[tuple[str, bool], ImageView]:
-    out = {("ref", False): matrix_view(ref, cmap=VALUE_CMAP)}
+def _images(ref: np.ndarray, gpu: np.ndarray | None, bound: float
+            ) -> dict[tuple[str, bool], ImageView]:
+    """The heatmaps: M in diverging colours (0 white, the upper triangle too), the
+    difference at least ±``bound`` wide (a right kernel's rounding stays pale), and both
+    as log magnitudes."""
+    out = {("ref", False): matrix_view(ref, cmap=DIFF_CMAP, symmetric=True, q=M_PERCENTILE)}
     levels = out[("ref", False)].levels
     top = float(np.max(np.abs(ref))) if ref.size else 1.0
     log_ref = log_magnitude(ref, top)
@@ -147,10 +160,11 @@ def _images(ref: np.ndarray, gpu: np.ndarray | None) -> dict[tuple[str, bool], I
     out[("ref", True)] = matrix_view(log_ref, cmap=VALUE_CMAP, levels=log_levels)
     if gpu is not None:
         diff = gpu - ref
-        out[("gpu", False)] = matrix_view(gpu, cmap=VALUE_CMAP, levels=levels)
+        out[("gpu", False)] = matrix_view(gpu, cmap=DIFF_CMAP, levels=levels)
         out[("gpu", True)] = matrix_view(log_magnitude(gpu, top), cmap=VALUE_CMAP,
                                          levels=log_levels)
-        out[("diff", False)] = matrix_view(diff, cmap=DIFF_CMAP, symmetric=True)
+        wide = max(robust_levels(downsample_2d(diff), symmetric=True)[1], bound)
+        out[("diff", False)] = matrix_view(diff, cmap=DIFF_CMAP, levels=(-wide, wide))
         diff_floor = top * 10.0 ** -LOG_DIFF_DECADES
         out[("diff", True)] = matrix_view(
             log_magnitude(diff, top * 10.0 ** (LOG_DECADES - LOG_DIFF_DECADES)),
@@ -159,9 +173,12 @@ def _images(ref: np.ndarray, gpu: np.ndarray | None) -> dict[tuple[str, bool], I
     return out
 
 
-def operator_data(result: RunResult, sel: Selection) -> OperatorData:
-    """The view's numbers for ``result`` and ``sel`` (worker thread)."""
+def operator_data(result: RunResult, sel: Selection, measure: str = "y") -> OperatorData:
+    """The view's numbers for ``result`` and ``sel`` (worker thread); ``measure``: the
+    GPU M through y, or (SSD) through the kernel's chunk-state buffer."""
     p = result.problem
+    if p.family != "ssd":
+        measure = "y"
     s = sizes_of(p.family, result.inputs)
     L = s["seq_len"]
     if L > MAX_SEQ_LEN:
@@ -175,25 +192,40 @@ def operator_data(result: RunResult, sel: Selection) -> OperatorData:
     cols = measured_columns(L, s["d_inner"])
     ref = op.reference_operator(p.family, result.inputs, convention=p.convention,
                                 index=[index], cols=cols).M[0]
-    gpu, note = None, ""
+    gpu, note, source = None, "", ""
     if result.error and result.report is None:
         note = "GPU M not measured: the kernel did not run (see the status bar)"
     else:
-        measured = MEASURED.get(result, cols)
+        measured = MEASURED.get(result, cols, measure)
         if isinstance(measured, str):
             note = measured
         else:
             gpu = measured.M[list(measured.index).index(index)]
-    data = OperatorData(p.family, p.convention, index, what, sel.state, L,
+            source = measured.source
+    # check.compare's element bound over the whole matrix (its scale: M's rms).
+    bound = float(np.min(element_bound(ref, FORWARD_TOL))) if ref.size else 0.0
+    data = OperatorData(p.family, p.convention, index, what, sel.state, measure, L,
                         p.chunk_len if p.family == "ssd" else None, cols, ref, gpu, note,
-                        _images(ref, gpu), dict(result.inputs))
-    parts = [f"batch element 0, {what}; {kernel_name(result)}"]
+                        _images(ref, gpu, bound), dict(result.inputs))
+    parts = [f"batch element 0, {what}"]
+    if gpu is not None:
+        parts.append(f"GPU M: {source}")
     if cols.size < L:
         parts.append(f"{cols.size} of {L} columns measured")
     if gpu is not None:
         err = float(np.max(np.abs(gpu - ref))) if ref.size else 0.0
-        scale = float(np.max(np.abs(ref))) or 1.0
-        parts.append(f"max |GPU − ref| = {err:.2e} ({err / scale:.1e} of max |M|)")
+        parts.append(f"max |GPU − ref| = {err:.2e}")
+        bad = op.bad_elements(gpu, ref)
+        data.wrong = int(bad.sum())
+        if data.wrong and data.chunk_len and cols.size == L:
+            blocks = np.argwhere(op.block_errors(bad[None], data.chunk_len)[0] > 0)
+            parts.append(f"{data.wrong} elements past the bound, in blocks "
+                         + ", ".join(f"({r}, {c})" for r, c in blocks[:12])
+                         + (" …" if len(blocks) > 12 else ""))
+        elif data.wrong:
+            parts.append(f"{data.wrong} elements past the bound")
+        else:
+            parts.append("every element within the bound")
     data.summary = "; ".join(parts)
     return data
 
@@ -239,6 +271,14 @@ class OperatorView(TeachingView):
         self.log_box = QCheckBox("log |M| colours")
         self.log_box.toggled.connect(lambda _on: self._show_images())
         self.tools.addWidget(self.log_box)
+        self.measure_box = QComboBox()
+        for key, label in MEASURE_LABELS.items():
+            self.measure_box.addItem(label, key)
+        self.measure_box.setToolTip("SSD: measure the GPU M through y, or read the blocks "
+                                    "below the diagonal out of the kernel's stored chunk "
+                                    "states")
+        self.measure_box.currentIndexChanged.connect(lambda _i: self.optionsChanged.emit())
+        self.tools.addWidget(self.measure_box)
         self.tools.addStretch(1)
         self.log_colour = False
         ci = self.plots.ci
@@ -288,13 +328,26 @@ class OperatorView(TeachingView):
         quiet_axes(plots)
         cache_static(plots)
 
+    @property
+    def measure(self) -> str:
+        return str(self.measure_box.currentData())
+
+    def options(self) -> str:
+        return self.measure
+
+    def set_family(self, family: str) -> None:
+        self.measure_box.setVisible(family == "ssd")
+
     def set_options(self, **options: object) -> None:
         if "log_colour" in options:
             self.log_box.setChecked(bool(options["log_colour"]))
+        if "measure" in options:
+            self.measure_box.setCurrentIndex(list(MEASURE_LABELS).index(
+                str(options["measure"] or "y")))
 
     @staticmethod
     def prepare(result: RunResult, sel: Selection, options: object) -> OperatorData:
-        return operator_data(result, sel)
+        return operator_data(result, sel, str(options))
 
     @staticmethod
     def cursor_numbers(data: OperatorData, t: int) -> RowNumbers:
@@ -309,7 +362,7 @@ class OperatorView(TeachingView):
         self.row_plot.setXRange(0, L, padding=0.01)
         self._show_images()
         self.show_message(data.summary + (f" — {data.gpu_note}" if data.gpu_note else ""),
-                          error=bool(data.gpu_note))
+                          error=bool(data.gpu_note or data.wrong))
         self.set_cursor(self.cursor)
 
     def _show_images(self) -> None:
@@ -350,10 +403,9 @@ class OperatorView(TeachingView):
         self.terms.setData(j, numbers.terms.T)
         self.terms.set_highlight(d.state)
         u = "u" if d.family == "s6" else "x"
-        self.row_plot.setTitle(f"row t = {t} of M, the convolution kernel at step t: "
-                               f"y_{t} = Σ_j M[{t}, j]·{u}_j + D·{u}_{t}")
-        term = ("C_t[n]·exp(A[n]·Σ_(j<k≤t) Δ_k)·B̄_j[n]" if d.family == "s6" else
-                "C_t[n]·B_j[n]·exp(a_(j+1) + … + a_t)·s_j")
-        self.terms_plot.setTitle(f"its terms per state n (state {d.state} bold): {term}")
+        self.row_plot.setTitle(f"row t = {t}: the convolution kernel, y_{t} = Σ_j "
+                               f"M[{t}, j]·{u}_j + D·{u}_{t}")
+        term = "C_t[n]·exp(A[n]·ΣΔ)·B̄_j[n]" if d.family == "s6" else "C_t[n]·B_j[n]·Ā…·s_j"
+        self.terms_plot.setTitle(f"its terms per state n (n = {d.state} bold): {term}")
         for p in (self.row_plot, self.terms_plot):
             p.enableAutoRange(axis="y")

@@ -113,6 +113,8 @@ class TeachingPanel(QWidget):
             return
         self.family = family
         names = views_of(family)
+        for view in self.views.values():
+            view.set_family(family)
         for i, name in enumerate(self.views):
             self.tabs.setTabVisible(i, name in names)
         if self.current() not in names and names:
@@ -132,11 +134,14 @@ class TeachingPanel(QWidget):
         self.seen = seen
         self.refresh()
 
-    def set_cursor(self, t: int) -> None:
+    def set_cursor(self, t: int, *, force: bool = False) -> None:
+        """The time cursor is at ``t``: the view on screen follows (unless it is there
+        already and ``force`` is False: a new run, same cursor, costs it nothing)."""
+        moved = int(t) != self.cursor
         self.cursor = int(t)
         name = self.current()
         view = self.views[name]
-        if view.data is not None:
+        if view.data is not None and (moved or force or view.cursor != self.cursor):
             view.set_cursor(self.cursor)
             if view.has_cursor_numbers:
                 self._cursor_token += 1
@@ -185,7 +190,10 @@ class TeachingPanel(QWidget):
         if not self.seen or key is None or not self.isVisible():
             self.pending = None
             return
-        if key in (self.shown.get(name), self.pending):
+        if key == self.shown.get(name):
+            self.set_cursor(self.cursor)  # a tab shown again: where the cursor is now
+            return
+        if key == self.pending:
             return
         r = self.result
         sel = clamp_selection(r.problem.family, r.inputs, self.selection)
@@ -205,7 +213,7 @@ class TeachingPanel(QWidget):
         else:
             view.show_message("")
             view.show_data(data)
-            self.set_cursor(self.cursor)
+            self.set_cursor(self.cursor, force=True)
         self.viewShown.emit(job.view)
 
     def showEvent(self, event: object) -> None:  # Qt override

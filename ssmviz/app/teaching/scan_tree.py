@@ -17,7 +17,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QLineF, QRectF, Qt, QTimer
 from PySide6.QtGui import QPainter
-from PySide6.QtWidgets import QLabel, QPushButton
+from PySide6.QtWidgets import QComboBox, QLabel, QPushButton
 
 from ssmviz.app.derived import Selection
 from ssmviz.app.plots import Plot, quiet_axes
@@ -25,6 +25,8 @@ from ssmviz.app.runner import RunResult
 from ssmviz.app.teaching.base import CURSOR_COLOUR, TeachingView
 from ssmviz.core.check import FORWARD_TOL, element_bound
 
+#: The kernel chunk lengths the view offers besides the kernel's own.
+TREE_CHUNKS = (16, 8, 4, 2)
 #: Milliseconds per level while playing.
 PLAY_MS = 700
 #: Fill of a node by kind.
@@ -41,10 +43,12 @@ class TreeData:
     tree: object
     status: list[str]
     summary: str
+    spans: list[tuple[int, int]]
 
 
-def tree_data(result: RunResult, sel: Selection) -> TreeData:
-    """The view's numbers for ``result`` and ``sel`` (worker thread)."""
+def tree_data(result: RunResult, sel: Selection, chunk_len: int | None = None) -> TreeData:
+    """The view's numbers for ``result`` and ``sel`` (worker thread); ``chunk_len``: the
+    kernel's chunk length for this tree (None: the kernel's own choice)."""
     from ssmviz.core.families.s6.teaching import s6_scan_tree
 
     p = result.problem
@@ -59,30 +63,50 @@ def tree_data(result: RunResult, sel: Selection) -> TreeData:
     elif choice is not None and not choice.is_default:
         source = choice.text
     tree = s6_scan_tree(result.inputs, convention=p.convention, channel=sel.channel,
-                        state=sel.state, batch_index=sel.batch, gpu=gpu, source=source)
-    a_ref = np.array([n.a_ref for n in tree.nodes])
-    b_ref = np.array([n.b_ref for n in tree.nodes])
-    # One bound over all nodes (their scale is the whole tree's), as check.compare's.
-    bound_a = element_bound(a_ref, FORWARD_TOL)
-    bound_b = element_bound(b_ref, FORWARD_TOL)
-    status = []
-    for i, n in enumerate(tree.nodes):
-        if n.a_gpu is None or n.b_gpu is None:
-            status.append("absent")
-        elif (abs(n.a_gpu - n.a_ref) > bound_a[i] or abs(n.b_gpu - n.b_ref) > bound_b[i]
-              or not np.isfinite([n.a_gpu, n.b_gpu]).all()):
-            status.append("wrong")
-        else:
-            status.append("ok")
+                        state=sel.state, batch_index=sel.batch, fwd_chunk_len=chunk_len,
+                        gpu=gpu, source=source)
+    status = _status(tree)
     wrong = status.count("wrong")
     parts = [f"batch element {sel.batch}, channel {tree.channel}, state {tree.state}; "
-             f"{tree.plan} forward, chunk_len {tree.chunk_len}; {len(tree.levels)} levels"]
+             f"kernel chunk_len {tree.chunk_len}; {len(tree.levels)} levels"]
     if gpu:
         parts.append(f"{wrong} node{'s' if wrong != 1 else ''} past the bound" if wrong
                      else "GPU values match the reference")
     parts += [note] if note else []
     parts += list(tree.notes)
-    return TreeData(tree, status, "; ".join(parts))
+    return TreeData(tree, status, "; ".join(parts), drawn_spans(tree))
+
+
+#: Kinds whose node is a running prefix (their span starts at 0): drawn over the span of
+#: the input they add, so each level reads left to right as the kernel walks it.
+PREFIX_KINDS = ("carry", "block", "state")
+
+
+def drawn_spans(tree: object) -> list[tuple[int, int]]:
+    """(start, stop) each node is drawn over: its own span, or for a prefix the span of
+    its last input (the part it adds)."""
+    nodes = tree.nodes
+    return [(nodes[n.inputs[-1]].start, nodes[n.inputs[-1]].stop)
+            if n.kind in PREFIX_KINDS and n.inputs else (n.start, n.stop) for n in nodes]
+
+
+def _status(tree: object) -> list[str]:
+    """Per node: "wrong" when a GPU value it has is past the forward bound of its
+    reference value (or not finite), "absent" when it has none, else "ok"."""
+    nodes = tree.nodes
+    bounds = {k: element_bound(np.array([getattr(n, f"{k}_ref") for n in nodes]), FORWARD_TOL)
+              for k in ("a", "b")}  # one scale, the whole tree's, as check.compare's
+    out = []
+    for i, n in enumerate(nodes):
+        pairs = [(getattr(n, f"{k}_gpu"), getattr(n, f"{k}_ref"), bounds[k][i])
+                 for k in ("a", "b") if getattr(n, f"{k}_gpu") is not None]
+        if not pairs:
+            out.append("absent")
+        elif any(not np.isfinite(g) or abs(g - r) > b for g, r, b in pairs):
+            out.append("wrong")
+        else:
+            out.append("ok")
+    return out
 
 
 class TreeItem(pg.GraphicsObject):
@@ -112,8 +136,9 @@ class TreeItem(pg.GraphicsObject):
     def set_tree(self, data: TreeData) -> None:
         tree = data.tree
         self.prepareGeometryChange()
-        self.boxes = [QRectF(n.start + 0.08, n.level - BOX_HEIGHT / 2,
-                             max(n.stop - n.start - 0.16, 0.1), BOX_HEIGHT) for n in tree.nodes]
+        self.boxes = [QRectF(a + 0.08, n.level - BOX_HEIGHT / 2, max(b - a - 0.16, 0.1),
+                             BOX_HEIGHT) for n, (a, b) in zip(tree.nodes, data.spans,
+                                                             strict=True)]
         self.levels = [n.level for n in tree.nodes]
         self.kinds = [n.kind for n in tree.nodes]
         self.status = list(data.status)
@@ -138,8 +163,13 @@ class TreeItem(pg.GraphicsObject):
         painter.setPen(self.edge_pen)
         lines = []
         for a, b in self.edges:
-            if self.levels[b] <= self.shown:
-                ra, rb = self.boxes[a], self.boxes[b]
+            if self.levels[b] > self.shown:
+                continue
+            ra, rb = self.boxes[a], self.boxes[b]
+            if self.levels[a] == self.levels[b]:  # the running prefix: side to side
+                y = ra.center().y()
+                lines.append(QLineF(ra.right(), y, rb.left(), y))
+            else:  # y grows upwards: an input's top to the node's bottom
                 lines.append(QLineF(ra.center().x(), ra.bottom(), rb.center().x(), rb.top()))
         painter.drawLines(lines)
         for i, rect in enumerate(self.boxes):
@@ -168,7 +198,14 @@ class ScanTreeView(TeachingView):
         self.play = QPushButton("Play")
         self.step_on = QPushButton("Level ▶")
         self.level_label = QLabel("")
-        for w in (self.step_back, self.play, self.step_on, self.level_label):
+        self.chunk_box = QComboBox()
+        self.chunk_box.addItem("kernel chunk: its own", None)
+        for q in TREE_CHUNKS:
+            self.chunk_box.addItem(f"kernel chunk: {q}", q)
+        self.chunk_box.setToolTip("the chunk length the S6 forward runs with for this tree "
+                                  "(as its tests do): shorter chunks, a deeper tree")
+        self.chunk_box.currentIndexChanged.connect(lambda _i: self.optionsChanged.emit())
+        for w in (self.chunk_box, self.step_back, self.play, self.step_on, self.level_label):
             self.tools.addWidget(w)
         self.tools.addStretch(1)
         self.step_back.clicked.connect(lambda: self.step(-1))
@@ -179,7 +216,6 @@ class ScanTreeView(TeachingView):
         self.tree_plot = Plot(title="scan tree: (a₁,b₁)∘(a₂,b₂) = (a₁a₂, a₂b₁ + b₂)")
         self.plots.ci.addItem(self.tree_plot, row=0, col=0)
         self.tree_plot.setLabel("bottom", "time step t")
-        self.tree_plot.setLabel("left", "level")
         self.tree_plot.setMinimumHeight(200)
         self.tree_plot.sigClicked.connect(lambda x: self.cursorRequested.emit(int(np.floor(x))))
         self.item = TreeItem()
@@ -193,9 +229,25 @@ class ScanTreeView(TeachingView):
         self.plots.ci.layout.setRowStretchFactor(1, 2)
         quiet_axes([self.tree_plot])
 
+    @property
+    def chunk_len(self) -> int | None:
+        return self.chunk_box.currentData()
+
+    def options(self) -> int | None:
+        return self.chunk_len
+
+    def set_options(self, **options: object) -> None:
+        if "tree_chunk_len" in options:
+            q = options["tree_chunk_len"]
+            i = 0 if q is None else self.chunk_box.findData(q)
+            if i < 0:  # a session's own chunk length
+                self.chunk_box.addItem(f"kernel chunk: {q}", q)
+                i = self.chunk_box.count() - 1
+            self.chunk_box.setCurrentIndex(i)
+
     @staticmethod
     def prepare(result: RunResult, sel: Selection, options: object) -> TreeData:
-        return tree_data(result, sel)
+        return tree_data(result, sel, options)
 
     def show_data(self, data: TreeData) -> None:
         self.data = data
@@ -203,6 +255,10 @@ class ScanTreeView(TeachingView):
         tree = data.tree
         self.tree_plot.setRange(xRange=(0, tree.seq_len), yRange=(-0.6, len(tree.levels) - 0.4),
                                 padding=0.02)
+        # Each level named by what it computes (its kinds of node).
+        self.tree_plot.getAxis("left").setTicks([[
+            (k, "/".join(sorted({tree.nodes[i].kind for i in ids})))
+            for k, ids in enumerate(tree.levels)]])
         self.show_message(data.summary, error="wrong" in data.status)
         self._show_level()
         self.set_cursor(self.cursor)
@@ -251,7 +307,7 @@ class ScanTreeView(TeachingView):
         tree = d.tree
         t = min(max(self.cursor, 0), tree.seq_len - 1)
         self.cursor_line.setValue(t + 0.5)
-        path = [n for n in tree.nodes if n.start <= t < n.stop]
+        path = [n for n, (a, b) in zip(tree.nodes, d.spans, strict=True) if a <= t < b]
         path.sort(key=lambda n: (n.level, n.start))
         self.item.set_path({n.id for n in path})
         rows = "".join(
@@ -262,6 +318,7 @@ class ScanTreeView(TeachingView):
             f"{d.status[n.id]}</td></tr>" for n in path)
         head = ("<tr><th>level</th><th>kind</th><th>steps</th><th>a ref</th><th>a GPU</th>"
                 "<th>b ref</th><th>b GPU</th><th></th></tr>")
-        self.table.setText(f"<b>nodes over step t = {t}</b> (a = Π Ā, b = the state from 0)"
+        self.table.setText(f"<b>the nodes drawn over step t = {t}</b> (over its steps: a = Π Ā, "
+                           "b = the state reached from 0)"
                            f"<table cellspacing='0' cellpadding='2'>{head}{rows}</table>",
                            size="9pt")
