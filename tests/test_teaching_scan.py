@@ -62,9 +62,17 @@ def test_tree_is_the_kernels_and_its_root_the_state(runtime, seq_len, chunk, kin
     root = tree.nodes[tree.root]
     assert (root.start, root.stop) == (0, seq_len)
     assert root.b_ref == pytest.approx(h[1, -1, 1, 2], rel=1e-12, abs=1e-15)
-    # states restart at chunk starts from the carry, then step by step
+    # each chunk restarts from the scan's carry of the steps before it (c > 0), then
+    # steps one by one from the previous state
     state = [tree.nodes[i] for i in tree.levels[-1]]
-    assert all(len(s.inputs) >= 2 for s in state[1:])
+    for t, s in enumerate(state):
+        first = [tree.nodes[i] for i in s.inputs[:-1]]
+        assert tree.nodes[s.inputs[-1]].kind == "leaf" and tree.nodes[s.inputs[-1]].start == t
+        if t % Q or t == 0:
+            assert [f.id for f in first] == ([state[t - 1].id] if t else [])
+        else:
+            assert {f.kind for f in first} <= {"carry", "block"}
+            assert first[0].start == 0 and first[-1].stop == t
     # the GPU's values, read from its summary / scan buffers and its h
     gpu = [n for n in tree.nodes if n.b_gpu is not None]
     assert {n.kind for n in gpu} == set(kinds) - {"leaf"}
