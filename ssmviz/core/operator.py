@@ -146,6 +146,21 @@ def _first(family: str, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarra
             for k, v in arrays.items() if k != "dy" and v is not None}
 
 
+def _isolated(family: str, arrays: Mapping[str, np.ndarray], sel: np.ndarray
+              ) -> dict[str, np.ndarray]:
+    """The problem cut down to the channels (S6) or heads (SSD) ``sel``, each SSD head
+    with its own group's B and C (one group per head)."""
+    a = {k: np.asarray(v) for k, v in arrays.items()}
+    if family == "s6":
+        out = {k: a[k][..., sel] for k in ("u", "delta")}
+        out |= {k: a[k][sel] for k in ("A_log", "D", "delta_bias") if k in a}
+        return out | {"B": a["B"], "C": a["C"]}
+    groups = sel * a["B"].shape[2] // a["x"].shape[2]
+    out = {"x": a["x"][:, :, sel], "dt": a["dt"][:, :, sel]}
+    out |= {k: a[k][sel] for k in ("A_log", "D", "dt_bias") if k in a}
+    return out | {"B": a["B"][:, :, groups], "C": a["C"][:, :, groups]}
+
+
 def _shape(family: str, arrays: Mapping[str, np.ndarray]) -> tuple[int, int]:
     """(seq_len, channels or heads) of a problem."""
     if family not in SIGNAL:
@@ -192,18 +207,27 @@ def measure_operator(
     index: Sequence[int] | None = None,
     rows: Sequence[int] | None = None,
     cols: Sequence[int] | None = None,
+    isolate: bool = False,
 ) -> Operator:
     """M of batch element 0 measured through ``forward`` by unit impulses.
 
-    Column j of M[k] is y(e_j)[:, index[k]] − D[index[k]]·e_j (SSD: head position 0 of
-    the head; every position holds the same column when the kernel is right). One
-    batched run for all of ``cols`` (several only past MAX_RUN_ELEMENTS). Raises
-    SsmvizError when the kernel's y is missing or of the wrong shape.
+    Column j of M[k] is y(e_j)[:, index[k]] − D[index[k]]·e_j (SSD: d_head columns to a
+    batch element, one per head position, see :mod:`ssmviz.core.impulse`). One batched
+    run for all of ``cols`` (several only past MAX_RUN_ELEMENTS). ``isolate`` (the live
+    view): run the problem cut down to the selected channels / heads, each SSD head with
+    its own group: d_inner (SSD n_heads) / len(index) times cheaper, but blind to faults
+    that mix channels or heads. Raises SsmvizError when the kernel's y is missing or of
+    the wrong shape.
     """
     L, width = _shape(family, arrays)
     sel = check_indices("channel" if family == "s6" else "head", index, width)
     r, c = check_indices("row", rows, L), check_indices("column", cols, L)
-    M = forward.columns(_first(family, arrays), sel, c, states=False)["M"][:, r]
+    problem = _first(family, arrays)
+    if isolate:
+        problem, measured = _isolated(family, problem, sel), np.arange(sel.size)
+    else:
+        measured = sel
+    M = forward.columns(problem, measured, c, states=False)["M"][:, r]
     D = np.asarray(arrays["D"], np.float64)[sel]
     return Operator(family, M, D, sel, r, c, forward.name)
 
@@ -222,8 +246,9 @@ def states_operator(
 
     Diagonal chunk blocks are measured through y (as :func:`measure_operator`); below
     them (rows in chunk r past the column's chunk) M[i, j] = exp(a_{t0} + … + a_i)·
-    C_i·H_r(e_j), H_r(e_j) the GPU's stored state entering chunk r (head position 0) for
-    the impulse e_j, t0 the chunk's first step, the decay and C from the reference. A
+    C_i·H_r(e_j), H_r(e_j) the GPU's stored state entering chunk r (at the impulse's head
+    position) for the impulse e_j, t0 the chunk's first step, the decay and C from the
+    reference. A
     kernel whose y is right but whose stored chunk states are wrong (what its backward or
     a next segment would read) shows here. Raises SsmvizError when the kernel produces
     no chunk_states.
