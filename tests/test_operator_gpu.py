@@ -164,3 +164,22 @@ def test_export_stops_at_its_limits() -> None:
     wide = {"u": np.zeros((1, 2048, 17))}
     data, note = op.operator_export_arrays("s6", wide, never, convention="mamba")  # type: ignore[arg-type]
     assert data == {} and "d_inner·seq_len²" in note
+
+
+def test_chunk_states_view_against_the_gpus_buffer(runtime) -> None:
+    """ssmviz's SSD kernel's stored chunk states match the reference's; the planted
+    fault's state_carry is wrong in every slot after the first (each stored one step
+    early), slot 0 (the initial state) is right."""
+    from ssmviz.core.families.ssd.teaching import ssd_chunk_states
+
+    arrays = problem("ssd", "builderforce", seq_len=37, batch=1)
+    kw = dict(convention="builderforce", chunk_len=8, head=3)
+    own = op.own_forward("ssd", convention="builderforce", chunk_len=8, runtime=runtime)
+    good = ssd_chunk_states(arrays, **kw, gpu_chunk_states=own(arrays)["chunk_states"])
+    assert good.gpu.shape == (6, 3, 5) and not op.bad_elements(good.gpu, good.ref).any()
+    fault = op.file_forward(FAULT, family="ssd", chunk_len=8)
+    bad = ssd_chunk_states(arrays, **kw, gpu_chunk_states=fault(arrays)["chunk_states"])
+    wrong = op.bad_elements(bad.gpu, bad.ref).any(axis=(1, 2))
+    assert wrong.tolist() == [False] + [True] * 5
+    with pytest.raises(SsmvizError, match="gpu chunk_states has shape"):
+        ssd_chunk_states(arrays, **kw, gpu_chunk_states=np.zeros((1, 5, 4, 3, 5)))
