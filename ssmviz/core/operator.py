@@ -65,23 +65,37 @@ class Operator:
 class KernelForward:
     """A kernel's forward for :func:`measure_operator`: call it on canonical inputs
     (ssmviz's keys and axes) for its outputs by ssmviz key ("y"; SSD "chunk_states" when
-    the kernel produces them); :meth:`columns` measures impulse columns in process."""
+    the kernel produces them); :meth:`columns` measures impulse columns of M."""
 
-    def __init__(self, family: str, name: str, kernel: Any, convention: str,
-                 chunk_len: int | None) -> None:
-        self.family, self.name = family, name
-        self._kernel, self._convention, self._chunk_len = kernel, convention, chunk_len
+    def __init__(self, family: str, name: str, chunk_len: int | None) -> None:
+        self.family, self.name, self.chunk_len = family, name, chunk_len
 
     def __call__(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        run, _ = own_run(self.family, self._kernel, arrays, convention=self._convention,
-                         chunk_len=self._chunk_len)
-        return dict(run(arrays))
+        raise NotImplementedError  # each kind of kernel runs its own way
 
     def columns(self, arrays: Mapping[str, np.ndarray], index: np.ndarray, cols: np.ndarray,
                 states: bool) -> dict[str, np.ndarray]:
         """:func:`ssmviz.core.impulse.impulse_columns` of the problem ``arrays``."""
+        raise NotImplementedError
+
+
+class OwnForward(KernelForward):
+    """ssmviz's own kernel (S6Kernel / SSDKernel, any source), run in this process."""
+
+    def __init__(self, family: str, name: str, kernel: Any, convention: str,
+                 chunk_len: int | None) -> None:
+        super().__init__(family, name, chunk_len)
+        self._kernel, self._convention = kernel, convention
+
+    def __call__(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        run, _ = own_run(self.family, self._kernel, arrays, convention=self._convention,
+                         chunk_len=self.chunk_len)
+        return dict(run(arrays))
+
+    def columns(self, arrays: Mapping[str, np.ndarray], index: np.ndarray, cols: np.ndarray,
+                states: bool) -> dict[str, np.ndarray]:
         run, per_batch = own_run(self.family, self._kernel, arrays,
-                                 convention=self._convention, chunk_len=self._chunk_len)
+                                 convention=self._convention, chunk_len=self.chunk_len)
         return impulse_columns(self.family, arrays, run, index=index, cols=cols,
                                batch_elements=per_batch, states=states)
 
@@ -94,10 +108,9 @@ class FileForward(KernelForward):
                  text: str | None, timeout: float | None, abi: str | None) -> None:
         from pathlib import Path
 
-        super().__init__(family, f"{Path(path).name} ({family})", None, convention or "",
-                         chunk_len)
+        super().__init__(family, f"{Path(path).name} ({family})", chunk_len)
         self.path, self.text, self.timeout = path, text, timeout
-        self.file_convention, self.abi = convention, abi
+        self.convention, self.abi = convention, abi
 
     def _call(self, fn: Any, arrays: Mapping[str, np.ndarray], work: int = 1, **kwargs: Any
               ) -> Any:
@@ -111,7 +124,7 @@ class FileForward(KernelForward):
         # Each step (one run) at most ``work`` problems of these arrays' size.
         deadline = self.timeout or default_deadline(array_elements(arrays) * work)
         return get_worker().call(fn, self.path, self.text, dict(arrays), family=self.family,
-                                 convention=self.file_convention, chunk_len=self._chunk_len,
+                                 convention=self.convention, chunk_len=self.chunk_len,
                                  abi=self.abi,
                                  deadline=deadline, text=_read_for_depth(self.path, self.text),
                                  **kwargs)
@@ -332,7 +345,7 @@ def own_forward(
         raise SsmvizError("the SSD operator needs chunk_len")
     kernel = (S6Kernel if family == "s6" else SSDKernel)(runtime, source=source)
     name = f"ssmviz {family}" + (" (edited)" if source is not None else "")
-    return KernelForward(family, name, kernel, convention, chunk_len)
+    return OwnForward(family, name, kernel, convention, chunk_len)
 
 
 def file_forward(
