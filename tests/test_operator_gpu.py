@@ -39,6 +39,22 @@ def test_gpu_operator_matches_reference(runtime, family: str, convention: str) -
     assert not op.wrong_blocks(gpu, ref, 8).any()
 
 
+@pytest.mark.parametrize(("path", "family", "convention"), [
+    ("shaders/ssd.wgsl", "ssd", "mamba"),  # ssmviz's ABI: its host code runs the file
+    ("shaders/selective_scan.wgsl", "s6", "builderforce"),
+    ("assets/kernels/builderforce_reference.js", "ssd", "builderforce"),  # the file's ABI
+    ("assets/kernels/builderforce_reference.js", "s6", "builderforce"),
+])
+def test_kernel_files_measure_m_in_the_worker(path: str, family: str, convention: str) -> None:
+    arrays = problem(family, convention, seq_len=21, batch=1)
+    ref = op.reference_operator(family, arrays, convention=convention)
+    fwd = op.file_forward(path, family=family, convention=convention, chunk_len=8)
+    gpu = op.measure_operator(family, arrays, fwd)
+    verdict = compare("M", gpu.M, ref.M, FORWARD_TOL)
+    assert verdict.passed, verdict.reason()
+    assert gpu.source.startswith(path.rsplit("/", 1)[1])
+
+
 @pytest.mark.parametrize("family", ["s6", "ssd"])
 def test_subset_and_split_runs_measure_the_same_columns(runtime, family: str,
                                                         monkeypatch) -> None:
