@@ -65,23 +65,37 @@ class Operator:
 class KernelForward:
     """A kernel's forward for :func:`measure_operator`: call it on canonical inputs
     (ssmviz's keys and axes) for its outputs by ssmviz key ("y"; SSD "chunk_states" when
-    the kernel produces them); :meth:`columns` measures impulse columns in process."""
+    the kernel produces them); :meth:`columns` measures impulse columns of M."""
 
-    def __init__(self, family: str, name: str, kernel: Any, convention: str,
-                 chunk_len: int | None) -> None:
-        self.family, self.name = family, name
-        self._kernel, self._convention, self._chunk_len = kernel, convention, chunk_len
+    def __init__(self, family: str, name: str, chunk_len: int | None) -> None:
+        self.family, self.name, self.chunk_len = family, name, chunk_len
 
     def __call__(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        run, _ = own_run(self.family, self._kernel, arrays, convention=self._convention,
-                         chunk_len=self._chunk_len)
-        return dict(run(arrays))
+        raise NotImplementedError  # each kind of kernel runs its own way
 
     def columns(self, arrays: Mapping[str, np.ndarray], index: np.ndarray, cols: np.ndarray,
                 states: bool) -> dict[str, np.ndarray]:
         """:func:`ssmviz.core.impulse.impulse_columns` of the problem ``arrays``."""
+        raise NotImplementedError
+
+
+class OwnForward(KernelForward):
+    """ssmviz's own kernel (S6Kernel / SSDKernel, any source), run in this process."""
+
+    def __init__(self, family: str, name: str, kernel: Any, convention: str,
+                 chunk_len: int | None) -> None:
+        super().__init__(family, name, chunk_len)
+        self._kernel, self._convention = kernel, convention
+
+    def __call__(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        run, _ = own_run(self.family, self._kernel, arrays, convention=self._convention,
+                         chunk_len=self.chunk_len)
+        return dict(run(arrays))
+
+    def columns(self, arrays: Mapping[str, np.ndarray], index: np.ndarray, cols: np.ndarray,
+                states: bool) -> dict[str, np.ndarray]:
         run, per_batch = own_run(self.family, self._kernel, arrays,
-                                 convention=self._convention, chunk_len=self._chunk_len)
+                                 convention=self._convention, chunk_len=self.chunk_len)
         return impulse_columns(self.family, arrays, run, index=index, cols=cols,
                                batch_elements=per_batch, states=states)
 
@@ -94,10 +108,9 @@ class FileForward(KernelForward):
                  text: str | None, timeout: float | None, abi: str | None) -> None:
         from pathlib import Path
 
-        super().__init__(family, f"{Path(path).name} ({family})", None, convention or "",
-                         chunk_len)
+        super().__init__(family, f"{Path(path).name} ({family})", chunk_len)
         self.path, self.text, self.timeout = path, text, timeout
-        self.file_convention, self.abi = convention, abi
+        self.convention, self.abi = convention, abi
 
     def _call(self, fn: Any, arrays: Mapping[str, np.ndarray], work: int = 1, **kwargs: Any
               ) -> Any:
@@ -111,7 +124,7 @@ class FileForward(KernelForward):
         # Each step (one run) at most ``work`` problems of these arrays' size.
         deadline = self.timeout or default_deadline(array_elements(arrays) * work)
         return get_worker().call(fn, self.path, self.text, dict(arrays), family=self.family,
-                                 convention=self.file_convention, chunk_len=self._chunk_len,
+                                 convention=self.convention, chunk_len=self.chunk_len,
                                  abi=self.abi,
                                  deadline=deadline, text=_read_for_depth(self.path, self.text),
                                  **kwargs)
@@ -144,6 +157,21 @@ def _first(family: str, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarra
     """Batch element 0 of a problem alone (batch 1), without dy: what impulses measure."""
     return {k: np.asarray(v)[:1] if k in PER_STEP[family] else v
             for k, v in arrays.items() if k != "dy" and v is not None}
+
+
+def _isolated(family: str, arrays: Mapping[str, np.ndarray], sel: np.ndarray
+              ) -> dict[str, np.ndarray]:
+    """The problem cut down to the channels (S6) or heads (SSD) ``sel``, each SSD head
+    with its own group's B and C (one group per head)."""
+    a = {k: np.asarray(v) for k, v in arrays.items()}
+    if family == "s6":
+        out = {k: a[k][..., sel] for k in ("u", "delta")}
+        out |= {k: a[k][sel] for k in ("A_log", "D", "delta_bias") if k in a}
+        return out | {"B": a["B"], "C": a["C"]}
+    groups = sel * a["B"].shape[2] // a["x"].shape[2]
+    out = {"x": a["x"][:, :, sel], "dt": a["dt"][:, :, sel]}
+    out |= {k: a[k][sel] for k in ("A_log", "D", "dt_bias") if k in a}
+    return out | {"B": a["B"][:, :, groups], "C": a["C"][:, :, groups]}
 
 
 def _shape(family: str, arrays: Mapping[str, np.ndarray]) -> tuple[int, int]:
@@ -192,18 +220,27 @@ def measure_operator(
     index: Sequence[int] | None = None,
     rows: Sequence[int] | None = None,
     cols: Sequence[int] | None = None,
+    isolate: bool = False,
 ) -> Operator:
     """M of batch element 0 measured through ``forward`` by unit impulses.
 
-    Column j of M[k] is y(e_j)[:, index[k]] − D[index[k]]·e_j (SSD: head position 0 of
-    the head; every position holds the same column when the kernel is right). One
-    batched run for all of ``cols`` (several only past MAX_RUN_ELEMENTS). Raises
-    SsmvizError when the kernel's y is missing or of the wrong shape.
+    Column j of M[k] is y(e_j)[:, index[k]] − D[index[k]]·e_j (SSD: d_head columns to a
+    batch element, one per head position, see :mod:`ssmviz.core.impulse`). One batched
+    run for all of ``cols`` (several only past MAX_RUN_ELEMENTS). ``isolate`` (the live
+    view): run the problem cut down to the selected channels / heads, each SSD head with
+    its own group: d_inner (SSD n_heads) / len(index) times cheaper, but blind to faults
+    that mix channels or heads. Raises SsmvizError when the kernel's y is missing or of
+    the wrong shape.
     """
     L, width = _shape(family, arrays)
     sel = check_indices("channel" if family == "s6" else "head", index, width)
     r, c = check_indices("row", rows, L), check_indices("column", cols, L)
-    M = forward.columns(_first(family, arrays), sel, c, states=False)["M"][:, r]
+    problem = _first(family, arrays)
+    if isolate:
+        problem, measured = _isolated(family, problem, sel), np.arange(sel.size)
+    else:
+        measured = sel
+    M = forward.columns(problem, measured, c, states=False)["M"][:, r]
     D = np.asarray(arrays["D"], np.float64)[sel]
     return Operator(family, M, D, sel, r, c, forward.name)
 
@@ -222,8 +259,9 @@ def states_operator(
 
     Diagonal chunk blocks are measured through y (as :func:`measure_operator`); below
     them (rows in chunk r past the column's chunk) M[i, j] = exp(a_{t0} + … + a_i)·
-    C_i·H_r(e_j), H_r(e_j) the GPU's stored state entering chunk r (head position 0) for
-    the impulse e_j, t0 the chunk's first step, the decay and C from the reference. A
+    C_i·H_r(e_j), H_r(e_j) the GPU's stored state entering chunk r (at the impulse's head
+    position) for the impulse e_j, t0 the chunk's first step, the decay and C from the
+    reference. A
     kernel whose y is right but whose stored chunk states are wrong (what its backward or
     a next segment would read) shows here. Raises SsmvizError when the kernel produces
     no chunk_states.
@@ -307,7 +345,7 @@ def own_forward(
         raise SsmvizError("the SSD operator needs chunk_len")
     kernel = (S6Kernel if family == "s6" else SSDKernel)(runtime, source=source)
     name = f"ssmviz {family}" + (" (edited)" if source is not None else "")
-    return KernelForward(family, name, kernel, convention, chunk_len)
+    return OwnForward(family, name, kernel, convention, chunk_len)
 
 
 def file_forward(
