@@ -62,7 +62,7 @@ def test_s6_operator_view_draws_the_reference_and_the_measured_operator(qtbot, m
     assert d.family == "s6" and d.index == sel.channel and d.cols.size == SMALL.seq_len
     ref = op.reference_operator("s6", inputs, convention="mamba", index=[sel.channel])
     gpu = op.measure_operator("s6", inputs, op.own_forward("s6", convention="mamba"),
-                              index=[sel.channel])
+                              index=[sel.channel], isolate=True)
     np.testing.assert_array_equal(d.ref, ref.M[0])
     np.testing.assert_array_equal(d.gpu, gpu.M[0])
     # ssmviz's own kernel: within the forward bound, so the difference is within it too.
@@ -260,3 +260,21 @@ def test_the_view_on_screen_exports_png_and_svg(qtbot, make_window, tmp_path):
     png = (tmp_path / "out_discretisation.png").read_bytes()
     svg = (tmp_path / "out_discretisation.svg").read_text(encoding="utf-8")
     assert png.startswith(b"\x89PNG") and "<svg" in svg and "Ā_t over time" in svg
+
+
+def test_a_long_problem_measures_evenly_spread_columns(qtbot, make_window):
+    problem = Problem(family="s6", seq_len=1024, d_inner=2, d_state=2)
+    w, view = _shown(qtbot, make_window, problem, "operator")
+    d = view.data
+    cols = operator_view.measured_columns(1024)
+    assert cols.size == operator_view.IMPULSE_BUDGET // 1024 and cols[0] == 0
+    assert cols[-1] == 1023 and np.array_equal(d.cols, cols)
+    assert d.ref.shape == d.gpu.shape == (1024, cols.size)
+    ch = w.controls.selection().channel
+    ref = op.reference_operator("s6", w.result.inputs, convention="mamba", index=[ch],
+                                cols=cols)
+    np.testing.assert_array_equal(d.ref, ref.M[0])
+    assert d.wrong == 0 and f"{cols.size} of 1024 columns measured" in view.message.text()
+    # Displayed downsampled (peak |value| per bin), over the whole matrix's extent.
+    assert view.images["ref"].image.shape[:2] == (512, cols.size)
+    assert d.images[("ref", False)].extent == (1024.0, 1024.0)

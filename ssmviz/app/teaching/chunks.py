@@ -117,7 +117,8 @@ def chunks_data(result: RunResult, sel: Selection) -> ChunksData:
         parts.append("GPU chunk states match the reference")
     return ChunksData(head, pos, sel.channel, L, Q, dec.n_chunks, y, y_diag, y_off, y_gpu,
                       _rects(dec.diag_blocks, Q, L), _rects(dec.off_blocks, Q, L),
-                      matrix_view(M, cmap=DIFF_CMAP, symmetric=True), states, bad_slots,
+                      matrix_view(M, cmap=DIFF_CMAP, symmetric=True, extent=(L, L)), states,
+                      bad_slots,
                       "; ".join(parts))
 
 

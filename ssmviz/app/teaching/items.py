@@ -46,16 +46,19 @@ def log_magnitude(a: np.ndarray, top: float | None = None) -> np.ndarray:
 
 def matrix_view(m: np.ndarray, *, cmap: str, symmetric: bool = False,
                 levels: tuple[float, float] | None = None,
-                q: float = LEVEL_PERCENTILE) -> ImageView:
+                q: float = LEVEL_PERCENTILE,
+                extent: tuple[float, float] | None = None) -> ImageView:
     """A (rows, cols) matrix, downsampled and coloured, ready for :class:`MatrixImage`;
-    ``levels`` None: robust levels (percentile ``q``) of the matrix itself."""
+    ``levels`` None: robust levels (percentile ``q``) of the matrix itself; ``extent``
+    (width, height) in matrix units, None: its own shape (rows and columns sampled from a
+    larger matrix span that one's)."""
     m = np.asarray(m, np.float64)
     small = np.ascontiguousarray(downsample_2d(m))
     if levels is None:
         levels = robust_levels(small, symmetric=symmetric, q=q)
     # colourise takes (x, y) arrays: the transpose puts columns along x.
     rgba = colourise(small.T, levels, colour_lut(cmap))
-    return ImageView(rgba, levels, (float(m.shape[1]), float(m.shape[0])))
+    return ImageView(rgba, levels, extent or (float(m.shape[1]), float(m.shape[0])))
 
 
 class MatrixPlot(Plot):

@@ -44,12 +44,13 @@ from ssmviz.core.errors import SsmvizError
 
 #: The view shows problems up to this seq_len (its matrices are seq_len² per channel).
 MAX_SEQ_LEN = 8192
-#: Up to this seq_len every column is measured; beyond, at most :data:`MAX_COLUMNS`.
+#: Up to this seq_len every column is measured; beyond, as many as
+#: :data:`IMPULSE_BUDGET` allows, at least :data:`MIN_COLUMNS`.
 FULL_COLUMNS = 512
-MAX_COLUMNS = 512
-#: Input elements (columns · seq_len · d_inner) one impulse run for the view may take:
-#: the columns measured shrink to fit (at least :data:`MIN_COLUMNS`).
-IMPULSE_BUDGET = 1 << 21
+#: Impulse steps (columns · seq_len) one run for the view may take: the run measures
+#: the selected channel / head alone (``measure_operator(isolate=True)``), so its cost
+#: is about columns · seq_len whatever d_inner; 128 columns at seq_len 2048.
+IMPULSE_BUDGET = 1 << 18
 MIN_COLUMNS = 32
 #: The colours of |M − ref| in log mode: decades below max |ref M| shown.
 LOG_DIFF_DECADES = 16.0
@@ -59,13 +60,12 @@ LOG_DIFF_CMAP = "inferno"
 M_PERCENTILE = 97.0
 
 
-def measured_columns(seq_len: int, d_inner: int) -> np.ndarray:
+def measured_columns(seq_len: int) -> np.ndarray:
     """The columns j the impulse run measures: all up to :data:`FULL_COLUMNS`, else as
     many evenly spread ones as :data:`IMPULSE_BUDGET` allows (first and last included)."""
     if seq_len <= FULL_COLUMNS:
         return np.arange(seq_len)
-    count = max(MIN_COLUMNS, min(MAX_COLUMNS, IMPULSE_BUDGET // (seq_len * max(d_inner, 1))))
-    return op.select(seq_len, count)
+    return op.select(seq_len, max(MIN_COLUMNS, min(FULL_COLUMNS, IMPULSE_BUDGET // seq_len)))
 
 
 #: The SSD view's GPU M: measured through y, or implied by the kernel's chunk states.
@@ -85,17 +85,19 @@ def kernel_forward(result: RunResult) -> op.KernelForward:
 
 
 class _Measured:
-    """The GPU operator of the newest run, every channel / head at once (the impulse run
-    measures them all): a change of channel re-slices it instead of re-running."""
+    """The GPU operator of the newest run's channel / head: a change of another option
+    (log colours, the cursor) does not re-run it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._key: tuple | None = None
         self._value: op.Operator | str | None = None
 
-    def get(self, result: RunResult, cols: np.ndarray, measure: str) -> op.Operator | str:
-        """The measured Operator, or a one-line reason it could not be measured."""
-        key = (id(result), result.generation, cols.size, measure)
+    def get(self, result: RunResult, index: int, cols: np.ndarray, measure: str
+            ) -> op.Operator | str:
+        """The measured Operator of channel / head ``index`` alone, or a one-line reason it
+        could not be measured."""
+        key = (id(result), result.generation, index, cols.size, measure)
         with self._lock:
             if key == self._key and self._value is not None:
                 return self._value
@@ -105,9 +107,10 @@ class _Measured:
             if measure == "states":
                 value: op.Operator | str = op.states_operator(
                     result.inputs, fwd, convention=p.convention, chunk_len=p.chunk_len,
-                    cols=cols)
+                    index=[index], cols=cols)
             else:
-                value = op.measure_operator(p.family, result.inputs, fwd, cols=cols)
+                value = op.measure_operator(p.family, result.inputs, fwd, index=[index],
+                                            cols=cols, isolate=True)
         except SsmvizError as exc:
             value = f"GPU M not measured: {exc}"
         except Exception as exc:  # a kernel failure: one line, the reference stays
@@ -150,26 +153,30 @@ def _images(ref: np.ndarray, gpu: np.ndarray | None, bound: float
             ) -> dict[tuple[str, bool], ImageView]:
     """The heatmaps: M in diverging colours (0 white, the upper triangle too), the
     difference at least ±``bound`` wide (a right kernel's rounding stays pale), and both
-    as log magnitudes."""
-    out = {("ref", False): matrix_view(ref, cmap=DIFF_CMAP, symmetric=True, q=M_PERCENTILE)}
+    as log magnitudes; each over the whole (seq_len × seq_len) matrix."""
+    L = float(ref.shape[0])
+    ext = (L, L)
+    out = {("ref", False): matrix_view(ref, cmap=DIFF_CMAP, symmetric=True, q=M_PERCENTILE,
+                                       extent=ext)}
     levels = out[("ref", False)].levels
     top = float(np.max(np.abs(ref))) if ref.size else 1.0
-    log_ref = log_magnitude(ref, top)
     log_top = float(np.log10(top)) if top > 0 else 0.0
     log_levels = (log_top - LOG_DECADES / 1.5, log_top)
-    out[("ref", True)] = matrix_view(log_ref, cmap=VALUE_CMAP, levels=log_levels)
+    out[("ref", True)] = matrix_view(log_magnitude(ref, top), cmap=VALUE_CMAP,
+                                     levels=log_levels, extent=ext)
     if gpu is not None:
         diff = gpu - ref
-        out[("gpu", False)] = matrix_view(gpu, cmap=DIFF_CMAP, levels=levels)
+        out[("gpu", False)] = matrix_view(gpu, cmap=DIFF_CMAP, levels=levels, extent=ext)
         out[("gpu", True)] = matrix_view(log_magnitude(gpu, top), cmap=VALUE_CMAP,
-                                         levels=log_levels)
+                                         levels=log_levels, extent=ext)
         wide = max(robust_levels(downsample_2d(diff), symmetric=True)[1], bound)
-        out[("diff", False)] = matrix_view(diff, cmap=DIFF_CMAP, levels=(-wide, wide))
-        diff_floor = top * 10.0 ** -LOG_DIFF_DECADES
+        out[("diff", False)] = matrix_view(diff, cmap=DIFF_CMAP, levels=(-wide, wide),
+                                           extent=ext)
+        # |GPU − ref| from LOG_DIFF_DECADES below max |M| up to max |M|.
+        floor = log_top - LOG_DIFF_DECADES
         out[("diff", True)] = matrix_view(
             log_magnitude(diff, top * 10.0 ** (LOG_DECADES - LOG_DIFF_DECADES)),
-            cmap=LOG_DIFF_CMAP, levels=(float(np.log10(diff_floor)) if top > 0 else -16.0,
-                                        log_top))
+            cmap=LOG_DIFF_CMAP, levels=(floor, log_top), extent=ext)
     return out
 
 
@@ -189,19 +196,18 @@ def operator_data(result: RunResult, sel: Selection, measure: str = "y") -> Oper
     else:
         index = sel.channel // s["d_head"]
         what = f"head {index} (channel {sel.channel})"
-    cols = measured_columns(L, s["d_inner"])
+    cols = measured_columns(L)
     ref = op.reference_operator(p.family, result.inputs, convention=p.convention,
                                 index=[index], cols=cols).M[0]
     gpu, note, source = None, "", ""
     if result.error and result.report is None:
         note = "GPU M not measured: the kernel did not run (see the status bar)"
     else:
-        measured = MEASURED.get(result, cols, measure)
+        measured = MEASURED.get(result, index, cols, measure)
         if isinstance(measured, str):
             note = measured
         else:
-            gpu = measured.M[list(measured.index).index(index)]
-            source = measured.source
+            gpu, source = measured.M[0], measured.source
     # check.compare's element bound over the whole matrix (its scale: M's rms).
     bound = float(np.min(element_bound(ref, FORWARD_TOL))) if ref.size else 0.0
     data = OperatorData(p.family, p.convention, index, what, sel.state, measure, L,
@@ -209,7 +215,8 @@ def operator_data(result: RunResult, sel: Selection, measure: str = "y") -> Oper
                         _images(ref, gpu, bound), dict(result.inputs))
     parts = [f"batch element 0, {what}"]
     if gpu is not None:
-        parts.append(f"GPU M: {source}")
+        alone = "" if measure == "states" else f", this {what.split()[0]} run alone"
+        parts.append(f"GPU M: {source}{alone}")
     if cols.size < L:
         parts.append(f"{cols.size} of {L} columns measured")
     if gpu is not None:
