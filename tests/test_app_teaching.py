@@ -113,7 +113,7 @@ def test_ssd_planted_fault_shows_as_the_wrong_blocks_of_the_difference(qtbot, ma
     # Exactly the blocks below the diagonal are wrong: what crosses a chunk boundary.
     wrong = op.wrong_blocks(st, ref, 16)
     assert np.array_equal(wrong, np.tri(3, 3, -1, dtype=bool))
-    assert "in blocks (1, 0), (2, 0), (2, 1)" in view.message.text()
+    assert "in the chunk blocks (row, column) (1, 0), (2, 0), (2, 1)" in view.message.text()
     assert "#b00020" in view.message.styleSheet()  # said in red
     # Through y the same kernel is right: its y recomputes each chunk's start.
     with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):

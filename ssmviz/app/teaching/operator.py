@@ -226,7 +226,8 @@ def operator_data(result: RunResult, sel: Selection, measure: str = "y") -> Oper
         data.wrong = int(bad.sum())
         if data.wrong and data.chunk_len and cols.size == L:
             blocks = np.argwhere(op.block_errors(bad[None], data.chunk_len)[0] > 0)
-            parts.append(f"{data.wrong} elements past the bound, in blocks "
+            parts.append(f"{data.wrong} elements past the bound, in the chunk blocks "
+                         "(row, column) "
                          + ", ".join(f"({r}, {c})" for r, c in blocks[:12])
                          + (" …" if len(blocks) > 12 else ""))
         elif data.wrong:
@@ -301,9 +302,10 @@ class OperatorView(TeachingView):
             p.setMinimumWidth(150)
             if col == 0:
                 p.setLabel("left", "output step t")
-            else:
+            else:  # linked to the first: its axis says the rows for all three
                 p.setXLink(self.maps["ref"])
                 p.setYLink(self.maps["ref"])
+                p.hideAxis("left")
             img, band, grid = MatrixImage(), RowBand(CURSOR_COLOUR), ChunkGrid()
             p.addItem(img)
             p.addItem(grid)
@@ -384,7 +386,7 @@ class OperatorView(TeachingView):
             else:
                 img.show(iv)
         if self.log_colour:
-            titles = ("reference log10 |M|", "GPU log10 |M|", "log10 |GPU − reference|")
+            titles = ("reference log10 |M|", "GPU log10 |M|", "log10 |GPU − ref|")
         else:
             titles = ("reference M", "GPU M", "GPU − reference")
         for p, title in zip(self.maps.values(), titles, strict=True):
