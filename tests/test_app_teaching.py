@@ -46,7 +46,7 @@ def _shown(qtbot, make_window, problem: Problem, view: str, **options):
     qtbot.waitExposed(w)
     with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
         w.teaching.open(view, **options)
-    qtbot.waitUntil(lambda: not w.teaching.panel.busy, timeout=VIEW_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: not w.teaching.busy, timeout=VIEW_TIMEOUT_MS)
     return w, w.teaching.panel.views[view]
 
 
@@ -81,7 +81,7 @@ def test_s6_operator_view_draws_the_reference_and_the_measured_operator(qtbot, m
     # The cursor's row: the curve is row t of M, the terms its split by state.
     t = 29
     w.time_plots.set_cursor(t)
-    qtbot.waitUntil(lambda: not w.teaching.panel.busy and view.row_plot.titleLabel.text
+    qtbot.waitUntil(lambda: not w.teaching.busy and view.row_plot.titleLabel.text
                     .startswith(f"row t = {t}"), timeout=VIEW_TIMEOUT_MS)
     terms = s6_row_terms(inputs, convention="mamba", channel=sel.channel, t=t)
     np.testing.assert_array_equal(view.ref_row.yData, terms.sum(axis=0))
@@ -244,7 +244,7 @@ def test_ssd_operator_rows_are_the_cores_row_terms(qtbot, make_window):
     head = w.controls.selection().channel // SMALL_SSD.d_head
     t = 21
     w.time_plots.set_cursor(t)
-    qtbot.waitUntil(lambda: not w.teaching.panel.busy and view.row_plot.titleLabel.text
+    qtbot.waitUntil(lambda: not w.teaching.busy and view.row_plot.titleLabel.text
                     .startswith(f"row t = {t}"), timeout=VIEW_TIMEOUT_MS)
     terms = ssd_row_terms(w.result.inputs, convention="mamba", head=head, t=t)
     np.testing.assert_array_equal(view.terms.yData, terms.T)

@@ -179,7 +179,7 @@ def test_a_tour_step_screenshot_waits_for_its_view(qtbot, qapp, make_window, tmp
 
     def grabbed():
         view = w.teaching.panel.views["operator"]
-        seen.append((w.teaching.tour_dock.isVisible(), w.teaching.panel.busy,
+        seen.append((w.teaching.tour_dock.isVisible(), w.teaching.busy,
                      view.data is not None and view.data.gpu is not None,
                      view.ref_row.yData is not None))
         return grab()

@@ -221,7 +221,7 @@ class Recorder:
 
         class Window:
             plotsUpdated = Signal()
-            teaching = type("Teaching", (), {"panel": type("Panel", (), {"busy": False})()})()
+            teaching = type("Teaching", (), {"busy": False})()
 
             def __init__(self, restore=True, fit_screen=True):
                 rec.append(("MainWindow", restore, fit_screen))
@@ -263,6 +263,12 @@ class Recorder:
             def quit(self): ...
 
         class Timer:
+            timeout = Signal()
+
+            def __init__(self, **kw): ...
+            def start(self): ...
+            def stop(self): ...
+
             @staticmethod
             def singleShot(ms, fn): ...
 

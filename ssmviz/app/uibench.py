@@ -76,7 +76,7 @@ def _wait(app, pred, timeout_s: float) -> bool:
 
 def _idle(window) -> bool:
     return (not window.scheduler.waiting and not window.view_worker.busy
-            and not window.teaching.panel.busy)
+            and not window.teaching.busy)
 
 
 def _settle(app, window) -> None:

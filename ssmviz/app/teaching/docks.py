@@ -41,11 +41,13 @@ class TeachingDocks:
         w.docks["teaching"], w.docks["tour"] = self.dock, self.tour_dock
         #: The tour step shown (its title and caption), None outside a tour.
         self.step: Teaching | None = None
+        #: A run's plots are shown and the teaching panel has not been given it yet.
+        self._due = False
 
         self.dock.visibilityChanged.connect(self.panel.set_seen)
         # Once the main plots show a run, and after their paint (a zero timer runs after
         # the posted paint events): the teaching view's work never delays them.
-        w.plotsUpdated.connect(lambda *_: QTimer.singleShot(0, self._result_shown))
+        w.plotsUpdated.connect(self._plots_shown)
         w.controls.viewChanged.connect(lambda: self.panel.set_selection(w.controls.selection()))
         w.time_plots.cursorMoved.connect(self.panel.set_cursor)
         w.viewApplied.connect(lambda: self.panel.set_cursor(w.time_plots.cursor))
@@ -53,10 +55,20 @@ class TeachingDocks:
         self.caption.stepRequested.connect(self._open_step)
         self.caption.closeRequested.connect(self.tour_dock.hide)
 
+    def _plots_shown(self, *_: object) -> None:
+        self._due = True
+        QTimer.singleShot(0, self._result_shown)
+
     def _result_shown(self) -> None:
+        self._due = False
         w = self.window
         if w.result is not None and not w._closed:
             self.panel.set_result(w.result, w.controls.selection())
+
+    @property
+    def busy(self) -> bool:
+        """True while the teaching view on screen has yet to show the newest run."""
+        return self._due or self.panel.busy
 
     def apply(self, session: Session) -> None:
         """Open the session's teaching view (raised, half the window wide) and show its

@@ -90,7 +90,7 @@ def show_step(app, window, path: Path, timeout_s: float = STEP_TIMEOUT_S) -> Non
         r = window.result
         return (r is not None and r.generation > gen and not window.scheduler.waiting
                 and window.applied_generation == r.generation
-                and not window.teaching.panel.busy)
+                and not window.teaching.busy)
 
     if not _wait(app, done, timeout_s):
         raise SsmvizError(f"{path.name}: no run finished within {timeout_s:.0f} s")
