@@ -89,6 +89,9 @@ def test_s6_operator_view_draws_the_reference_and_the_measured_operator(qtbot, m
     np.testing.assert_array_equal(view.terms.yData, terms.T)
     np.testing.assert_array_equal(view.gpu_row.getData()[1], gpu.M[0][t])
     assert view.bands["diff"].row == t
+    # A click on a row of a heatmap moves the time cursor there.
+    view.maps["gpu"].sigRowClicked.emit(12)
+    assert w.time_plots.cursor == 12 and view.bands["ref"].row == 12
 
 
 def test_ssd_planted_fault_shows_as_the_wrong_blocks_of_the_difference(qtbot, make_window):
@@ -252,14 +255,25 @@ def test_ssd_operator_rows_are_the_cores_row_terms(qtbot, make_window):
     assert view.data.wrong == 0
 
 
-def test_the_view_on_screen_exports_png_and_svg(qtbot, make_window, tmp_path):
-    w, _ = _shown(qtbot, make_window, SMALL, "discretisation")
+@pytest.mark.parametrize(("problem", "view", "text"), [
+    (SMALL, "operator", "GPU − reference"),
+    (SMALL_SSD, "chunks", "chunk slot (0: zeros, last: final)"),
+    (Problem(family="s6", seq_len=16, d_inner=1, d_state=2), "scan_tree", "scan tree"),
+    (SMALL, "discretisation", "Ā_t over time"),
+])
+def test_the_view_on_screen_exports_png_and_svg(qtbot, make_window, tmp_path, problem, view,
+                                                text):
+    w, _ = _shown(qtbot, make_window, problem, view)
     files = w.export_all(tmp_path / "out")
     names = {f.name for f in files}
-    assert {"out_discretisation.png", "out_discretisation.svg"} <= names
-    png = (tmp_path / "out_discretisation.png").read_bytes()
-    svg = (tmp_path / "out_discretisation.svg").read_text(encoding="utf-8")
-    assert png.startswith(b"\x89PNG") and "<svg" in svg and "Ā_t over time" in svg
+    assert {f"out_{view}.png", f"out_{view}.svg"} <= names
+    png = (tmp_path / f"out_{view}.png").read_bytes()
+    svg = (tmp_path / f"out_{view}.svg").read_text(encoding="utf-8")
+    assert png.startswith(b"\x89PNG") and "<svg" in svg and text in svg
+    # Behind the gradients it is not on screen: not exported.
+    w.docks["gradients"].raise_()
+    qtbot.waitUntil(lambda: not w.teaching.panel.seen, timeout=5000)
+    assert not any(f.name.startswith(f"out2_{view}") for f in w.export_all(tmp_path / "out2"))
 
 
 def test_a_long_problem_measures_evenly_spread_columns(qtbot, make_window):
