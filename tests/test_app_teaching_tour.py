@@ -103,8 +103,10 @@ def test_next_and_previous_walk_the_tour(qtbot, make_window) -> None:
     w.show()
     qtbot.waitExposed(w)
     cap = w.teaching.caption
-    _run(qtbot, w, lambda: w.open_session(steps[0]))
-    assert w.teaching.tour_dock.isVisible()
+    menu = next(a.menu() for a in w.menuBar().actions() if a.text() == "&Tour")
+    start = next(a for a in menu.actions() if a.text() == "Start the guided tour")
+    _run(qtbot, w, start.trigger)
+    assert w.teaching.tour_dock.isVisible() and w.windowTitle().endswith(steps[0].name)
     first = Session.load(steps[0]).teaching
     assert cap.title.text() == first.title and cap.text.text() == first.caption
     assert cap.position.text() == f"step 1 of {len(steps)}"

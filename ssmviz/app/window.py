@@ -201,6 +201,7 @@ class MainWindow(QMainWindow):
         }
         for dock in self.docks.values():
             view_menu.addAction(dock.toggleViewAction())
+        self.teaching.add_menu(self.menuBar())
 
     # -- runs ----------------------------------------------------------------------------------
     def _make_request(self) -> dict | None:

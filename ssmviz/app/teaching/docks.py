@@ -7,12 +7,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QMenuBar, QWidget
 
 from ssmviz.app.export import export_image
 from ssmviz.app.session import Session, Teaching
 from ssmviz.app.teaching.caption import CaptionPanel
 from ssmviz.app.teaching.panel import TeachingPanel
+from ssmviz.app.teaching.tour import tour_steps
 from ssmviz.core.errors import SsmvizError
 
 #: The share of the window's width the teaching dock takes when a session opens a view.
@@ -118,6 +119,19 @@ class TeachingDocks:
             return []
         return [(f"{stem}_{name}{ext}", lambda tmp: export_image(view.plots, tmp))
                 for ext in (".png", ".svg")]
+
+    def add_menu(self, menu_bar: QMenuBar) -> None:
+        """A "Tour" menu: start the guided tour at its first step."""
+        menu = menu_bar.addMenu("&Tour")
+        start = menu.addAction("Start the guided tour")
+        start.triggered.connect(self.start_tour)
+
+    def start_tour(self) -> None:
+        """Open the first step of ssmviz's tour."""
+        try:
+            self.window.open_session(tour_steps()[0])
+        except (SsmvizError, IndexError) as exc:
+            self.window.status.show_error(f"the tour cannot start: {exc or 'no steps'}")
 
     def _open_step(self, path: str) -> None:
         try:
