@@ -302,10 +302,9 @@ class OperatorView(TeachingView):
             p.setMinimumWidth(150)
             if col == 0:
                 p.setLabel("left", "output step t")
-            else:  # linked to the first: its axis says the rows for all three
+            else:
                 p.setXLink(self.maps["ref"])
                 p.setYLink(self.maps["ref"])
-                p.hideAxis("left")
             img, band, grid = MatrixImage(), RowBand(CURSOR_COLOUR), ChunkGrid()
             p.addItem(img)
             p.addItem(grid)
