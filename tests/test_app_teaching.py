@@ -256,7 +256,7 @@ def test_ssd_operator_rows_are_the_cores_row_terms(qtbot, make_window):
 
 
 @pytest.mark.parametrize(("problem", "view", "text"), [
-    (SMALL, "operator", "GPU − reference"),
+    (SMALL, "operator", "GPU M"),
     (SMALL_SSD, "chunks", "chunk slot (0: zeros, last: final)"),
     (Problem(family="s6", seq_len=16, d_inner=1, d_state=2), "scan_tree", "scan tree"),
     (SMALL, "discretisation", "Ā_t over time"),
