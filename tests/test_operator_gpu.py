@@ -134,7 +134,7 @@ def test_a_carry_fault_shows_in_exactly_its_blocks(runtime) -> None:
     exactly the blocks (r, c) with r ≥ c + 2 go wrong; (c + 1, c) and the diagonal blocks
     stay right."""
     src = shader_source("ssd.wgsl")
-    carry = "s = fma(exp(cum(b, h, tend)), s, chunk_local[si(b, prm.n_chunks, c"
+    carry = "s = fma(exp(cum(b, h, tend)), s, chunk_local[state_idx(b, params.n_chunks, c"
     assert src.count(carry) == 1
     arrays = problem("ssd", "mamba", seq_len=37, batch=1)
     ref = op.reference_operator("ssd", arrays, convention="mamba")

@@ -8,10 +8,10 @@ import pytest
 from ssmviz.core.check import reference
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.s6.teaching import s6_row_terms
+from ssmviz.core.families.ssd.reference import ssd_semiseparable_matrix
 from ssmviz.core.families.ssd.teaching import ssd_row_terms
 from ssmviz.core.operator import reference_operator, select
 from ssmviz.core.problem import ParamInit, Problem
-from ssmviz.core.reference.ssd import ssd_semiseparable_matrix
 
 # seq_len 45 is not a multiple of chunk_len 8; batch 2 so that element 0 must be picked.
 SIZES = {
@@ -103,7 +103,7 @@ def test_bad_selection_is_one_line() -> None:
     arrays = problem("s6", "mamba")
     with pytest.raises(SsmvizError, match=r"channel 3 is out of range 0\.\.2"):
         reference_operator("s6", arrays, convention="mamba", index=[3])
-    with pytest.raises(SsmvizError, match="family must be s6 or ssd"):
+    with pytest.raises(SsmvizError, match="family must be one of s6, ssd"):
         reference_operator("s4", arrays, convention="mamba")
     with pytest.raises(SsmvizError, match="convention"):
         reference_operator("s6", arrays, convention="euler")

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families.s6.reference import s6_forward
 from ssmviz.core.families.s6.teaching import ScanTree, combine, s6_scan_tree
 from ssmviz.core.problem import ParamInit, Problem
-from ssmviz.core.reference.s6 import s6_forward
 from ssmviz.core.resources import shader_source
 
 KEYS = ("u", "delta", "A_log", "B", "C", "D", "delta_bias")
@@ -89,8 +89,8 @@ def test_gpu_values_come_from_the_kernels_buffers(runtime) -> None:
     src = shader_source("selective_scan.wgsl")
     start, stop = src.index("fn s6_fwd_summary("), src.index("fn s6_fwd_output(")
     summary = src[start:stop]
-    assert summary.count("sacc = sacc + dl;") == 1
-    edited = src[:start] + summary.replace("sacc = sacc + dl;", "sacc = sacc + 2.0 * dl;") \
+    assert summary.count("sacc = sacc + dt;") == 1
+    edited = src[:start] + summary.replace("sacc = sacc + dt;", "sacc = sacc + 2.0 * dt;") \
         + src[stop:]
     arrays = problem(45)
     kw = dict(convention="builderforce", channel=0, state=4, fwd_chunk_len=8, runtime=runtime)

@@ -15,7 +15,7 @@ Layout of the file::
 the kernel file the shader panel had open (files without the key are built-in). A
 relative ``inputs_path`` or ``kernel_path`` in a file is relative to that file's folder.
 ``teaching`` (optional) opens a teaching view of the problem's family
-(:data:`ssmviz.app.teaching.FAMILY_VIEWS`; null: the time plots) and, with a caption,
+(:func:`ssmviz.app.teaching.views_of`; null: the time plots) and, with a caption,
 shows it in the tour's caption panel (the tour: ``assets/sessions/tour/``).
 """
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ssmviz.app.teaching import views_of
+from ssmviz.app.teaching import measures_of, views_of
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.fields import describe, require_object, typed_fields
 from ssmviz.core.problem import Problem
@@ -37,8 +37,6 @@ SESSION_KEYS = ("ssmviz_session", "problem", "view", "inputs_path", "kernel_path
 #: The longest tour title and caption a session may hold (the caption panel's room).
 TITLE_MAX = 80
 CAPTION_MAX = 700
-#: How the SSD operator view measures the GPU M: through y, or the chunk-state buffer.
-MEASURES = ("y", "states")
 #: The scan tree is drawn up to seq_len 64: a longer kernel chunk makes no tree.
 TREE_CHUNK_MAX = 64
 
@@ -70,14 +68,15 @@ class Teaching:
         if out.view is not None and out.view not in views_of(family):
             raise SsmvizError(f"session teaching.view {describe(out.view)} is not a view of "
                               f"the {family} family (its views: {', '.join(views_of(family))})")
-        if out.measure is not None and (family != "ssd" or out.measure not in MEASURES):
-            allowed = " or ".join(["null", *(repr(m) for m in MEASURES)][:3 if family == "ssd"
-                                                                          else 1])
+        measures = measures_of(family)
+        if out.measure is not None and out.measure not in measures:
+            allowed = " or ".join(["null", *(repr(m) for m in measures)])
             raise SsmvizError(f"session teaching.measure must be {allowed} for the {family} "
                               f"family; got {describe(out.measure)}")
         chunk = out.tree_chunk_len
-        if chunk is not None and (family != "s6" or not 1 <= chunk <= TREE_CHUNK_MAX):
-            allowed = f"null or in [1, {TREE_CHUNK_MAX}]" if family == "s6" else "null"
+        tree = "scan_tree" in views_of(family)
+        if chunk is not None and (not tree or not 1 <= chunk <= TREE_CHUNK_MAX):
+            allowed = f"null or in [1, {TREE_CHUNK_MAX}]" if tree else "null"
             raise SsmvizError(f"session teaching.tree_chunk_len must be {allowed} for the "
                               f"{family} family; got {describe(chunk)}")
         for key, top in (("title", TITLE_MAX), ("caption", CAPTION_MAX)):

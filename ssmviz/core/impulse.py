@@ -13,61 +13,43 @@ n_heads), B, C (batch, seq_len, n_groups, d_state).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
+from ssmviz.core import families as registry
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families.teaching import RunFn
 
-#: A forward: inputs (ssmviz's keys) -> outputs by ssmviz key ("y", maybe "chunk_states").
-RunFn = Callable[[Mapping[str, np.ndarray]], Mapping[str, np.ndarray]]
-
-SIGNAL = {"s6": "u", "ssd": "x"}
-#: The inputs with a batch axis (the rest are parameters, kept as they are).
-PER_STEP = {"s6": ("u", "delta", "B", "C"), "ssd": ("x", "dt", "B", "C")}
-PARAMS = {"s6": ("A_log", "D", "delta_bias"), "ssd": ("A_log", "D", "dt_bias")}
 #: Most elements the largest buffer of one impulse run may hold (64 MiB of float32,
 #: half the smallest storage binding the adapters here allow).
 MAX_RUN_ELEMENTS = 1 << 24
-
-
-def _family(family: str) -> str:
-    if family not in SIGNAL:
-        raise SsmvizError(f"family must be s6 or ssd; got {family!r}")
-    return family
-
-
-def columns_per_element(family: str, arrays: Mapping[str, np.ndarray]) -> int:
-    """Impulse columns one batch element carries: 1 (S6), d_head (SSD)."""
-    return 1 if _family(family) == "s6" else int(np.shape(arrays["x"])[3])
 
 
 def impulse_inputs(
     family: str, arrays: Mapping[str, np.ndarray], cols: Sequence[int]
 ) -> dict[str, np.ndarray]:
     """The batched impulse problem for columns ``cols``: batch = ceil(len(cols) / per),
-    per = :func:`columns_per_element`; every per-step input (S6 delta, B, C; SSD dt, B,
-    C) is batch element 0's, repeated; the signal (u or x) is zero but for 1 at step
-    cols[k] of batch element k // per (S6: on every channel; SSD: at head position
-    k % per of every head). Parameters (A_log, D, biases) are kept; no dy."""
-    family = _family(family)
-    missing = [k for k in PER_STEP[family] + PARAMS[family][:2] if k not in arrays]
+    per = the unit's positions (``Teaching.positions``: S6 1, SSD d_head); every
+    per-step input (S6 delta, B, C; SSD dt, B, C) is batch element 0's, repeated; the
+    signal (u or x) is zero but for 1 at step cols[k] of batch element k // per (S6: on
+    every channel; SSD: at head position k % per of every head). Parameters (A_log, D,
+    biases) are kept; no dy."""
+    tc = registry.teaching(family)
+    missing = [k for k in tc.per_step + tc.params[:2] if k not in arrays]
     if missing:
         raise SsmvizError(f"{family} inputs lack {', '.join(missing)}")
     cols = np.asarray(cols, dtype=np.int64)
-    per = columns_per_element(family, arrays)
+    per = tc.positions(arrays)
     batch = -(-cols.size // per)
-    signal = SIGNAL[family]
     out = {k: np.repeat(np.asarray(arrays[k])[:1], batch, axis=0)
-           for k in PER_STEP[family] if k != signal}
-    sig = np.zeros((batch, *np.shape(arrays[signal])[1:]))
+           for k in tc.per_step if k != tc.signal}
+    shape = np.shape(arrays[tc.signal])[1:]
+    # (batch, seq_len, units, positions): S6's one position per channel is a trailing 1
+    sig = np.zeros((batch, shape[0], shape[1], per))
     k = np.arange(cols.size)
-    if family == "s6":
-        sig[k, cols] = 1.0
-    else:
-        sig[k // per, cols, :, k % per] = 1.0
-    out[signal] = sig
-    out |= {k: np.asarray(arrays[k]) for k in PARAMS[family] if arrays.get(k) is not None}
+    sig[k // per, cols, :, k % per] = 1.0
+    out[tc.signal] = sig.reshape(batch, *shape)
+    out |= {k: np.asarray(arrays[k]) for k in tc.params if arrays.get(k) is not None}
     return out
 
 
@@ -92,11 +74,11 @@ def impulse_columns(
     elements per batch element. ``report`` is told before each run (the worker's
     watchdog restarts its clock).
     """
-    family = _family(family)
-    shape = np.shape(arrays[SIGNAL[family]])
+    tc = registry.teaching(family)
+    shape = np.shape(arrays[tc.signal])
     L = int(shape[1])
     D = np.asarray(arrays["D"], np.float64)[index]
-    per = columns_per_element(family, arrays)
+    per = tc.positions(arrays)
     per_run = per * max(1, MAX_RUN_ELEMENTS // max(1, batch_elements))
     M = np.empty((index.size, L, cols.size))
     cs: list[np.ndarray] = []
@@ -111,9 +93,9 @@ def impulse_columns(
             raise SsmvizError(f"the kernel's y has shape {np.shape(y) if y is not None else None}"
                               f" for the impulse run; expected {want}")
         k = np.arange(part.size)
-        y = np.asarray(y, np.float64)
+        y = np.asarray(y, np.float64).reshape(*want[:3], per)
         # (columns, seq_len, n_sel): each column's response at its element (and position)
-        y_sel = (y[k] if family == "s6" else y[k // per, :, :, k % per])[:, :, index]
+        y_sel = y[k // per, :, :, k % per][:, :, index]
         y_sel[k, part] -= D[None, :]
         M[:, :, s:s + part.size] = np.transpose(y_sel, (2, 1, 0))
         if states:
@@ -126,46 +108,3 @@ def impulse_columns(
     if states:
         result["chunk_states"] = np.concatenate(cs)
     return result
-
-
-def own_run(family: str, kernel: Any, arrays: Mapping[str, np.ndarray], *, convention: str,
-            chunk_len: int | None) -> tuple[RunFn, int]:
-    """(forward, elements of its largest buffer per batch element) of ssmviz's own
-    ``kernel`` (S6Kernel / SSDKernel, any source) for impulse runs of the problem
-    ``arrays``.
-
-    S6: the forward path and chunk length are pinned to those the kernel picks for
-    ``arrays`` themselves (the measured problem, batch element 0 alone), as ``ssmviz
-    check`` runs them, so that the impulse batch (many more channels) does not switch the
-    path being measured. SSD: chunk states stored.
-    """
-    family = _family(family)
-    shape = np.shape(arrays[SIGNAL[family]])
-    L = int(shape[1])
-    if family == "ssd":
-        if chunk_len is None:
-            raise SsmvizError("the SSD operator needs chunk_len")
-        G, N = np.shape(arrays["B"])[2:]
-        sz = kernel._sizes(1, L, shape[2], shape[3], G, N, chunk_len)
-
-        def run_ssd(inputs: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
-            return kernel.run(inputs, chunk_len=chunk_len, convention=convention,
-                              store_states=True, backward=False).outputs
-
-        return run_ssd, max(kernel._buffer_elems(sz).values())
-    from ssmviz.core.check import MAX_STORED_STATES
-    from ssmviz.core.kernels.s6 import _Sizes
-
-    batch, _, d_inner = (int(s) for s in shape)
-    N = int(np.shape(arrays["A_log"])[1])
-    store = batch * L * d_inner * N <= MAX_STORED_STATES
-    plan = kernel._device_plan(_Sizes(batch, L, d_inner, N), None, None, None, "auto", store,
-                               "auto", False)
-    mode = "onepass" if plan.fwd_onepass else "chunked"
-
-    def run_s6(inputs: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
-        return kernel.run(inputs, convention=convention, backward=False, fwd_mode=mode,
-                          fwd_chunk_len=plan.fwd_chunk).outputs
-
-    summaries = -(-L // plan.fwd_chunk) * d_inner * N
-    return run_s6, max(L * d_inner, L * 4 * -(-N // 4), summaries)

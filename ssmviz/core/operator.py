@@ -25,17 +25,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ssmviz.core import families as registry
 from ssmviz.core.check import FORWARD_TOL, element_bound
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.families.s6.teaching import s6_operator
-from ssmviz.core.families.ssd.teaching import ssd_operator
-from ssmviz.core.impulse import PER_STEP, SIGNAL, impulse_columns, own_run
+from ssmviz.core.impulse import impulse_columns
 from ssmviz.core.reference._common import check_indices
-from ssmviz.core.reference.ssd import n_chunks, ssd_discretise
 
 #: ``check --export`` writes ref_M and gpu_M up to this seq_len, and while each holds at
 #: most MAX_EXPORT_ELEMENTS (512 MiB of float64).
@@ -80,7 +79,7 @@ class KernelForward:
 
 
 class OwnForward(KernelForward):
-    """ssmviz's own kernel (S6Kernel / SSDKernel, any source), run in this process."""
+    """ssmviz's own kernel (the family's runner, any source), run in this process."""
 
     def __init__(self, family: str, name: str, kernel: Any, convention: str,
                  chunk_len: int | None) -> None:
@@ -88,14 +87,14 @@ class OwnForward(KernelForward):
         self._kernel, self._convention = kernel, convention
 
     def __call__(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        run, _ = own_run(self.family, self._kernel, arrays, convention=self._convention,
-                         chunk_len=self.chunk_len)
+        run, _ = registry.teaching(self.family).impulse_run(
+            self._kernel, arrays, self._convention, self.chunk_len)
         return dict(run(arrays))
 
     def columns(self, arrays: Mapping[str, np.ndarray], index: np.ndarray, cols: np.ndarray,
                 states: bool) -> dict[str, np.ndarray]:
-        run, per_batch = own_run(self.family, self._kernel, arrays,
-                                 convention=self._convention, chunk_len=self.chunk_len)
+        run, per_batch = registry.teaching(self.family).impulse_run(
+            self._kernel, arrays, self._convention, self.chunk_len)
         return impulse_columns(self.family, arrays, run, index=index, cols=cols,
                                batch_elements=per_batch, states=states)
 
@@ -106,8 +105,6 @@ class FileForward(KernelForward):
 
     def __init__(self, path: str, family: str, convention: str | None, chunk_len: int | None,
                  text: str | None, timeout: float | None, abi: str | None) -> None:
-        from pathlib import Path
-
         super().__init__(family, f"{Path(path).name} ({family})", chunk_len)
         self.path, self.text, self.timeout = path, text, timeout
         self.convention, self.abi = convention, abi
@@ -155,33 +152,18 @@ def select(seq_len: int, count: int | None) -> np.ndarray:
 
 def _first(family: str, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Batch element 0 of a problem alone (batch 1), without dy: what impulses measure."""
-    return {k: np.asarray(v)[:1] if k in PER_STEP[family] else v
+    per_step = registry.teaching(family).per_step
+    return {k: np.asarray(v)[:1] if k in per_step else v
             for k, v in arrays.items() if k != "dy" and v is not None}
-
-
-def _isolated(family: str, arrays: Mapping[str, np.ndarray], sel: np.ndarray
-              ) -> dict[str, np.ndarray]:
-    """The problem cut down to the channels (S6) or heads (SSD) ``sel``, each SSD head
-    with its own group's B and C (one group per head)."""
-    a = {k: np.asarray(v) for k, v in arrays.items()}
-    if family == "s6":
-        out = {k: a[k][..., sel] for k in ("u", "delta")}
-        out |= {k: a[k][sel] for k in ("A_log", "D", "delta_bias") if k in a}
-        return out | {"B": a["B"], "C": a["C"]}
-    groups = sel * a["B"].shape[2] // a["x"].shape[2]
-    out = {"x": a["x"][:, :, sel], "dt": a["dt"][:, :, sel]}
-    out |= {k: a[k][sel] for k in ("A_log", "D", "dt_bias") if k in a}
-    return out | {"B": a["B"][:, :, groups], "C": a["C"][:, :, groups]}
 
 
 def _shape(family: str, arrays: Mapping[str, np.ndarray]) -> tuple[int, int]:
     """(seq_len, channels or heads) of a problem."""
-    if family not in SIGNAL:
-        raise SsmvizError(f"family must be s6 or ssd; got {family!r}")
-    signal = arrays.get(SIGNAL[family])
-    if signal is None or np.ndim(signal) != (3 if family == "s6" else 4):
-        raise SsmvizError(f"{family} inputs need {SIGNAL[family]} of shape (batch, seq_len, "
-                          + ("d_inner)" if family == "s6" else "n_heads, d_head)"))
+    tc = registry.teaching(family)
+    axes = registry.get(family).roles.axes[tc.signal]
+    signal = arrays.get(tc.signal)
+    if signal is None or np.ndim(signal) != len(axes):
+        raise SsmvizError(f"{family} inputs need {tc.signal} of shape ({', '.join(axes)})")
     return int(np.shape(signal)[1]), int(np.shape(signal)[2])
 
 
@@ -202,12 +184,10 @@ def reference_operator(
     (S6) or heads (SSD), default all. Returns an :class:`Operator`.
     """
     L, width = _shape(family, arrays)
-    sel = check_indices("channel" if family == "s6" else "head", index, width)
+    tc = registry.teaching(family)
+    sel = check_indices(tc.unit, index, width)
     r, c = check_indices("row", rows, L), check_indices("column", cols, L)
-    if family == "s6":
-        M = s6_operator(arrays, convention=convention, channels=sel, rows=r, cols=c)
-    else:
-        M = ssd_operator(arrays, convention=convention, heads=sel, rows=r, cols=c)
+    M = tc.operator(arrays, convention, sel, r, c)
     D = np.asarray(arrays["D"], np.float64)[sel]
     return Operator(family, M, D, sel, r, c, "reference")
 
@@ -233,11 +213,12 @@ def measure_operator(
     the wrong shape.
     """
     L, width = _shape(family, arrays)
-    sel = check_indices("channel" if family == "s6" else "head", index, width)
+    tc = registry.teaching(family)
+    sel = check_indices(tc.unit, index, width)
     r, c = check_indices("row", rows, L), check_indices("column", cols, L)
     problem = _first(family, arrays)
     if isolate:
-        problem, measured = _isolated(family, problem, sel), np.arange(sel.size)
+        problem, measured = tc.isolate(problem, sel), np.arange(sel.size)
     else:
         measured = sel
     M = forward.columns(problem, measured, c, states=False)["M"][:, r]
@@ -254,42 +235,28 @@ def states_operator(
     index: Sequence[int] | None = None,
     cols: Sequence[int] | None = None,
 ) -> Operator:
-    """SSD only: the operator the kernel's chunk-state buffer implies, (n_sel, seq_len,
-    n_cols), all rows.
+    """The operator the kernel's chunk-state buffer implies (families with chunk states:
+    SSD), (n_sel, seq_len, n_cols), all rows.
 
     Diagonal chunk blocks are measured through y (as :func:`measure_operator`); below
-    them (rows in chunk r past the column's chunk) M[i, j] = exp(a_{t0} + … + a_i)·
-    C_i·H_r(e_j), H_r(e_j) the GPU's stored state entering chunk r (at the impulse's head
-    position) for the impulse e_j, t0 the chunk's first step, the decay and C from the
-    reference. A
-    kernel whose y is right but whose stored chunk states are wrong (what its backward or
-    a next segment would read) shows here. Raises SsmvizError when the kernel produces
-    no chunk_states.
+    them the family's ``Teaching.states_operator`` reads M off the GPU's stored state
+    entering each chunk for the impulse e_j (SSD: M[i, j] = exp(a_{t0} + … + a_i)·
+    C_i·H_r(e_j), the decay and C from the reference). A kernel whose y is right but
+    whose stored chunk states are wrong (what its backward or a next segment would read)
+    shows here. Raises SsmvizError when the family or the kernel has no chunk states.
     """
-    L, H = _shape("ssd", arrays)
-    sel = check_indices("head", index, H)
+    family = forward.family
+    tc = registry.teaching(family)
+    if tc.states_operator is None:
+        raise SsmvizError(f"the {family} family stores no chunk states to measure M through")
+    L, width = _shape(family, arrays)
+    sel = check_indices(tc.unit, index, width)
     c = check_indices("column", cols, L)
-    Q = min(int(chunk_len), L)
-    got = forward.columns(_first("ssd", arrays), sel, c, states=True)
-    M, states = got["M"], got["chunk_states"]  # (n_sel, L, n_cols), (n_cols, NC + 1, n_sel, N)
-    bias = arrays.get("dt_bias")
-    _, log_decay, _ = ssd_discretise(np.asarray(arrays["dt"], np.float64)[0],
-                                     np.zeros(H) if bias is None else bias, arrays["A_log"],
-                                     convention=convention)
-    chunk = np.arange(L) // Q
-    decay_in = np.empty((L, H))
-    for k in range(n_chunks(L, Q)):
-        part = slice(k * Q, min((k + 1) * Q, L))
-        decay_in[part] = np.exp(np.cumsum(log_decay[part], axis=0))
-    C = np.asarray(arrays["C"], np.float64)[0]  # (L, G, N)
-    groups = sel * C.shape[1] // H
-    # (n_sel, L, n_cols): C_i · H_{chunk(i)}(e_j), decayed from the chunk's start to i
-    read = np.einsum("ikn,jikn->kij", C[:, groups], states[:, chunk])
-    off = decay_in[:, sel].T[:, :, None] * read
-    below = chunk[:, None] > chunk[c][None, :]
-    M = np.where(below[None], off, M)
+    got = forward.columns(_first(family, arrays), sel, c, states=True)
+    M = tc.states_operator(arrays, convention, chunk_len, sel, c, got["M"],
+                           got["chunk_states"])
     D = np.asarray(arrays["D"], np.float64)[sel]
-    return Operator("ssd", M, D, sel, np.arange(L), c, f"{forward.name}, chunk states")
+    return Operator(family, M, D, sel, np.arange(L), c, f"{forward.name}, chunk states")
 
 
 def bad_elements(gpu: np.ndarray, ref: np.ndarray, *, tolerance: float = FORWARD_TOL
@@ -311,7 +278,7 @@ def block_errors(diff: np.ndarray, chunk_len: int) -> np.ndarray:
     if L != L2:
         raise SsmvizError(f"block_errors needs every row and column; got {diff.shape}")
     Q = min(int(chunk_len), L)
-    NC = n_chunks(L, Q)
+    NC = -(-L // Q)
     pad = np.zeros((n_sel, NC * Q, NC * Q))
     pad[:, :L, :L] = diff
     return pad.reshape(n_sel, NC, Q, NC, Q).max(axis=(2, 4))
@@ -336,14 +303,11 @@ def own_forward(
 ) -> KernelForward:
     """The forward of ssmviz's own kernel (``source``: an edited shader text); SSD
     returns chunk_states too (``chunk_len`` required)."""
-    from ssmviz.core.kernels.s6 import S6Kernel
-    from ssmviz.core.kernels.ssd import SSDKernel
-
-    if family not in SIGNAL:
-        raise SsmvizError(f"family must be s6 or ssd; got {family!r}")
-    if family == "ssd" and chunk_len is None:
-        raise SsmvizError("the SSD operator needs chunk_len")
-    kernel = (S6Kernel if family == "s6" else SSDKernel)(runtime, source=source)
+    registry.teaching(family)
+    fam = registry.get(family)
+    if "chunk_len" in fam.run_sizes and chunk_len is None:
+        raise SsmvizError(f"the {fam.name.upper()} operator needs chunk_len")
+    kernel = fam.kernel(runtime, source=source)
     name = f"ssmviz {family}" + (" (edited)" if source is not None else "")
     return OwnForward(family, name, kernel, convention, chunk_len)
 
@@ -362,8 +326,7 @@ def file_forward(
     ``family`` profile (``abi``: that profile by name), run in the isolated worker (a
     hang or crash raises WatchdogError, a one-line SsmvizError); outputs under ssmviz's
     keys. ``convention`` None: the profile's own."""
-    if family not in SIGNAL:
-        raise SsmvizError(f"family must be s6 or ssd; got {family!r}")
+    registry.teaching(family)
     return FileForward(path, family, convention, chunk_len, text, timeout, abi)
 
 
@@ -379,7 +342,7 @@ def operator_export_arrays(
     float64, gpu_M as measured. ({}, why) past :data:`MAX_EXPORT_SEQ_LEN` or when one
     matrix would hold more than :data:`MAX_EXPORT_ELEMENTS` elements."""
     L, width = _shape(family, arrays)
-    what = "d_inner" if family == "s6" else "n_heads"
+    what = registry.teaching(family).units
     if L > MAX_EXPORT_SEQ_LEN:
         return {}, f"ref_M and gpu_M are exported up to seq_len {MAX_EXPORT_SEQ_LEN}; not at {L}"
     if width * L * L > MAX_EXPORT_ELEMENTS:

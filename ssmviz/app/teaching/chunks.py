@@ -16,6 +16,7 @@ import pyqtgraph as pg
 from ssmviz.app.derived import Selection, sizes_of
 from ssmviz.app.plots import Line, Plot, cache_static, heatmap_item, quiet_axes, show_image
 from ssmviz.app.runner import RunResult
+from ssmviz.app.teaching import teaching_for
 from ssmviz.app.teaching.base import CURSOR_COLOUR, GPU_COLOUR, REF_COLOUR, TeachingView
 from ssmviz.app.teaching.items import (
     MAX_MATRIX_SIDE,
@@ -29,7 +30,6 @@ from ssmviz.app.teaching.items import (
 from ssmviz.app.viewdata import DIFF_CMAP, ImageView, image_view, robust_levels
 from ssmviz.core import operator as op
 from ssmviz.core.check import FORWARD_TOL, element_bound
-from ssmviz.core.errors import SsmvizError
 
 DIAG_COLOUR = (44, 160, 44)
 OFF_COLOUR = (148, 103, 189)
@@ -71,22 +71,19 @@ def _rects(blocks: np.ndarray, chunk_len: int, seq_len: int
 
 def chunks_data(result: RunResult, sel: Selection) -> ChunksData:
     """The view's numbers for ``result`` and ``sel`` (worker thread)."""
-    from ssmviz.core.families.ssd.teaching import ssd_chunk_decomposition, ssd_chunk_states
-
     p = result.problem
-    if p.family != "ssd":
-        raise SsmvizError("the chunk view is SSD's; this problem is S6")
-    s = sizes_of("ssd", result.inputs)
+    tc = teaching_for(p.family, "chunks")
+    s = sizes_of(p.family, result.inputs)
     L, P = s["seq_len"], s["d_head"]
     head, pos = sel.channel // P, sel.channel % P
     inputs = result.inputs
-    dec = ssd_chunk_decomposition(inputs, convention=p.convention, chunk_len=p.chunk_len)
+    dec = tc.chunk_decomposition(inputs, convention=p.convention, chunk_len=p.chunk_len)
     Q = dec.chunk_len
     side = op.select(L, MAX_MATRIX_SIDE) if L > MAX_MATRIX_SIDE else None
-    M = op.reference_operator("ssd", inputs, convention=p.convention, index=[head],
+    M = op.reference_operator(p.family, inputs, convention=p.convention, index=[head],
                               rows=side, cols=side).M[0]
     gpu_states = result.gpu.get("chunk_states")
-    cs = ssd_chunk_states(inputs, convention=p.convention, chunk_len=Q, head=head,
+    cs = tc.chunk_states(inputs, convention=p.convention, chunk_len=Q, head=head,
                           gpu_chunk_states=gpu_states)
     bad_slots: tuple[int, ...] = ()
     if cs.gpu is not None:

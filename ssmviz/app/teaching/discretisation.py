@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QLabel
 from ssmviz.app.derived import Selection
 from ssmviz.app.plots import Line, Plot, cache_static, quiet_axes
 from ssmviz.app.runner import RunResult
+from ssmviz.app.teaching import teaching_for
 from ssmviz.app.teaching.base import (
     CURSOR_COLOUR,
     DIFF_COLOUR,
@@ -27,7 +28,6 @@ from ssmviz.app.teaching.base import (
     REF_COLOUR,
     TeachingView,
 )
-from ssmviz.core.errors import SsmvizError
 
 EULER_PEN = pg.mkPen(GPU_COLOUR, width=1.5)
 ZOH_PEN = pg.mkPen(REF_COLOUR, width=1.5)
@@ -123,11 +123,8 @@ class DiscretisationView(TeachingView):
 
     @staticmethod
     def prepare(result: RunResult, sel: Selection, options: object) -> DiscretisationData:
-        from ssmviz.core.families.s6.teaching import s6_discretisation
-
-        if result.problem.family != "s6":
-            raise SsmvizError("the discretisation view is S6's")
-        disc = s6_discretisation(result.inputs, channel=sel.channel, state=sel.state,
+        discretisation = teaching_for(result.problem.family, "discretisation").discretisation
+        disc = discretisation(result.inputs, channel=sel.channel, state=sel.state,
                                  batch_index=sel.batch)
         return DiscretisationData(result.problem.convention, sel.channel, sel.state, disc,
                                   np.argsort(disc.dt, kind="stable"))

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QDockWidget, QMainWindow, QMenuBar, QWidget
 
 from ssmviz.app.export import export_image
 from ssmviz.app.session import Session, Teaching
+from ssmviz.app.teaching import measures_of, views_of
 from ssmviz.app.teaching.caption import CaptionPanel
 from ssmviz.app.teaching.panel import TeachingPanel
 from ssmviz.app.teaching.tour import tour_steps
@@ -103,13 +104,13 @@ class TeachingDocks:
         step = self.step if self.tour_dock.isVisible() else None
         if view is None and step is None:
             return None
-        views = self.panel.views
+        views, family = self.panel.views, self.panel.family
         return Teaching(view=view, title=step.title if step else None,
                         caption=step.caption if step else None,
                         log_colour=views["operator"].log_colour,
-                        measure=views["operator"].measure if self.panel.family == "ssd" else None,
+                        measure=views["operator"].measure if measures_of(family) else None,
                         tree_chunk_len=views["scan_tree"].chunk_len
-                        if self.panel.family == "s6" else None)
+                        if "scan_tree" in views_of(family) else None)
 
     def export_items(self, stem: str | Path) -> list[tuple[str, Callable]]:
         """The (file, writer) pairs of the view on screen: PNG and SVG, when it shows data."""

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QCheckBox, QComboBox
 from ssmviz.app.derived import Selection, sizes_of
 from ssmviz.app.plots import Line, MultiLine, Plot, cache_static, quiet_axes
 from ssmviz.app.runner import RunResult, one_line
+from ssmviz.app.teaching import measures_of
 from ssmviz.app.teaching.base import (
     CURSOR_COLOUR,
     GPU_COLOUR,
@@ -38,6 +39,7 @@ from ssmviz.app.teaching.items import (
     matrix_view,
 )
 from ssmviz.app.viewdata import DIFF_CMAP, VALUE_CMAP, ImageView, robust_levels
+from ssmviz.core import families as registry
 from ssmviz.core import operator as op
 from ssmviz.core.check import FORWARD_TOL, element_bound
 from ssmviz.core.errors import SsmvizError
@@ -72,11 +74,16 @@ def measured_columns(seq_len: int) -> np.ndarray:
 MEASURE_LABELS = {"y": "GPU M through y", "states": "GPU M through the chunk-state buffer"}
 
 
+def _chunk_len(family: str, chunk_len: int) -> int | None:
+    """The problem's chunk_len where the family's runs take one (SSD), else None."""
+    return chunk_len if "chunk_len" in registry.get(family).run_sizes else None
+
+
 def kernel_forward(result: RunResult) -> op.KernelForward:
     """The forward of the kernel the run used: ssmviz's own, or the file / edited shader
     the shader panel holds (that one in the isolated worker, as the run did)."""
     p = result.problem
-    chunk_len = p.chunk_len if p.family == "ssd" else None
+    chunk_len = _chunk_len(p.family, p.chunk_len)
     choice = result.kernel
     if choice is None or choice.is_default:
         return op.own_forward(p.family, convention=p.convention, chunk_len=chunk_len)
@@ -184,18 +191,19 @@ def operator_data(result: RunResult, sel: Selection, measure: str = "y") -> Oper
     """The view's numbers for ``result`` and ``sel`` (worker thread); ``measure``: the
     GPU M through y, or (SSD) through the kernel's chunk-state buffer."""
     p = result.problem
-    if p.family != "ssd":
+    if measure not in measures_of(p.family):
         measure = "y"
     s = sizes_of(p.family, result.inputs)
     L = s["seq_len"]
     if L > MAX_SEQ_LEN:
         raise SsmvizError(f"the operator view shows seq_len ≤ {MAX_SEQ_LEN}; this problem has "
                           f"{L}")
-    if p.family == "s6":
-        index, what = sel.channel, f"channel {sel.channel}"
-    else:
-        index = sel.channel // s["d_head"]
-        what = f"head {index} (channel {sel.channel})"
+    tc = registry.teaching(p.family)
+    # the selected channel's unit: itself (S6), its head (SSD: d_head channels a head)
+    index = sel.channel * s[tc.units] // s["d_inner"]
+    what = f"{tc.unit} {index}"
+    if tc.unit != "channel":
+        what += f" (channel {sel.channel})"
     cols = measured_columns(L)
     ref = op.reference_operator(p.family, result.inputs, convention=p.convention,
                                 index=[index], cols=cols).M[0]
@@ -211,7 +219,7 @@ def operator_data(result: RunResult, sel: Selection, measure: str = "y") -> Oper
     # check.compare's element bound over the whole matrix (its scale: M's rms).
     bound = float(np.min(element_bound(ref, FORWARD_TOL))) if ref.size else 0.0
     data = OperatorData(p.family, p.convention, index, what, sel.state, measure, L,
-                        p.chunk_len if p.family == "ssd" else None, cols, ref, gpu, note,
+                        _chunk_len(p.family, p.chunk_len), cols, ref, gpu, note,
                         _images(ref, gpu, bound), dict(result.inputs))
     parts = [f"batch element 0, {what}"]
     if gpu is not None:
@@ -252,14 +260,8 @@ class RowNumbers:
 def row_numbers(data: OperatorData, t: int) -> RowNumbers:
     """Row ``t`` of the view's M, split by state (worker thread)."""
     t = min(max(int(t), 0), data.seq_len - 1)
-    if data.family == "s6":
-        from ssmviz.core.families.s6.teaching import s6_row_terms
-
-        terms = s6_row_terms(data.inputs, convention=data.convention, channel=data.index, t=t)
-    else:
-        from ssmviz.core.families.ssd.teaching import ssd_row_terms
-
-        terms = ssd_row_terms(data.inputs, convention=data.convention, head=data.index, t=t)
+    terms = registry.teaching(data.family).row_terms(data.inputs, data.convention,
+                                                     data.index, t)
     gpu_row = data.gpu[t] if data.gpu is not None else None
     return RowNumbers(t, terms, terms.sum(axis=0), gpu_row)
 
@@ -344,7 +346,7 @@ class OperatorView(TeachingView):
         return self.measure
 
     def set_family(self, family: str) -> None:
-        self.measure_box.setVisible(family == "ssd")
+        self.measure_box.setVisible(bool(measures_of(family)))
 
     def set_options(self, **options: object) -> None:
         if "log_colour" in options:
@@ -410,10 +412,10 @@ class OperatorView(TeachingView):
             self.gpu_row.setData([], [])
         self.terms.setData(j, numbers.terms.T)
         self.terms.set_highlight(d.state)
-        u = "u" if d.family == "s6" else "x"
+        tc = registry.teaching(d.family)
+        u = tc.signal
         self.row_plot.setTitle(f"row t = {t}: the convolution kernel, y_{t} = Σ_j "
                                f"M[{t}, j]·{u}_j + D·{u}_{t}")
-        term = "C_t[n]·exp(A[n]·ΣΔ)·B̄_j[n]" if d.family == "s6" else "C_t[n]·B_j[n]·Ā…·s_j"
-        self.terms_plot.setTitle(f"its terms per state n (n = {d.state} bold): {term}")
+        self.terms_plot.setTitle(f"its terms per state n (n = {d.state} bold): {tc.row_term}")
         for p in (self.row_plot, self.terms_plot):
             p.enableAutoRange(axis="y")

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QComboBox, QLabel, QPushButton
 from ssmviz.app.derived import Selection
 from ssmviz.app.plots import Plot, quiet_axes
 from ssmviz.app.runner import RunResult
+from ssmviz.app.teaching import teaching_for
 from ssmviz.app.teaching.base import CURSOR_COLOUR, TeachingView
 from ssmviz.core.check import FORWARD_TOL, element_bound
 
@@ -49,9 +50,8 @@ class TreeData:
 def tree_data(result: RunResult, sel: Selection, chunk_len: int | None = None) -> TreeData:
     """The view's numbers for ``result`` and ``sel`` (worker thread); ``chunk_len``: the
     kernel's chunk length for this tree (None: the kernel's own choice)."""
-    from ssmviz.core.families.s6.teaching import s6_scan_tree
-
     p = result.problem
+    scan_tree = teaching_for(p.family, "scan_tree").scan_tree
     choice = result.kernel
     note = ""
     gpu, source = True, None
@@ -62,7 +62,7 @@ def tree_data(result: RunResult, sel: Selection, chunk_len: int | None = None) -
         gpu, note = False, "reference values only: the kernel did not run"
     elif choice is not None and not choice.is_default:
         source = choice.text
-    tree = s6_scan_tree(result.inputs, convention=p.convention, channel=sel.channel,
+    tree = scan_tree(result.inputs, convention=p.convention, channel=sel.channel,
                         state=sel.state, batch_index=sel.batch, fwd_chunk_len=chunk_len,
                         gpu=gpu, source=source)
     status = _status(tree)

@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
+from ssmviz.core import families as registry
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external import progress
 from ssmviz.core.external.loader import load_kernel_file, load_kernel_text
 from ssmviz.core.external.profiles import AbiProfile
 from ssmviz.core.external.runner import (
     _canonical,
-    _host_kernel,
     _pick_profile,
     _Plan,
     _run,
@@ -33,7 +33,9 @@ from ssmviz.core.external.runner import (
     buffer_shape,
     role_of_label,
 )
-from ssmviz.core.impulse import impulse_columns, own_run
+from ssmviz.core.gpu import get_runtime
+from ssmviz.core.impulse import impulse_columns
+from ssmviz.core.problem import infer_sizes
 
 #: The forward roles handed back (C·h per state, a builderforce S6 output, is not one).
 FORWARD_KEYS = ("y", "h", "last_state", "final_state", "chunk_states")
@@ -50,8 +52,6 @@ class _FileKernel:
 
 def _load(path: str, text: str | None, family: str, convention: str | None, abi: str | None
           ) -> _FileKernel:
-    from ssmviz.core.gpu import get_runtime
-
     rt = get_runtime()
     kf = load_kernel_file(path) if text is None else load_kernel_text(text, path)
     an = analyze(kf, rt.device)
@@ -77,10 +77,8 @@ def _load(path: str, text: str | None, family: str, convention: str | None, abi:
 
 def _sizes(fk: _FileKernel, arrays: Mapping[str, np.ndarray], chunk_len: int | None,
            batch: int | None = None) -> dict[str, int]:
-    from ssmviz.core.problem import infer_sizes
-
     family = fk.prof.family
-    signal = arrays["u" if family == "s6" else "x"]
+    signal = arrays[registry.teaching(family).signal]
     # infer_sizes wants dy too; a forward reads none
     given = infer_sizes(family, {"dy": np.broadcast_to(np.float32(0), np.shape(signal)),
                                  **arrays})
@@ -110,9 +108,9 @@ def _runner(fk: _FileKernel, arrays: Mapping[str, np.ndarray], chunk_len: int | 
     """(forward, elements of its largest buffer per batch element) for impulse runs."""
     prof = fk.prof
     if prof.host is not None:  # ssmviz's own ABI: its host code runs the file's source
-        kernel = _host_kernel(prof.family, fk.rt, fk.plan.passes[0][1].text)
-        return own_run(prof.family, kernel, arrays, convention=fk.plan.convention,
-                       chunk_len=chunk_len)
+        kernel = registry.get(prof.family).kernel(fk.rt, source=fk.plan.passes[0][1].text)
+        return registry.teaching(prof.family).impulse_run(kernel, arrays, fk.plan.convention,
+                                                          chunk_len)
     sizes = _sizes(fk, arrays, chunk_len, batch=1)
     names = {b for p, _ in fk.plan.passes for b in p.bindings.values()} - {"params"}
     per_batch = max(int(np.prod(buffer_shape(prof.buffers[n], sizes))) for n in names)

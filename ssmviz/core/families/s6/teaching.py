@@ -1,23 +1,30 @@
 """S6 teaching numbers (Qt-free): the operator M per channel, the terms of one of its
 rows, the discretisation of one channel and state, and the scan tree the kernel uses.
 
-Shapes follow ssmviz.core.reference.s6: u, delta (batch, seq_len, d_inner); A_log
-(d_inner, d_state); B, C (batch, seq_len, d_state); D, delta_bias (d_inner,). Everything
-here is batch element ``batch_index`` (default 0), float64.
+Shapes follow :mod:`.reference`: u, delta (batch, seq_len, d_inner); A_log (d_inner,
+d_state); B, C (batch, seq_len, d_state); D, delta_bias (d_inner,). Everything here is
+batch element ``batch_index`` (default 0), float64. The family's ``Teaching`` record
+(its ``__init__``) hangs these functions on the registry.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families.family import MAX_STORED_STATES
+from ssmviz.core.families.s6.abi import SCAN_BLOCK
+from ssmviz.core.families.s6.kernel import S6Kernel
+from ssmviz.core.families.s6.plan import Plan, Sizes, make_plan
+from ssmviz.core.families.s6.reference import s6_discretise
+from ssmviz.core.families.teaching import RunFn
+from ssmviz.core.gpu import Readback
 from ssmviz.core.reference._common import CONVENTIONS, check_indices, segment_sums
-from ssmviz.core.reference.s6 import s6_discretise
 
 #: The scan tree is built up to this seq_len (a tree of more leaves is not drawable).
 MAX_TREE_SEQ_LEN = 64
@@ -285,12 +292,10 @@ def s6_scan_tree(
     do) for a deeper tree. Raises SsmvizError past MAX_TREE_SEQ_LEN or for a bad channel
     or state.
     """
-    from ssmviz.core.kernels.s6 import SCAN_BLOCK, _make_plan, _Sizes
-
     ch, d, n, log_a, bu = _tree_inputs(arrays, convention, channel, state, batch_index)
     L, d_inner, d_state = ch.seq_len, ch.delta.shape[1], ch.A_log.shape[1]
     batch = int(np.shape(arrays["u"])[0])
-    plan = _make_plan(_Sizes(batch, L, d_inner, d_state), fwd_chunk_len, None, None,
+    plan = make_plan(Sizes(batch, L, d_inner, d_state), fwd_chunk_len, None, None,
                       "chunked", store_h=True)
     Q, n_chunks = plan.fwd_chunk, plan.n_fwd_chunks
     tb = _Builder(log_a, bu, [], [[]])
@@ -346,15 +351,10 @@ def s6_scan_tree(
 
 
 def _gpu_values(arrays: Mapping[str, np.ndarray], convention: str, d: int, n: int,
-                batch_index: int, plan: Any, nodes: list[ScanNode], runtime: Any,
+                batch_index: int, plan: Plan, nodes: list[ScanNode], runtime: Any,
                 source: str | None) -> list[ScanNode]:
     """``nodes`` with the GPU's values: ssmviz's S6 forward prepared with h stored and run
     one pass at a time, its summary and scan buffers read after each pass."""
-    from dataclasses import replace
-
-    from ssmviz.core.gpu import Readback
-    from ssmviz.core.kernels.s6 import SCAN_BLOCK, S6Kernel
-
     kernel = S6Kernel(runtime, source=source)
     inputs = {k: arrays[k] for k in ("u", "delta", "A_log", "B", "C", "D", "delta_bias")}
     prep = kernel.prepare(inputs, convention=convention, store_h=True, backward=False,
@@ -368,8 +368,9 @@ def _gpu_values(arrays: Mapping[str, np.ndarray], convention: str, d: int, n: in
         scans = [[x for x in nodes if x.kind == k] for k in ("carry", "block")]
         level = 0
         for dispatch in prep.forward_dispatches:
-            reads = [Readback(prep.buffers[k]) for k in ("fwd_sbuf", "fwd_Sbuf", "h")]
-            _, (sbuf, Sbuf, h) = prep.runtime.run_and_read([[dispatch]], reads=reads)
+            reads = [Readback(prep.buffers[k])
+                     for k in ("fwd_scan_dt_sums", "fwd_scan_states", "h")]
+            _, (dt_sums, scan_states, h) = prep.runtime.run_and_read([[dispatch]], reads=reads)
             # (node, scan level, its ΣΔ offset, its state offset, its element there)
             found: list[tuple[ScanNode, int, int, int, int]] = []
             if dispatch.label == "s6_fwd_summary":
@@ -385,9 +386,43 @@ def _gpu_values(arrays: Mapping[str, np.ndarray], convention: str, d: int, n: in
                         for x in nodes if x.kind == "state"}
             for x, lv, off_s, off_S, c in found:
                 e = (batch_index * lay.counts[lv] + c) * sz.d_inner + d
-                got[x.id] = (math.exp(A * float(sbuf[off_s + e])),
-                             float(Sbuf[off_S + e * sz.d_state + n]))
+                got[x.id] = (math.exp(A * float(dt_sums[off_s + e])),
+                             float(scan_states[off_S + e * sz.d_state + n]))
     finally:
         prep.release()
     return [replace(x, a_gpu=got[x.id][0], b_gpu=got[x.id][1]) if x.id in got else x
             for x in nodes]
+
+
+def s6_isolate(arrays: Mapping[str, np.ndarray], sel: np.ndarray) -> dict[str, np.ndarray]:
+    """The problem cut down to the channels ``sel``: u, delta (batch, seq_len, n_sel),
+    A_log (n_sel, d_state), D and delta_bias (n_sel,); B and C as they are."""
+    a = {k: np.asarray(v) for k, v in arrays.items()}
+    out = {k: a[k][..., sel] for k in ("u", "delta")}
+    out |= {k: a[k][sel] for k in ("A_log", "D", "delta_bias") if k in a}
+    return out | {"B": a["B"], "C": a["C"]}
+
+
+def s6_impulse_run(kernel: S6Kernel, arrays: Mapping[str, np.ndarray], convention: str,
+                   chunk_len: int | None) -> tuple[RunFn, int]:
+    """(forward, elements of its largest buffer per batch element) of ``kernel`` (any
+    source) for impulse runs of the problem ``arrays`` (u (batch, seq_len, d_inner)).
+
+    The forward path and chunk length are pinned to those the kernel picks for ``arrays``
+    themselves (the measured problem, batch element 0 alone), as ``ssmviz check`` runs
+    them, so that the impulse batch (many more channels) does not switch the path being
+    measured. ``chunk_len`` is SSD's; S6 reads none.
+    """
+    del chunk_len
+    batch, L, d_inner = (int(s) for s in np.shape(arrays["u"]))
+    N = int(np.shape(arrays["A_log"])[1])
+    store = batch * L * d_inner * N <= MAX_STORED_STATES
+    plan = kernel.plan(Sizes(batch, L, d_inner, N), store_h=store, backward=False)
+    mode = "onepass" if plan.fwd_onepass else "chunked"
+
+    def run(inputs: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
+        return kernel.run(inputs, convention=convention, backward=False, fwd_mode=mode,
+                          fwd_chunk_len=plan.fwd_chunk).outputs
+
+    summaries = -(-L // plan.fwd_chunk) * d_inner * N
+    return run, max(L * d_inner, L * 4 * -(-N // 4), summaries)

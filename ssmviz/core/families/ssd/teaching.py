@@ -1,9 +1,10 @@
 """SSD teaching numbers (Qt-free): the semiseparable operator M per head, the terms of one
 of its rows, the chunk decomposition Y = Y_diag + Y_off and the chunk states.
 
-Shapes follow ssmviz.core.reference.ssd: x (batch, seq_len, n_heads, d_head); dt (batch,
-seq_len, n_heads); A_log, D, dt_bias (n_heads,); B, C (batch, seq_len, n_groups,
-d_state). Everything here is batch element ``batch_index`` (default 0), float64.
+Shapes follow :mod:`.reference`: x (batch, seq_len, n_heads, d_head); dt (batch, seq_len,
+n_heads); A_log, D, dt_bias (n_heads,); B, C (batch, seq_len, n_groups, d_state).
+Everything here is batch element ``batch_index`` (default 0), float64. The family's
+``Teaching`` record (its ``__init__``) hangs these functions on the registry.
 """
 
 from __future__ import annotations
@@ -14,13 +15,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.reference._common import check_indices, segment_sums
-from ssmviz.core.reference.ssd import (
+from ssmviz.core.families.ssd.kernel import SSDKernel
+from ssmviz.core.families.ssd.plan import make_plan
+from ssmviz.core.families.ssd.reference import (
     n_chunks,
     ssd_discretise,
     ssd_forward_chunked,
     ssd_forward_recurrent,
 )
+from ssmviz.core.families.teaching import RunFn
+from ssmviz.core.reference._common import check_indices, segment_sums
 
 _INPUTS = ("x", "dt", "A_log", "B", "C", "D", "dt_bias")
 
@@ -236,3 +240,64 @@ def ssd_chunk_states(
                           f"n_chunks + 1, n_heads, d_head, d_state) = {want}")
     g = np.asarray(gpu[batch_index, :, h], np.float64)
     return ChunkStates(h, ref, g, g - ref)
+
+
+def ssd_isolate(arrays: Mapping[str, np.ndarray], sel: np.ndarray) -> dict[str, np.ndarray]:
+    """The problem cut down to the heads ``sel``, each with its own group's B and C (one
+    group per head): x (batch, seq_len, n_sel, d_head), dt (batch, seq_len, n_sel), B, C
+    (batch, seq_len, n_sel, d_state), A_log, D, dt_bias (n_sel,)."""
+    a = {k: np.asarray(v) for k, v in arrays.items()}
+    groups = sel * a["B"].shape[2] // a["x"].shape[2]
+    out = {"x": a["x"][:, :, sel], "dt": a["dt"][:, :, sel]}
+    out |= {k: a[k][sel] for k in ("A_log", "D", "dt_bias") if k in a}
+    return out | {"B": a["B"][:, :, groups], "C": a["C"][:, :, groups]}
+
+
+def ssd_impulse_run(kernel: SSDKernel, arrays: Mapping[str, np.ndarray], convention: str,
+                    chunk_len: int | None) -> tuple[RunFn, int]:
+    """(forward with chunk states stored, elements of its largest buffer per batch
+    element) of ``kernel`` (any source) for impulse runs of the problem ``arrays``."""
+    if chunk_len is None:
+        raise SsmvizError("the SSD operator needs chunk_len")
+    _, L, H, P = np.shape(arrays["x"])
+    G, N = np.shape(arrays["B"])[2:]
+    per_batch = max(make_plan(1, L, H, P, G, N, chunk_len).buffer_elems().values())
+
+    def run(inputs: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
+        return kernel.run(inputs, chunk_len=chunk_len, convention=convention,
+                          store_states=True, backward=False).outputs
+
+    return run, per_batch
+
+
+def ssd_states_operator(
+    arrays: Mapping[str, np.ndarray],
+    convention: str,
+    chunk_len: int,
+    heads: np.ndarray,
+    cols: np.ndarray,
+    M: np.ndarray,
+    states: np.ndarray,
+) -> np.ndarray:
+    """M (n_sel, seq_len, n_cols) measured through y, its rows in chunk r past column j's
+    chunk replaced by exp(a_{t0} + … + a_i)·C_i·H_r(e_j): ``states`` (n_cols, n_chunks + 1,
+    n_sel, d_state) the kernel's stored state entering each chunk for the impulse e_j (at
+    its head position), t0 the chunk's first step, the decay and C from the reference."""
+    L, H = np.shape(arrays["dt"])[1:3]
+    Q = min(int(chunk_len), L)
+    bias = arrays.get("dt_bias")
+    _, log_decay, _ = ssd_discretise(np.asarray(arrays["dt"], np.float64)[0],
+                                     np.zeros(H) if bias is None else bias, arrays["A_log"],
+                                     convention=convention)
+    chunk = np.arange(L) // Q
+    decay_in = np.empty((L, H))
+    for k in range(n_chunks(L, Q)):
+        part = slice(k * Q, min((k + 1) * Q, L))
+        decay_in[part] = np.exp(np.cumsum(log_decay[part], axis=0))
+    C = np.asarray(arrays["C"], np.float64)[0]  # (L, G, N)
+    groups = heads * C.shape[1] // H
+    # (n_sel, L, n_cols): C_i · H_{chunk(i)}(e_j), decayed from the chunk's start to i
+    read = np.einsum("ikn,jikn->kij", C[:, groups], states[:, chunk])
+    off = decay_in[:, heads].T[:, :, None] * read
+    below = chunk[:, None] > chunk[cols][None, :]
+    return np.where(below[None], off, M)
