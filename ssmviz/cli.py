@@ -1,4 +1,5 @@
-"""Command line: ``ssmviz [session.json]``, ``ssmviz check ...``, ``ssmviz bench ...``.
+"""Command line: ``ssmviz [session.json]``, ``ssmviz check ...``, ``ssmviz bench ...``,
+``ssmviz tour --out DIR``.
 
 Exit codes of ``check``: 0 every tensor passed, 1 a check failed (or a kernel from a
 file hung or raced), 2 the kernel cannot be built (a compiler crash included), an
@@ -15,8 +16,9 @@ import os
 import sys
 import textwrap
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
+from ssmviz.app.teaching import views_of
 from ssmviz.core import families as registry
 from ssmviz.core.errors import SsmvizError
 
@@ -118,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="ssmviz",
         usage="ssmviz [session.json] [--screenshot PATH.png] [--cpu]\n"
-              "       ssmviz {check,sweep,bench} ...",
+              "       ssmviz {check,sweep,bench,tour} ...",
         description="Visualise and debug SSM GPU kernels. Without a command, ssmviz opens\n"
                     "the desktop app; `ssmviz COMMAND --help` describes a command.",
         epilog="the app:\n" + textwrap.indent(app_help.strip(), "  "),
@@ -178,6 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the app's latency from a control change to updated plots, and UI-thread stalls",
     )
+    bench.add_argument("--view", choices=views_of("s6"), default=None,
+                       help="with --ui: this teaching view open while measuring")
+    tour = sub.add_parser("tour", help="write every step of the guided tour as a PNG")
+    tour.add_argument("--out", metavar="DIR", required=True,
+                      help="the folder for the PNGs (made when its parent exists)")
+    tour.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
     return parser
 
 
@@ -330,11 +338,28 @@ def cmd_check(args: argparse.Namespace) -> int:
             progress.close()
     report.notes += notes
     print(report.table())
-    _write_outputs(args, lambda: report.to_json(), report.export_npz)
+    def export(path: str) -> None:
+        from ssmviz.core.operator import own_forward
+
+        forward = own_forward(family, convention=convention, chunk_len=report.sizes.get(
+            "chunk_len"))
+        report.export_npz(path, extra=_operators(family, report.inputs, forward, convention))
+
+    _write_outputs(args, lambda: report.to_json(), export)
     if not report.passed:
         for line in report.failures():
             print(f"FAIL {line}", file=sys.stderr)
     return EXIT_PASS if report.passed else EXIT_FAIL
+
+
+def _operators(family: str, inputs: dict, forward: Any, convention: str) -> dict:
+    """ref_M and gpu_M of batch element 0 for ``--export`` (a note says when not)."""
+    from ssmviz.core.operator import operator_export_arrays
+
+    data, note = operator_export_arrays(family, inputs, forward, convention=convention)
+    if note:
+        print(f"--export: {note}")
+    return data
 
 
 def _write_outputs(args: argparse.Namespace, to_json, export) -> None:
@@ -394,8 +419,19 @@ def _check_kernel(args: argparse.Namespace) -> int:
     if args.json:
         write_kernel_json(args.json, args.kernel, results)
     if args.export:
-        export_kernel_npz(args.export, results)
+        export_kernel_npz(args.export, results, extra=lambda r: _file_operators(args, r))
     return code
+
+
+def _file_operators(args: argparse.Namespace, result: Any) -> dict:
+    """ref_M and gpu_M of the kernel file's check ``result`` (its inputs, profile and
+    convention), measured through the file in the worker."""
+    from ssmviz.core.operator import file_forward
+
+    rep, prof = result.report, result.profile
+    forward = file_forward(args.kernel, family=prof.family, convention=rep.convention,
+                           chunk_len=rep.sizes.get("chunk_len"), abi=prof.name)
+    return _operators(prof.family, rep.inputs, forward, rep.convention)
 
 
 #: The benches that run no GPU kernel, and what they time.
@@ -414,13 +450,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
         check_output_path(args.json, ".json", "--json")
     given = [_flag(d) for d in ("family", "size", "repeats") if getattr(args, d) is not None]
     given += [_flag(d) for d in ("passes", "reference") if getattr(args, d)]
+    if args.view is not None and not args.ui:
+        raise SsmvizError("--view needs --ui (it opens a teaching view in the app it times)")
     if args.ui:
         if given:
             raise SsmvizError(f"{given[0]} does not apply to bench --ui (it times the app's "
-                              "own live run; only --json and --cpu go with it)")
+                              "own live run; only --view, --json and --cpu go with it)")
         from ssmviz.app.uibench import run_ui_bench
 
-        return run_ui_bench(args.json)
+        return run_ui_bench(args.json, args.view)
     family = args.family or "all"
     if family in _CPU_BENCHES:
         for flag in ("--size", "--passes", "--reference", "--cpu"):
@@ -468,6 +506,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return EXIT_PASS if result["passed"] else EXIT_FAIL
 
 
+def cmd_tour(args: argparse.Namespace) -> int:
+    """``ssmviz tour --out DIR``: one PNG per tour step, named after its session file."""
+    from ssmviz.app.teaching.tour import write_tour
+
+    for path in write_tour(args.out):
+        print(path)
+    return EXIT_PASS
+
+
 def cmd_app(argv: Sequence[str]) -> int:
     from ssmviz.app.main import run_app
 
@@ -491,7 +538,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ssmviz`` command."""
     argv = list(sys.argv[1:] if argv is None else argv)
     _quiet_runtime_dir()
-    if not argv or argv[0] not in ("check", "sweep", "bench", "-h", "--help"):
+    if not argv or argv[0] not in ("check", "sweep", "bench", "tour", "-h", "--help"):
         try:
             return cmd_app(argv)
         except KeyboardInterrupt:
@@ -512,6 +559,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_bench(args)
         if args.command == "sweep":
             return cmd_sweep(args)
+        if args.command == "tour":
+            return cmd_tour(args)
     except SsmvizError as exc:
         print(f"ssmviz: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

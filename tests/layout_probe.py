@@ -40,7 +40,8 @@ def main(session_path: str, settings_path: str) -> int:
         "window": _global_rect(w.frameGeometry()),
         "docks": {name: _global(d) for name, d in w.docks.items()
                   if d.isVisible() and not d.visibleRegion().isEmpty()},  # not a tab behind
-        "tabs": [_global(t) for t in w.findChildren(QTabBar) if t.isVisible()],
+        "tabs": [_global(t) for t in w.findChildren(QTabBar)
+                 if t.isVisible() and not t.visibleRegion().isEmpty()],  # in a dock behind
         "chips": [_global(lb) for lb in [*status.badge_box.labels, status.badge_box.more]
                   if lb.isVisible()],
         "hidden_chips": status.badge_box.more.toolTip(),

@@ -83,7 +83,7 @@ def make_window(qtbot, tmp_path, runtime):
 
 def test_window_opens_with_docks_shortcuts_and_verdicts(make_window) -> None:
     w = make_window()
-    assert set(w.docks) == {"controls", "readout", "gradients", "shader"}
+    assert set(w.docks) == {"controls", "readout", "gradients", "shader", "teaching", "tour"}
     keys = {name: a.shortcut().toString() for name, a in w.actions_by_name.items()}
     assert keys["run"] == "Ctrl+R" and keys["reload"] == "F5"
     assert keys["export"] == "Ctrl+E" and keys["play"] == "Space"

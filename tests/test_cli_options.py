@@ -1,5 +1,5 @@
-"""No option is ever ignored: every option of every subcommand (check, sweep, bench and the
-app) either changes what runs or is refused in one line with exit 2.
+"""No option is ever ignored: every option of every subcommand (check, sweep, bench, tour and
+the app) either changes what runs or is refused in one line with exit 2.
 
 The work itself (check_arrays, the kernel check, the sweep, the benches, the app window)
 is replaced by recorders, so each command line runs in milliseconds; what the recorders
@@ -91,6 +91,11 @@ BENCH = {
             (["bench", "--family", "reference"], ["--cpu"]),
             (["bench", "--family", "tint"], ["--cpu"])],
     "ui": [(["bench"], ["--ui"])],
+    "view": [(["bench", "--ui"], ["--view", "operator"]), (["bench"], ["--view", "operator"])],
+}
+TOUR = {
+    "out": [(["tour", "--out", "pngs"], ["--out", "other"])],
+    "cpu": [(["tour", "--out", "pngs"], ["--cpu"])],
 }
 APP = {
     "session": [(["--screenshot", "a.png"], ["s.json"])],
@@ -113,6 +118,7 @@ def test_every_option_has_cases() -> None:
     assert _dests(_subparser("check")) == set(CHECK)
     assert _dests(_subparser("sweep")) == set(SWEEP)
     assert _dests(_subparser("bench")) == set(BENCH)
+    assert _dests(_subparser("tour")) == set(TOUR)
     assert _dests(app_main.build_app_parser()) == set(APP)
 
 
@@ -171,9 +177,13 @@ class Recorder:
             rec.append(("format_results", passes))
             return "table"
 
-        def run_ui_bench(json_path):
-            rec.append(("run_ui_bench", json_path))
+        def run_ui_bench(json_path, view=None):
+            rec.append(("run_ui_bench", json_path, view))
             return 0
+
+        def write_tour(out):
+            rec.append(("write_tour", out))
+            return []
 
         def configure(**kw):
             rec.append(("gpu.configure", sorted(kw.items())))
@@ -186,6 +196,7 @@ class Recorder:
         self.mp.setattr(bench, "run_bench", run_bench)
         self.mp.setattr(bench, "format_results", format_results)
         self.mp.setattr("ssmviz.app.uibench.run_ui_bench", run_ui_bench)
+        self.mp.setattr("ssmviz.app.teaching.tour.write_tour", write_tour)
         self.mp.setattr(gpu, "configure", configure)
         self._install_app()
 
@@ -210,6 +221,7 @@ class Recorder:
 
         class Window:
             plotsUpdated = Signal()
+            teaching = type("Teaching", (), {"busy": False})()
 
             def __init__(self, restore=True, fit_screen=True):
                 rec.append(("MainWindow", restore, fit_screen))
@@ -251,6 +263,12 @@ class Recorder:
             def quit(self): ...
 
         class Timer:
+            timeout = Signal()
+
+            def __init__(self, **kw): ...
+            def start(self): ...
+            def stop(self): ...
+
             @staticmethod
             def singleShot(ms, fn): ...
 
@@ -290,7 +308,7 @@ def folder(tmp_path: Path, monkeypatch) -> Path:
 
 
 ALL = [(cmd, dest, base, extra) for cmd, table in
-       (("check", CHECK), ("sweep", SWEEP), ("bench", BENCH), ("app", APP))
+       (("check", CHECK), ("sweep", SWEEP), ("bench", BENCH), ("tour", TOUR), ("app", APP))
        for dest, pairs in table.items() for base, extra in pairs]
 
 

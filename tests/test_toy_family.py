@@ -82,3 +82,19 @@ def test_toy_family_gets_the_sweep(toy) -> None:
     assert result["passed"] and len(result["cases"]) == 6
     assert all(line.startswith("PASS") for line in lines[:-1])
     assert lines[-1].startswith("toy: 6/6 cases passed")
+
+
+def test_a_family_without_teaching_has_no_views_and_no_operator(toy) -> None:
+    """The teaching views read Family.teaching: the toy sets none, so it has no views and
+    the operator refuses it in one line naming the families that have one; S6 and SSD
+    carry theirs in the registry."""
+    from ssmviz.app.teaching import measures_of, views_of
+    from ssmviz.core import operator as op
+
+    assert views_of("toy") == () and measures_of("toy") == ()
+    assert views_of("s6") == families.get("s6").teaching.views
+    assert "chunks" in views_of("ssd") and measures_of("ssd") == ("y", "states")
+    assert measures_of("s6") == ()
+    with pytest.raises(SsmvizError, match=r"^family must be one of s6, ssd \(those with "
+                                          r"teaching views\); got 'toy'$"):
+        op.reference_operator("toy", _problem().build(), convention="mamba")

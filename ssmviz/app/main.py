@@ -150,6 +150,12 @@ def _screenshot(app, window, path: str) -> int:
     window.plotsUpdated.connect(plotted)
     QTimer.singleShot(SCREENSHOT_TIMEOUT_S * 1000, loop.quit)
     loop.exec()
+    if shown:  # and a session's teaching view shows the run too
+        poll = QTimer(interval=20)
+        poll.timeout.connect(lambda: None if window.teaching.busy else loop.quit())
+        poll.start()
+        loop.exec()
+        poll.stop()
     app.processEvents()
     error = window.result.error if window.result is not None else ""
     if not shown or error:

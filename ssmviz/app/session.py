@@ -6,10 +6,17 @@ Layout of the file::
      "problem": Problem.to_dict(),
      "view": {"batch": 0, "channel": 0, "state": 0, "cursor": 0},
      "inputs_path": null | "path/to/inputs.npz",
-     "kernel_path": null | "path/to/kernel.wgsl"}
+     "kernel_path": null | "path/to/kernel.wgsl",
+     "teaching": null | {"view": null | "operator", "title": null | "...",
+                         "caption": null | "...", "log_colour": false,
+                         "measure": null | "y" | "states", "tree_chunk_len": null | 4}}
 
 ``kernel_path`` null means ssmviz's built-in kernel of the problem's family; a path is
-the kernel file the shader panel had open (files without the key are built-in).
+the kernel file the shader panel had open (files without the key are built-in). A
+relative ``inputs_path`` or ``kernel_path`` in a file is relative to that file's folder.
+``teaching`` (optional) opens a teaching view of the problem's family
+(:func:`ssmviz.app.teaching.views_of`; null: the time plots) and, with a caption,
+shows it in the tour's caption panel (the tour: ``assets/sessions/tour/``).
 """
 
 from __future__ import annotations
@@ -19,13 +26,70 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ssmviz.app.teaching import measures_of, views_of
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.fields import describe, require_object
+from ssmviz.core.fields import describe, require_object, typed_fields
 from ssmviz.core.problem import Problem
 
 SESSION_VERSION = 1
 VIEW_KEYS = ("batch", "channel", "state", "cursor")
-SESSION_KEYS = ("ssmviz_session", "problem", "view", "inputs_path", "kernel_path")
+SESSION_KEYS = ("ssmviz_session", "problem", "view", "inputs_path", "kernel_path", "teaching")
+#: The longest tour title and caption a session may hold (the caption panel's room).
+TITLE_MAX = 80
+CAPTION_MAX = 700
+#: The scan tree is drawn up to seq_len 64: a longer kernel chunk makes no tree.
+TREE_CHUNK_MAX = 64
+
+
+@dataclass(frozen=True)
+class Teaching:
+    """A session's teaching view and tour caption.
+
+    ``view``: a teaching view of the problem's family, None for the time plots alone;
+    ``title`` and ``caption``: the tour's caption panel (None: no panel);
+    ``log_colour``: the operator view's log-magnitude colours; ``measure`` (SSD): its
+    GPU M through "y" (None: the same) or through the kernel's chunk-state buffer
+    ("states"); ``tree_chunk_len`` (S6): the scan tree's kernel chunk length (None: the
+    kernel's own choice).
+    """
+
+    view: str | None = None
+    title: str | None = None
+    caption: str | None = None
+    log_colour: bool = False
+    measure: str | None = None
+    tree_chunk_len: int | None = None
+
+    @classmethod
+    def from_dict(cls, data: Any, family: str) -> Teaching:
+        """Typed fields, then the view checked against ``family``'s views and the texts
+        against their room; one-line SsmvizError naming the field."""
+        out = cls(**typed_fields(cls, data, "session teaching"))
+        if out.view is not None and out.view not in views_of(family):
+            raise SsmvizError(f"session teaching.view {describe(out.view)} is not a view of "
+                              f"the {family} family (its views: {', '.join(views_of(family))})")
+        measures = measures_of(family)
+        if out.measure is not None and out.measure not in measures:
+            allowed = " or ".join(["null", *(repr(m) for m in measures)])
+            raise SsmvizError(f"session teaching.measure must be {allowed} for the {family} "
+                              f"family; got {describe(out.measure)}")
+        chunk = out.tree_chunk_len
+        tree = "scan_tree" in views_of(family)
+        if chunk is not None and (not tree or not 1 <= chunk <= TREE_CHUNK_MAX):
+            allowed = f"null or in [1, {TREE_CHUNK_MAX}]" if tree else "null"
+            raise SsmvizError(f"session teaching.tree_chunk_len must be {allowed} for the "
+                              f"{family} family; got {describe(chunk)}")
+        for key, top in (("title", TITLE_MAX), ("caption", CAPTION_MAX)):
+            text = getattr(out, key)
+            if text is not None and not 0 < len(text.strip()) <= top:
+                raise SsmvizError(f"session teaching.{key} must hold 1 to {top} characters; "
+                                  f"got {len(text.strip())}")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"view": self.view, "title": self.title, "caption": self.caption,
+                "log_colour": self.log_colour, "measure": self.measure,
+                "tree_chunk_len": self.tree_chunk_len}
 
 
 @dataclass
@@ -37,6 +101,10 @@ class Session:
     inputs_path: str | None = None
     #: The kernel source file; None for the built-in kernel.
     kernel_path: str | None = None
+    #: The teaching view and tour caption; None: the time plots, no caption.
+    teaching: Teaching | None = None
+    #: The file this session was read from (not saved in it): a tour step's place.
+    source: str | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -45,6 +113,7 @@ class Session:
             "view": {k: int(self.view.get(k, 0)) for k in VIEW_KEYS},
             "inputs_path": self.inputs_path,
             "kernel_path": self.kernel_path,
+            "teaching": self.teaching.to_dict() if self.teaching is not None else None,
         }
 
     @classmethod
@@ -85,7 +154,10 @@ class Session:
             if path is not None and not isinstance(path, str):
                 raise SsmvizError(f"session {key} must be a string; got {describe(path)}")
             paths[key] = path or None
-        return cls(problem, view, **paths)
+        teaching = data.get("teaching")
+        if teaching is not None:
+            teaching = Teaching.from_dict(teaching, problem.family)
+        return cls(problem, view, **paths, teaching=teaching)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
@@ -133,6 +205,12 @@ class Session:
                 f"{exc.start})"
             ) from exc
         session = cls.from_json(text)
+        session.source = str(Path(path).resolve())
+        folder = Path(path).parent
+        for key in ("inputs_path", "kernel_path"):
+            value = getattr(session, key)
+            if value and not Path(value).is_absolute():
+                setattr(session, key, str((folder / value).resolve()))
         if session.inputs_path and not Path(session.inputs_path).is_file():
             raise SsmvizError(f"session inputs_path file not found: {session.inputs_path}")
         signal = session.problem.signal

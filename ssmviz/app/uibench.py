@@ -7,7 +7,10 @@ Two figures:
    batch 1, seq_len 2048, d_inner 16, d_state 16: the time from the control's value
    change to the end of the plot update (the result's setData/setImage done and the
    resulting paint events processed; a long result is shown over several event-loop
-   turns, and the clock stops after the last). Each edit starts from an idle app.
+   turns, and the clock stops after the last). Each edit starts from an idle app. With
+   a teaching view open (``view``, e.g. "operator": ``bench --ui --view operator``) the
+   app is idle once that view shows the run too, and the view's own latency (change →
+   the view updated) is reported beside.
    Median, p90 and max per batch and over all (the spread between batches is the
    figure's own noise), the core count and the load average after each batch, and where
    the time goes (waiting, the run, preparing the plot data, the UI-thread update, and
@@ -72,7 +75,8 @@ def _wait(app, pred, timeout_s: float) -> bool:
 
 
 def _idle(window) -> bool:
-    return not window.scheduler.waiting and not window.view_worker.busy
+    return (not window.scheduler.waiting and not window.view_worker.busy
+            and not window.teaching.busy)
 
 
 def _settle(app, window) -> None:
@@ -123,6 +127,10 @@ def measure_latency(app, window, problem, changes: int, batches: int = 1) -> dic
         "run thread: run (GPU host side + compare)", "reference thread",
         "run thread: prepare plot data", "UI thread: setData", "UI thread: paint and events")}
     errors, per_batch, load = [], [], [_load()]
+    view_at: list[float] = []  # when the teaching view on screen last showed a run
+    view_lat: list[float] = []
+    panel = w.teaching.panel
+    panel.viewShown.connect(lambda *_: view_at.append(time.perf_counter()))
     base = float(problem.signal.frequency)
     for i in range(changes * batches):
         gen = w.scheduler.generation
@@ -152,6 +160,8 @@ def measure_latency(app, window, problem, changes: int, batches: int = 1) -> dic
             per_batch.append(_summary(lat[-changes:]))
             load.append(_load())
         _settle(app, w)
+        if panel.seen and view_at and view_at[-1] > t0:
+            view_lat.append(view_at[-1] - t0)
     ms = lambda xs: [round(x * 1e3, 3) for x in xs]  # noqa: E731
     med = lambda xs: round(statistics.median(xs) * 1e3, 3)  # noqa: E731
     return {
@@ -173,6 +183,8 @@ def measure_latency(app, window, problem, changes: int, batches: int = 1) -> dic
         "load_avg": load,  # before the first batch, then after each
         "latencies_ms": ms(lat),
         "errors": sorted(set(errors)),
+        "view": panel.current() if panel.seen else None,
+        "view_latency": _summary(view_lat) if view_lat else None,
     }
 
 
@@ -232,11 +244,12 @@ def measure_heartbeat(app, window, problem, interval_ms: int = HEARTBEAT_MS) -> 
 
 
 def ui_bench(*, small: Any = None, big: Any = None, changes: int = 20, batches: int = 3,
-             interval_ms: int = HEARTBEAT_MS) -> dict[str, Any]:
+             interval_ms: int = HEARTBEAT_MS, view: str | None = None) -> dict[str, Any]:
     """Both measurements on a fresh, shown window with private settings.
 
     ``small`` / ``big`` are Problems (default: the sizes of the issue, S6); the latency
-    is measured over ``batches`` batches of ``changes`` edits.
+    is measured over ``batches`` batches of ``changes`` edits; ``view``: a teaching view
+    of the problem's family open on top while measuring (None: none shown).
     """
     app = _app()
     from PySide6.QtCore import QSettings
@@ -250,6 +263,9 @@ def ui_bench(*, small: Any = None, big: Any = None, changes: int = 20, batches: 
         settings = QSettings(str(Path(tmp) / "settings.ini"), QSettings.Format.IniFormat)
         window = MainWindow(settings, restore=False)
         window.show()
+        if view is not None:
+            window.teaching.panel.set_family(small.family)
+            window.teaching.open(view)
         try:
             latency = measure_latency(app, window, small, changes, batches)
             gaps = measure_heartbeat(app, window, big, interval_ms)
@@ -292,13 +308,18 @@ def format_ui_bench(res: dict[str, Any]) -> str:
         f"{gap['target_ms']:.0f} ms target); showing the result: max gap "
         f"{gap['max_gap_showing_result_ms']:.1f} ms, most UI-thread CPU in one gap "
         f"{gap['max_gap_cpu_showing_result_ms']:.1f} ms (update {gap['ui_update_ms']:.1f} ms)",
-    ] + ([f"run errors: {'; '.join(lat['errors'])}"] if lat["errors"] else [])
+    ] + ([f"with the {lat['view']} view open: the view itself updated after median "
+          f"{lat['view_latency']['median_ms']:.1f} ms, p90 {lat['view_latency']['p90_ms']:.1f}"
+          f" ms, max {lat['view_latency']['max_ms']:.1f} ms"] if lat.get("view_latency")
+         else [])
+      + ([f"run errors: {'; '.join(lat['errors'])}"] if lat["errors"] else [])
       + ([f"long run error: {gap['error']}"] if gap["error"] else []))
 
 
-def run_ui_bench(json_path: str | None) -> int:
-    """``ssmviz bench --ui [--json PATH]``: print both figures, write JSON; exit code 0."""
-    res = ui_bench()
+def run_ui_bench(json_path: str | None, view: str | None = None) -> int:
+    """``ssmviz bench --ui [--view NAME] [--json PATH]``: print both figures, write JSON;
+    exit code 0."""
+    res = ui_bench(view=view)
     print(format_ui_bench(res))
     if json_path:
         from ssmviz.core.fileio import write_text

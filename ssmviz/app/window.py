@@ -30,6 +30,7 @@ from ssmviz.app.runner import RunResult
 from ssmviz.app.session import Session
 from ssmviz.app.shader_panel import ShaderPanel, builtin_shader
 from ssmviz.app.statusbar import RunStatusBar
+from ssmviz.app.teaching.docks import TeachingDocks
 from ssmviz.app.titles import grad_titles
 from ssmviz.app.viewdata import ViewData
 from ssmviz.app.worker import RunScheduler, ViewWorker
@@ -152,6 +153,7 @@ class MainWindow(QMainWindow):
         self.controls.inputsChanged.connect(self.scheduler.request)
         self.controls.viewChanged.connect(self._refresh_view)
         self.time_plots.cursorMoved.connect(self._cursor_moved)
+        self.teaching = TeachingDocks(self)
 
         self.play_timer = QTimer(self, interval=PLAY_INTERVAL_MS)
         self.play_timer.timeout.connect(self._play_tick)
@@ -199,6 +201,7 @@ class MainWindow(QMainWindow):
         }
         for dock in self.docks.values():
             view_menu.addAction(dock.toggleViewAction())
+        self.teaching.add_menu(self.menuBar())
 
     # -- runs ----------------------------------------------------------------------------------
     def _make_request(self) -> dict | None:
@@ -388,7 +391,8 @@ class MainWindow(QMainWindow):
                 "cursor": self.time_plots.cursor}
         panel = self.shader_panel
         kernel = panel.path if panel.kind == "file" else None
-        return Session(self.controls.problem(), view, self.controls.inputs_path, kernel)
+        return Session(self.controls.problem(), view, self.controls.inputs_path, kernel,
+                       self.teaching.state())
 
     def apply_session(self, session: Session) -> None:
         """Restore a session (inputs file, kernel source, problem, view, cursor) and run it.
@@ -404,6 +408,7 @@ class MainWindow(QMainWindow):
         v = session.view
         self.controls.set_selection(v.get("batch", 0), v.get("channel", 0), v.get("state", 0))
         self._pending_cursor = v.get("cursor", 0)
+        self.teaching.apply(session)
         self.run_now()
 
     def _restore_kernel(self, session: Session) -> None:
@@ -445,7 +450,8 @@ class MainWindow(QMainWindow):
 
     # -- export --------------------------------------------------------------------------------
     def export_all(self, base: str | Path) -> list[Path]:
-        """Write ``<base>_time.png/.svg``, ``<base>_grads.png``, ``.csv``, ``.npz``, ``.json``."""
+        """Write ``<base>_time.png/.svg``, ``<base>_grads.png``, ``.csv``, ``.npz``, ``.json``
+        and, with a teaching view on screen, ``<base>_<view>.png/.svg``."""
         if self.result is None or self.trace is None:
             raise SsmvizError("nothing to export yet: no run has finished")
         base = Path(base)
@@ -462,6 +468,7 @@ class MainWindow(QMainWindow):
             (f"{stem}.csv", lambda tmp: export_csv(trace, tmp)),
             (f"{stem}.npz", lambda tmp: export_npz(result, tmp)),
             (f"{stem}.json", session.save),
+            *self.teaching.export_items(stem),
         ])
 
     def _export_dialog(self) -> None:
@@ -507,6 +514,7 @@ class MainWindow(QMainWindow):
         self.shader_panel.shutdown()
         self.scheduler.shutdown()
         self.view_worker.stop()
+        self.teaching.shutdown()
         self.time_plots.release()
         self.grad_plots.release()
 

@@ -237,9 +237,11 @@ class CheckReport:
             "tensors": [v.to_json() for v in self.verdicts],
         }
 
-    def export_npz(self, path: str) -> None:
-        """Inputs under their names, ``gpu_<name>``, ``ref_<name>`` and a JSON ``meta``."""
+    def export_npz(self, path: str, extra: Mapping[str, np.ndarray] | None = None) -> None:
+        """Inputs under their names, ``gpu_<name>``, ``ref_<name>``, ``extra`` (e.g. the
+        operators ref_M and gpu_M) and a JSON ``meta``."""
         data: dict[str, np.ndarray] = {k: np.asarray(v) for k, v in self.inputs.items()}
+        data |= {k: np.asarray(v) for k, v in (extra or {}).items()}
         for k, v in self.gpu.items():
             data[f"gpu_{k}"] = np.asarray(v)
         for k, v in self.ref.items():

@@ -1,6 +1,7 @@
 """Typed reading of dataclass fields from JSON-like data (sessions, export metadata).
 
-A dataclass field's annotation (``int``, ``float``, ``str``, ``str | None``, ``int | None``)
+A dataclass field's annotation (``int``, ``float``, ``str``, ``bool``, ``str | None``,
+``int | None``)
 is the type its JSON value must have; anything else is refused in one line that names the
 field by its dotted path, e.g. ``session problem.signal.amplitude must be a number; got
 'loud'``. Ranges are the dataclasses' own ``validate()``; this module only checks types.
@@ -100,6 +101,12 @@ def _string(name: str, value: Any) -> str:
     return value
 
 
+def _boolean(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise SsmvizError(f"{name} must be true or false; got {describe(value)}")
+    return value
+
+
 def _optional(read):
     def check(name: str, value: Any) -> Any:
         return None if value is None else read(name, value)
@@ -112,6 +119,7 @@ _READERS = {
     "int": _integer,
     "float": _number,
     "str": _string,
+    "bool": _boolean,
     "int | None": _optional(_integer),
     "str | None": _optional(_string),
 }

@@ -7,7 +7,7 @@
 - :func:`export_kernel_npz`: ``--export``; the keys are the inputs under their names and,
   for every output the kernel produced, ``gpu_<label>`` and ``ref_<label>`` with the
   profile's label (e.g. ``gpu_y``, ``gpu_h_cache[h]``), plus a JSON ``meta`` that
-  ``--inputs`` reads back.
+  ``--inputs`` reads back; the CLI adds the operators ``ref_M`` and ``gpu_M``.
 
 All take the list of :class:`KernelCheckResult` a check returned, after the check.
 """
@@ -15,7 +15,7 @@ All take the list of :class:`KernelCheckResult` a check returned, after the chec
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -95,8 +95,13 @@ def kernel_export_arrays(result: KernelCheckResult) -> dict[str, np.ndarray]:
     return data
 
 
-def export_kernel_npz(out: str, results: Sequence[KernelCheckResult]) -> None:
-    """``--export OUT`` of a kernel check (atomic); exactly one result must have run."""
+def export_kernel_npz(
+    out: str,
+    results: Sequence[KernelCheckResult],
+    extra: Callable[[KernelCheckResult], Mapping[str, np.ndarray]] | None = None,
+) -> None:
+    """``--export OUT`` of a kernel check (atomic); exactly one result must have run.
+    ``extra``: more arrays for the file, from that result (e.g. ref_M and gpu_M)."""
     ran = [r for r in results if r.report is not None]
     if not ran:
         first = results[0] if results else None
@@ -106,4 +111,6 @@ def export_kernel_npz(out: str, results: Sequence[KernelCheckResult]) -> None:
         raise SsmvizError(f"--export {out}: the file was checked under {len(ran)} profiles; "
                           "choose one with --family or --abi")
     data = kernel_export_arrays(ran[0])
+    if extra is not None:
+        data |= {k: np.asarray(v) for k, v in extra(ran[0]).items()}
     write_file(out, lambda tmp: np.savez(tmp, **data))

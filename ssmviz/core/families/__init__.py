@@ -18,8 +18,10 @@ from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families import s6 as _s6
 from ssmviz.core.families import ssd as _ssd
 from ssmviz.core.families.family import Family, KernelRunner, RoleSpec
+from ssmviz.core.families.teaching import Teaching
 
-__all__ = ["Family", "KernelRunner", "RoleSpec", "get", "names", "register"]
+__all__ = ["Family", "KernelRunner", "RoleSpec", "Teaching", "get", "names", "register",
+           "teaching"]
 
 _BUILT_IN = (_s6.FAMILY.name, _ssd.FAMILY.name)
 _REGISTRY: dict[str, Family] = {f.name: f for f in (_s6.FAMILY, _ssd.FAMILY)}
@@ -36,6 +38,17 @@ def get(name: str) -> Family:
         return _REGISTRY[name]
     except (KeyError, TypeError):
         raise SsmvizError(f"family must be one of {', '.join(_REGISTRY)}; got '{name}'") from None
+
+
+def teaching(name: str) -> Teaching:
+    """The teaching record of the family named ``name``; a one-line SsmvizError lists the
+    families that have one."""
+    family = _REGISTRY.get(name) if isinstance(name, str) else None
+    if family is None or family.teaching is None:
+        have = ", ".join(n for n, f in _REGISTRY.items() if f.teaching is not None)
+        raise SsmvizError(f"family must be one of {have} (those with teaching views); "
+                          f"got {name!r}")
+    return family.teaching
 
 
 def register(family: Family) -> Family:

@@ -19,6 +19,7 @@ from ssmviz.core.errors import SsmvizError
 
 if TYPE_CHECKING:
     from ssmviz.core.families.abi import AbiProfile
+    from ssmviz.core.families.teaching import Teaching
     from ssmviz.core.families.view import FamilyView
     from ssmviz.core.kernels._base import KernelResult
     from ssmviz.core.problem import Problem
@@ -159,6 +160,8 @@ class Family:
     bench_steps: Callable[[str], int] = lambda size: 0
     #: () -> how the app's plots slice this family's arrays; None: the app cannot show it.
     view: Callable[[], FamilyView] | None = None
+    #: The operator M and the teaching views' numbers; None: the family has no teaching views.
+    teaching: Teaching | None = None
 
     # -- derived ------------------------------------------------------------------------
     def reference(self, arrays: Arrays, convention: str, sizes: Sizes) -> dict[str, np.ndarray]:

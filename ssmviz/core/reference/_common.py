@@ -120,3 +120,35 @@ def inverse_softplus(y: ArrayLike) -> NDArray[np.float64]:
     if not np.all(y > 0):
         raise SsmvizError("inverse_softplus needs every value > 0 (softplus is always positive)")
     return y + np.log(-np.expm1(-y))
+
+
+def segment_sums(a: ArrayLike, cols: ArrayLike | None = None) -> NDArray[np.float64]:
+    """Segment sums of the last axis for some columns: (..., T) -> (..., T, n_cols).
+
+    out[..., i, k] = a_{j+1} + … + a_i with j = cols[k], for i ≥ j (0 at i = j), and −inf
+    for i < j (exp gives the causal mask). ``cols`` default: all T (the full segsum).
+    Each entry is a running sum of the terms themselves, never a difference of two long
+    cumulative sums, so no precision is lost when the cumulative sum is large.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    T = a.shape[-1]
+    j = np.arange(T) if cols is None else np.asarray(cols, dtype=np.int64)
+    i = np.arange(T)[:, None]
+    out = np.where(i > j[None, :], a[..., :, None], 0.0)
+    np.cumsum(out, axis=-2, out=out)
+    np.copyto(out, -np.inf, where=np.broadcast_to(i < j[None, :], out.shape))
+    return out
+
+
+def check_indices(name: str, values: ArrayLike | None, size: int) -> NDArray[np.int64]:
+    """``values`` as an int64 index array into ``range(size)`` (all of it when None);
+    raises SsmvizError naming ``name`` for an empty, non-integer or out-of-range one."""
+    if values is None:
+        return np.arange(size, dtype=np.int64)
+    arr = np.asarray(values)
+    if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
+        raise SsmvizError(f"{name} must be a non-empty list of integers; got {values!r}")
+    bad = arr[(arr < 0) | (arr >= size)]
+    if bad.size:
+        raise SsmvizError(f"{name} {int(bad[0])} is out of range 0..{size - 1}")
+    return arr.astype(np.int64)

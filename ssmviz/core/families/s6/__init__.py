@@ -4,8 +4,9 @@ Everything about S6 lives here, next to ``shaders/selective_scan.wgsl``: its ABI
 (:mod:`.abi`), which kernels run (:mod:`.plan`), the runner (:mod:`.kernel`), the
 float64 reference (:mod:`.reference`), the problem's arrays (:mod:`.arrays`), the sweep
 and bench sizes (:mod:`.cases`, :mod:`.bench`), the builderforce profile
-(:mod:`.builderforce`), what the app's plots show (:mod:`.view`) and the measurement log
-(NOTES.md). :data:`FAMILY` is the record the rest of ssmviz reads.
+(:mod:`.builderforce`), what the app's plots show (:mod:`.view`), the operator and the
+teaching views' numbers (:mod:`.teaching`) and the measurement log (NOTES.md).
+:data:`FAMILY` is the record the rest of ssmviz reads.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ssmviz.core.families.family import Family
-from ssmviz.core.families.s6 import arrays, bench, builderforce, cases, reference
+from ssmviz.core.families.s6 import arrays, bench, builderforce, cases, reference, teaching
 from ssmviz.core.families.s6.abi import ROLES, S6_ABI, SHADER
 from ssmviz.core.families.s6.kernel import S6Kernel
 from ssmviz.core.families.s6.view import VIEW
+from ssmviz.core.families.teaching import Teaching
 
 
 def _state_elements(sizes: Mapping[str, int]) -> int:
@@ -52,4 +54,21 @@ FAMILY = Family(
     bench=bench.bench,
     bench_steps=bench.steps,
     view=lambda: VIEW,
+    teaching=Teaching(
+        views=("operator", "scan_tree", "discretisation"),
+        signal="u",
+        per_step=("u", "delta", "B", "C"),
+        params=("A_log", "D", "delta_bias"),
+        unit="channel",
+        units="d_inner",
+        row_term="C_t[n]·exp(A[n]·ΣΔ)·B̄_j[n]",
+        operator=lambda a, conv, index, rows, cols: teaching.s6_operator(
+            a, convention=conv, channels=index, rows=rows, cols=cols),
+        row_terms=lambda a, conv, channel, t: teaching.s6_row_terms(
+            a, convention=conv, channel=channel, t=t),
+        isolate=teaching.s6_isolate,
+        impulse_run=teaching.s6_impulse_run,
+        scan_tree=teaching.s6_scan_tree,
+        discretisation=teaching.s6_discretisation,
+    ),
 )

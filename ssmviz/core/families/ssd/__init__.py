@@ -5,7 +5,8 @@ Everything about SSD lives here, next to ``shaders/ssd.wgsl``: its ABI (:mod:`.a
 chunking and Params (:mod:`.plan`), the runner (:mod:`.kernel`), the float64 reference
 (:mod:`.reference`), the problem's arrays (:mod:`.arrays`), the sweep and bench sizes
 (:mod:`.cases`, :mod:`.bench`), the builderforce profile (:mod:`.builderforce`), what the
-app's plots show (:mod:`.view`) and the measurement log (NOTES.md). :data:`FAMILY` is the
+app's plots show (:mod:`.view`), the operator and the teaching views' numbers
+(:mod:`.teaching`) and the measurement log (NOTES.md). :data:`FAMILY` is the
 record the rest of ssmviz reads.
 """
 
@@ -14,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ssmviz.core.families.family import Family
-from ssmviz.core.families.ssd import arrays, bench, builderforce, cases, reference
+from ssmviz.core.families.ssd import arrays, bench, builderforce, cases, reference, teaching
 from ssmviz.core.families.ssd.abi import ROLES, SHADER, SSD_ABI
 from ssmviz.core.families.ssd.kernel import SSDKernel
 from ssmviz.core.families.ssd.view import VIEW
+from ssmviz.core.families.teaching import Teaching
 
 
 def _state_elements(sizes: Mapping[str, int]) -> int:
@@ -55,4 +57,22 @@ FAMILY = Family(
     bench=bench.bench,
     bench_steps=bench.steps,
     view=lambda: VIEW,
+    teaching=Teaching(
+        views=("operator", "chunks"),
+        signal="x",
+        per_step=("x", "dt", "B", "C"),
+        params=("A_log", "D", "dt_bias"),
+        unit="head",
+        units="n_heads",
+        row_term="C_t[n]·B_j[n]·Ā…·s_j",
+        operator=lambda a, conv, index, rows, cols: teaching.ssd_operator(
+            a, convention=conv, heads=index, rows=rows, cols=cols),
+        row_terms=lambda a, conv, head, t: teaching.ssd_row_terms(
+            a, convention=conv, head=head, t=t),
+        isolate=teaching.ssd_isolate,
+        impulse_run=teaching.ssd_impulse_run,
+        states_operator=teaching.ssd_states_operator,
+        chunk_decomposition=teaching.ssd_chunk_decomposition,
+        chunk_states=teaching.ssd_chunk_states,
+    ),
 )

@@ -1,0 +1,55 @@
+"""Teaching views: the operator M, SSD's chunk decomposition, S6's scan tree, discretisation.
+
+Each view is one module of this package (a :class:`~ssmviz.app.teaching.base.TeachingView`
+subclass); the numbers come from the families' Qt-free teaching functions, computed off
+the UI thread. This module is Qt-free: sessions validate their ``teaching.view`` against
+:func:`views_of`.
+
+Which views a family has is the family's own word: ``Family.teaching.views`` in the
+registry (:mod:`ssmviz.core.families`).
+"""
+
+from __future__ import annotations
+
+from ssmviz.core import families as registry
+from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families.teaching import Teaching
+
+#: How the operator view may measure the GPU M: through y, or through the kernel's
+#: chunk-state buffer (a family with chunk states: ``Teaching.states_operator``).
+MEASURES = ("y", "states")
+
+#: view -> its tab title.
+VIEW_TITLES: dict[str, str] = {
+    "operator": "Operator M",
+    "chunks": "Chunks",
+    "scan_tree": "Scan tree",
+    "discretisation": "Discretisation",
+}
+
+
+def views_of(family: str) -> tuple[str, ...]:
+    """The teaching views of ``family``, in the order of their tabs (none for a family
+    without any, or one not registered)."""
+    if family not in registry.names():
+        return ()
+    teaching = registry.get(family).teaching
+    return () if teaching is None else teaching.views
+
+
+def measures_of(family: str) -> tuple[str, ...]:
+    """The operator view's choices of GPU M for ``family``: :data:`MEASURES` when it has
+    chunk states to measure through, else none (through y only)."""
+    if "operator" not in views_of(family):
+        return ()
+    return MEASURES if registry.teaching(family).states_operator is not None else ()
+
+
+def teaching_for(family: str, view: str) -> Teaching:
+    """The teaching record of ``family``, which must have ``view``; a one-line SsmvizError
+    names the family's views otherwise."""
+    views = views_of(family)
+    if view not in views:
+        raise SsmvizError(f"the {VIEW_TITLES[view].lower()} view is not one of the {family} "
+                          f"family's (its views: {', '.join(views) or 'none'})")
+    return registry.teaching(family)

@@ -1,0 +1,144 @@
+"""The teaching views and the tour's caption in the main window: their two docks, and
+their wiring to the runs, the selection, the time cursor and sessions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QMenuBar, QWidget
+
+from ssmviz.app.export import export_image
+from ssmviz.app.session import Session, Teaching
+from ssmviz.app.teaching import measures_of, views_of
+from ssmviz.app.teaching.caption import CaptionPanel
+from ssmviz.app.teaching.panel import TeachingPanel
+from ssmviz.app.teaching.tour import tour_steps
+from ssmviz.core.errors import SsmvizError
+
+#: The share of the window's width the teaching dock takes when a session opens a view.
+VIEW_SHARE = 0.5
+
+
+class TeachingDocks:
+    """Adds the "Teaching views" dock (a tab beside the gradients) and the "Tour" dock
+    (the caption panel, above the plots, shown for a tour step) to ``window``."""
+
+    def __init__(self, window: QMainWindow) -> None:
+        self.window = w = window
+        self.panel = TeachingPanel()
+        self.caption = CaptionPanel()
+        self.dock = w._dock("Teaching views", self.panel, Qt.DockWidgetArea.RightDockWidgetArea)
+        w.tabifyDockWidget(w.docks["gradients"], self.dock)
+        w.docks["gradients"].raise_()
+        # The caption panel is as tall as its text: no scroll area, no title bar (its own
+        # ✕ closes it).
+        self.tour_dock = QDockWidget("Tour", w)
+        self.tour_dock.setObjectName("dock_tour")
+        self.tour_dock.setWidget(self.caption)
+        self.tour_dock.setTitleBarWidget(QWidget())
+        w.addDockWidget(Qt.DockWidgetArea.TopDockWidgetArea, self.tour_dock)
+        self.tour_dock.hide()
+        w.docks["teaching"], w.docks["tour"] = self.dock, self.tour_dock
+        #: The tour step shown (its title and caption), None outside a tour.
+        self.step: Teaching | None = None
+        #: A run's plots are shown and the teaching panel has not been given it yet.
+        self._due = False
+
+        self.dock.visibilityChanged.connect(self.panel.set_seen)
+        # Once the main plots show a run, and after their paint (a zero timer runs after
+        # the posted paint events): the teaching view's work never delays them.
+        w.plotsUpdated.connect(self._plots_shown)
+        w.controls.viewChanged.connect(lambda: self.panel.set_selection(w.controls.selection()))
+        w.time_plots.cursorMoved.connect(self.panel.set_cursor)
+        w.viewApplied.connect(lambda: self.panel.set_cursor(w.time_plots.cursor))
+        self.panel.cursorRequested.connect(w.time_plots.set_cursor)
+        self.caption.stepRequested.connect(self._open_step)
+        self.caption.closeRequested.connect(self.tour_dock.hide)
+
+    def _plots_shown(self, *_: object) -> None:
+        self._due = True
+        QTimer.singleShot(0, self._result_shown)
+
+    def _result_shown(self) -> None:
+        self._due = False
+        w = self.window
+        if w.result is not None and not w._closed:
+            self.panel.set_result(w.result, w.controls.selection())
+
+    @property
+    def busy(self) -> bool:
+        """True while the teaching view on screen has yet to show the newest run."""
+        return self._due or self.panel.busy
+
+    def apply(self, session: Session) -> None:
+        """Open the session's teaching view (raised, half the window wide) and show its
+        tour caption, or hide the caption panel."""
+        t = session.teaching
+        if t is not None and t.view is not None:
+            self.open(t.view, log_colour=t.log_colour, measure=t.measure,
+                      tree_chunk_len=t.tree_chunk_len)
+        elif t is not None and t.caption:  # a tour step on the time plots: the usual docks
+            self.window.docks["gradients"].raise_()
+        if t is not None and t.caption:
+            self.step = t
+            self.caption.show_step(session.source or "", t)
+            self.tour_dock.show()
+        else:
+            self.step = None
+            self.tour_dock.hide()
+
+    def open(self, view: str, **options: object) -> None:
+        """Show the teaching dock on top, half the window wide, with ``view`` current."""
+        self.panel.set_family(self.window.controls.problem().family)
+        self.panel.open_view(view, **options)
+        self.dock.show()
+        self.dock.raise_()
+        w = self.window
+        w.resizeDocks([self.dock], [int(w.width() * VIEW_SHARE)], Qt.Orientation.Horizontal)
+
+    def state(self) -> Teaching | None:
+        """The teaching part of the window's session: the view on screen, the tour step."""
+        view = self.panel.current() if self.dock.isVisible() and self.panel.seen else None
+        step = self.step if self.tour_dock.isVisible() else None
+        if view is None and step is None:
+            return None
+        views, family = self.panel.views, self.panel.family
+        return Teaching(view=view, title=step.title if step else None,
+                        caption=step.caption if step else None,
+                        log_colour=views["operator"].log_colour,
+                        measure=views["operator"].measure if measures_of(family) else None,
+                        tree_chunk_len=views["scan_tree"].chunk_len
+                        if "scan_tree" in views_of(family) else None)
+
+    def export_items(self, stem: str | Path) -> list[tuple[str, Callable]]:
+        """The (file, writer) pairs of the view on screen: PNG and SVG, when it shows data."""
+        name = self.panel.current()
+        view = self.panel.views[name]
+        if not (self.dock.isVisible() and self.panel.seen) or view.data is None:
+            return []
+        return [(f"{stem}_{name}{ext}", lambda tmp: export_image(view.plots, tmp))
+                for ext in (".png", ".svg")]
+
+    def add_menu(self, menu_bar: QMenuBar) -> None:
+        """A "Tour" menu: start the guided tour at its first step."""
+        menu = menu_bar.addMenu("&Tour")
+        start = menu.addAction("Start the guided tour")
+        start.triggered.connect(self.start_tour)
+
+    def start_tour(self) -> None:
+        """Open the first step of ssmviz's tour."""
+        try:
+            self.window.open_session(tour_steps()[0])
+        except (SsmvizError, IndexError) as exc:
+            self.window.status.show_error(f"the tour cannot start: {exc or 'no steps'}")
+
+    def _open_step(self, path: str) -> None:
+        try:
+            self.window.open_session(path)
+        except SsmvizError as exc:
+            self.window.status.show_error(str(exc))
+
+    def shutdown(self) -> None:
+        self.panel.shutdown()

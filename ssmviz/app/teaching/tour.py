@@ -1,0 +1,146 @@
+"""The guided tour: the sessions of ``assets/sessions/tour/``, in file-name order.
+
+A tour step is a session whose ``teaching`` has a caption; the steps of a tour are the
+session files of one folder. :func:`write_tour` (``ssmviz tour --out DIR``) opens each
+step in one window, waits for its plots and teaching view, and writes it as a PNG.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ssmviz.core.errors import SsmvizError
+from ssmviz.core.resources import assets_dir
+
+#: How long one step may take to show (its run and its teaching view).
+STEP_TIMEOUT_S = 300.0
+
+
+def tour_folder() -> Path:
+    """ssmviz's own tour."""
+    return assets_dir() / "sessions" / "tour"
+
+
+def tour_steps(folder: str | Path | None = None) -> list[Path]:
+    """The session files of a tour folder, in order (their names sort as the tour goes)."""
+    folder = Path(folder) if folder is not None else tour_folder()
+    if not folder.is_dir():
+        raise SsmvizError(f"tour folder not found: {folder}")
+    return sorted(p.resolve() for p in folder.glob("*.json"))
+
+
+def step_position(path: str | Path) -> tuple[int, list[Path]]:
+    """(index of ``path`` among its folder's steps, the steps)."""
+    path = Path(path).resolve()
+    steps = tour_steps(path.parent)
+    return steps.index(path), steps
+
+
+def check_out_dir(out: str | Path) -> Path:
+    """The folder ``tour --out`` writes to: an existing folder, or a new one in an
+    existing folder (made here); one-line SsmvizError otherwise."""
+    p = Path(out)
+    if str(out) == "":
+        raise SsmvizError("tour --out needs a folder; got ''")
+    if p.exists() and not p.is_dir():
+        raise SsmvizError(f"tour --out {out} is a file; give a folder")
+    if not p.exists():
+        parent = p.parent if str(p.parent) else Path(".")
+        if not parent.is_dir():
+            raise SsmvizError(f"tour --out {out}: the folder {parent} does not exist")
+        try:
+            p.mkdir()
+        except OSError as exc:
+            raise SsmvizError(f"tour --out {out}: cannot make the folder: "
+                              f"{exc.strerror or exc}") from exc
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise SsmvizError(f"tour --out {out}: the folder is not writable")
+    return p
+
+
+def _wait(app, pred, timeout_s: float) -> bool:
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    end = time.perf_counter() + timeout_s
+    tick = QTimer(interval=20)
+    tick.start()
+    try:
+        while not pred():
+            if time.perf_counter() > end:
+                return False
+            app.processEvents(QEventLoop.ProcessEventsFlag.WaitForMoreEvents)
+    finally:
+        tick.stop()
+    return True
+
+
+def show_step(app, window, path: Path, timeout_s: float = STEP_TIMEOUT_S) -> None:
+    """Open one tour step and wait until its plots and teaching view are on screen;
+    SsmvizError when it does not run."""
+    gen = window.scheduler.generation
+    window.open_session(path)
+    if window.controls.error_text:
+        raise SsmvizError(f"{path.name}: the problem is refused: {window.controls.error_text}")
+
+    def done() -> bool:
+        r = window.result
+        return (r is not None and r.generation > gen and not window.scheduler.waiting
+                and window.applied_generation == r.generation
+                and not window.teaching.busy)
+
+    if not _wait(app, done, timeout_s):
+        raise SsmvizError(f"{path.name}: no run finished within {timeout_s:.0f} s")
+    if window.result.error:
+        raise SsmvizError(f"{path.name} did not run: {window.result.error}")
+    end = time.perf_counter() + 0.3  # the paints the new data asked for
+    _wait(app, lambda: time.perf_counter() > end, 1.0)
+
+
+def write_tour(out: str | Path, folder: str | Path | None = None) -> list[Path]:
+    """Every step of the tour as ``DIR/<step>.png`` (atomic writes); returns the files."""
+    out_dir = check_out_dir(out)
+    steps = tour_steps(folder)
+    if not steps:
+        raise SsmvizError(f"tour folder {folder or tour_folder()} holds no session files")
+    from ssmviz.app.session import Session
+
+    for step in steps:  # every step is valid before the window opens
+        Session.load(step)
+    if sys.platform.startswith("linux") and not any(
+            os.environ.get(k) for k in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")):
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    from PySide6.QtCore import QSettings, qInstallMessageHandler
+    from PySide6.QtWidgets import QApplication
+
+    from ssmviz.app.main import _qt_messages
+    from ssmviz.app.window import MainWindow
+    from ssmviz.core.fileio import write_file
+
+    qInstallMessageHandler(_qt_messages)
+    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "ssmviz"])
+    offscreen = QApplication.platformName() == "offscreen"
+    written: list[Path] = []
+    with tempfile.TemporaryDirectory(prefix="ssmviz-tour-") as tmp:
+        settings = QSettings(str(Path(tmp) / "settings.ini"), QSettings.Format.IniFormat)
+        window = MainWindow(settings, restore=False, fit_screen=not offscreen)
+        window.show()
+        try:
+            for step in steps:
+                show_step(app, window, step)
+                pixmap = window.grab()
+
+                def write(target: Path, pixmap=pixmap) -> None:
+                    if not pixmap.save(str(target), "PNG"):
+                        raise OSError(f"Qt could not save a PNG to {target}")
+
+                written.append(write_file(out_dir / f"{step.stem}.png", write))
+        finally:
+            window.shutdown()
+            window.close()
+            window.deleteLater()
+            app.processEvents()
+    return written

@@ -1,0 +1,143 @@
+"""The forward of a kernel file alone, on given inputs: no reference, no verdicts (the
+operator view's impulse runs). Runs in the kernel worker (:func:`file_forward_outputs`,
+:func:`file_operator_columns`), like every run of a file.
+
+The file is built and read as ``ssmviz check --kernel`` does (the same loader, analysis,
+profile choice and layouts, :mod:`ssmviz.core.external.runner`), then only its forward
+passes run; outputs come back under ssmviz's keys and axes (y, h, last_state,
+final_state, chunk_states: see :mod:`ssmviz.core.problem`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ssmviz.core import families as registry
+from ssmviz.core.errors import SsmvizError
+from ssmviz.core.external import progress
+from ssmviz.core.external.loader import load_kernel_file, load_kernel_text
+from ssmviz.core.external.profiles import AbiProfile
+from ssmviz.core.external.runner import (
+    _canonical,
+    _pick_profile,
+    _Plan,
+    _run,
+    _source_for,
+    abi_inputs,
+    analyze,
+    base_sizes,
+    buffer_shape,
+    role_of_label,
+)
+from ssmviz.core.gpu import get_runtime
+from ssmviz.core.impulse import impulse_columns
+from ssmviz.core.problem import infer_sizes
+
+#: The forward roles handed back (C·h per state, a builderforce S6 output, is not one).
+FORWARD_KEYS = ("y", "h", "last_state", "final_state", "chunk_states")
+
+
+@dataclass
+class _FileKernel:
+    prof: AbiProfile
+    plan: _Plan
+    texts: dict[str, str]
+    modules: dict[str, Any]
+    rt: Any
+
+
+def _load(path: str, text: str | None, family: str, convention: str | None, abi: str | None
+          ) -> _FileKernel:
+    rt = get_runtime()
+    kf = load_kernel_file(path) if text is None else load_kernel_text(text, path)
+    an = analyze(kf, rt.device)
+    entries = {e for m in an.modules.values() for e in m.entry_points}
+    prof, _ = _pick_profile(abi, family, entries, [s.name for s in kf.sources], path)
+    planned = []
+    for p in prof.passes:
+        if p.stage != "forward":
+            continue
+        src = _source_for(kf, an.modules, p)
+        if src is None:
+            raise SsmvizError(f"{path}: no forward entry point `{p.entry}` of profile "
+                              f"'{prof.name}'")
+        planned.append((p, src))
+    failed = [d for d in an.diagnostics if d.severity == "error" and d.code == "naga"]
+    if any(not an.naga_ok[s.name] for _, s in planned):
+        why = failed[0].one_line() if failed else "naga refuses it"
+        raise SsmvizError(f"kernel {path} does not build: {why}")
+    conv = convention or prof.convention or "mamba"
+    return _FileKernel(prof, _Plan(prof, planned, ["forward"], conv),
+                       {s.name: s.text for s in kf.sources}, an.modules, rt)
+
+
+def _sizes(fk: _FileKernel, arrays: Mapping[str, np.ndarray], chunk_len: int | None,
+           batch: int | None = None) -> dict[str, int]:
+    family = fk.prof.family
+    signal = arrays[registry.teaching(family).signal]
+    # infer_sizes wants dy too; a forward reads none
+    given = infer_sizes(family, {"dy": np.broadcast_to(np.float32(0), np.shape(signal)),
+                                 **arrays})
+    if chunk_len:
+        given["chunk_len"] = chunk_len
+    if batch is not None:
+        given["batch"] = batch
+    return fk.prof.sizes_for(base_sizes(family, given))
+
+
+def _forward(fk: _FileKernel, arrays: Mapping[str, np.ndarray], chunk_len: int | None
+             ) -> dict[str, np.ndarray]:
+    prof = fk.prof
+    sizes = _sizes(fk, arrays, chunk_len)
+    values = abi_inputs(prof, arrays)
+    raw, _ = _run(fk.plan, fk.texts, fk.modules, sizes, values, fk.rt)
+    out: dict[str, np.ndarray] = {}
+    for label, arr in _canonical(prof, raw, sizes).items():
+        role = role_of_label(prof, label)[1]
+        if role in FORWARD_KEYS:
+            out[role] = arr
+    return out
+
+
+def _runner(fk: _FileKernel, arrays: Mapping[str, np.ndarray], chunk_len: int | None
+            ) -> tuple[Any, int]:
+    """(forward, elements of its largest buffer per batch element) for impulse runs."""
+    prof = fk.prof
+    if prof.host is not None:  # ssmviz's own ABI: its host code runs the file's source
+        kernel = registry.get(prof.family).kernel(fk.rt, source=fk.plan.passes[0][1].text)
+        return registry.teaching(prof.family).impulse_run(kernel, arrays, fk.plan.convention,
+                                                          chunk_len)
+    sizes = _sizes(fk, arrays, chunk_len, batch=1)
+    names = {b for p, _ in fk.plan.passes for b in p.bindings.values()} - {"params"}
+    per_batch = max(int(np.prod(buffer_shape(prof.buffers[n], sizes))) for n in names)
+    return (lambda inputs: _forward(fk, inputs, chunk_len)), per_batch
+
+
+def file_forward_outputs(path: str, text: str | None, arrays: Mapping[str, np.ndarray], *,
+                         family: str, convention: str | None, chunk_len: int | None,
+                         abi: str | None = None) -> dict[str, np.ndarray]:
+    """The forward outputs (ssmviz's keys) of the file's ``family`` kernel (under profile
+    ``abi``, default the one it matches) on ``arrays`` (canonical inputs). Raises a
+    one-line SsmvizError when the file cannot run."""
+    fk = _load(path, text, family, convention, abi)
+    run, _ = _runner(fk, arrays, chunk_len)
+    progress.report("run", f"the forward of {path}")
+    return dict(run(arrays))
+
+
+def file_operator_columns(path: str, text: str | None, arrays: Mapping[str, np.ndarray], *,
+                          family: str, convention: str | None, chunk_len: int | None,
+                          index: np.ndarray, cols: np.ndarray, states: bool = False,
+                          abi: str | None = None) -> dict[str, np.ndarray]:
+    """:func:`ssmviz.core.impulse.impulse_columns` through the file's ``family`` kernel
+    (``arrays``: the problem, batch element 0 is measured; ``abi`` as for
+    :func:`file_forward_outputs`)."""
+    fk = _load(path, text, family, convention, abi)
+    run, per_batch = _runner(fk, arrays, chunk_len)
+    return impulse_columns(family, arrays, run, index=index, cols=cols,
+                           batch_elements=per_batch, states=states,
+                           report=lambda what: progress.report("run", f"{what} of {path}"))

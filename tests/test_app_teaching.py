@@ -1,0 +1,294 @@
+"""The teaching views (pytest-qt, offscreen, lavapipe): each shows the core's numbers.
+
+Every view is compared with the core function it draws (ssmviz.core.operator, the
+families' teaching modules), called afresh here on the run's inputs; a planted fault
+from a file shows as wrong blocks in the difference; a hidden view computes nothing;
+a view exports PNG and SVG.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from ssmviz.app.teaching import operator as operator_view
+from ssmviz.app.teaching.items import matrix_view
+from ssmviz.app.viewdata import DIFF_CMAP
+from ssmviz.core import operator as op
+from ssmviz.core.families.s6.teaching import s6_discretisation, s6_row_terms, s6_scan_tree
+from ssmviz.core.families.ssd.teaching import (
+    ssd_chunk_decomposition,
+    ssd_chunk_states,
+    ssd_row_terms,
+)
+from ssmviz.core.problem import Problem
+from tests import test_app
+from tests.test_app import SMALL, SMALL_SSD, _run
+
+make_window = test_app.make_window  # the window fixture (leak checks included)
+
+pytestmark = [pytest.mark.qt, pytest.mark.gpu]
+
+ROOT = Path(__file__).resolve().parent.parent
+FAULT = ROOT / "assets" / "kernels" / "fault_off_by_one_ssd.js"
+VIEW_TIMEOUT_MS = 120_000
+
+
+def _shown(qtbot, make_window, problem: Problem, view: str, **options):
+    """A shown window that ran ``problem``, with ``view`` open and showing that run."""
+    w = make_window(problem)
+    w.show()
+    qtbot.waitExposed(w)
+    with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
+        w.teaching.open(view, **options)
+    qtbot.waitUntil(lambda: not w.teaching.busy, timeout=VIEW_TIMEOUT_MS)
+    return w, w.teaching.panel.views[view]
+
+
+def _image(item) -> np.ndarray:
+    return np.asarray(item.image)
+
+
+def test_s6_operator_view_draws_the_reference_and_the_measured_operator(qtbot, make_window):
+    w, view = _shown(qtbot, make_window, SMALL, "operator")
+    sel = w.controls.selection()
+    inputs = w.result.inputs
+    d = view.data
+    assert d.family == "s6" and d.index == sel.channel and d.cols.size == SMALL.seq_len
+    ref = op.reference_operator("s6", inputs, convention="mamba", index=[sel.channel])
+    gpu = op.measure_operator("s6", inputs, op.own_forward("s6", convention="mamba"),
+                              index=[sel.channel], isolate=True)
+    np.testing.assert_array_equal(d.ref, ref.M[0])
+    np.testing.assert_array_equal(d.gpu, gpu.M[0])
+    # ssmviz's own kernel: within the forward bound, so the difference is within it too.
+    assert d.wrong == 0 and not op.bad_elements(d.gpu, d.ref).any()
+    # The heatmaps are those matrices, coloured as prepared.
+    want = matrix_view(ref.M[0], cmap=DIFF_CMAP, symmetric=True,
+                       q=operator_view.M_PERCENTILE).rgba
+    np.testing.assert_array_equal(_image(view.images["ref"]), want)
+    assert _image(view.images["gpu"]).shape == want.shape
+    # Log colours swap the images without a new run of the view.
+    prepared = w.teaching.panel.prepared
+    view.log_box.setChecked(True)
+    np.testing.assert_array_equal(_image(view.images["ref"]), d.images[("ref", True)].rgba)
+    assert w.teaching.panel.prepared == prepared and "log10" in view.maps["ref"].titleLabel.text
+
+    # The cursor's row: the curve is row t of M, the terms its split by state.
+    t = 29
+    w.time_plots.set_cursor(t)
+    qtbot.waitUntil(lambda: not w.teaching.busy and view.row_plot.titleLabel.text
+                    .startswith(f"row t = {t}"), timeout=VIEW_TIMEOUT_MS)
+    terms = s6_row_terms(inputs, convention="mamba", channel=sel.channel, t=t)
+    np.testing.assert_array_equal(view.ref_row.yData, terms.sum(axis=0))
+    np.testing.assert_allclose(view.ref_row.yData, ref.M[0][t], rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(view.terms.yData, terms.T)
+    np.testing.assert_array_equal(view.gpu_row.getData()[1], gpu.M[0][t])
+    assert view.bands["diff"].row == t
+    # A click on a row of a heatmap moves the time cursor there.
+    view.maps["gpu"].sigRowClicked.emit(12)
+    assert w.time_plots.cursor == 12 and view.bands["ref"].row == 12
+
+
+def test_ssd_planted_fault_shows_as_the_wrong_blocks_of_the_difference(qtbot, make_window):
+    problem = Problem(family="ssd", convention="builderforce", seq_len=48, n_heads=2, d_head=2,
+                      n_groups=1, d_state=4, chunk_len=16)
+    w = make_window(problem)
+    _run(qtbot, w, lambda: w.shader_panel.open_file(FAULT))
+    assert w.result.external is not None
+    w.show()
+    qtbot.waitExposed(w)
+    with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
+        w.teaching.open("operator", measure="states")
+    view = w.teaching.panel.views["operator"]
+    d = view.data
+    assert d.measure == "states" and d.chunk_len == 16
+    fwd = op.file_forward(str(FAULT), family="ssd", convention="builderforce", chunk_len=16)
+    ref = op.reference_operator("ssd", w.result.inputs, convention="builderforce", index=[0])
+    st = op.states_operator(w.result.inputs, fwd, convention="builderforce", chunk_len=16,
+                            index=[0])
+    np.testing.assert_array_equal(d.ref, ref.M[0])
+    np.testing.assert_array_equal(d.gpu, st.M[0])
+    # Exactly the blocks below the diagonal are wrong: what crosses a chunk boundary.
+    wrong = op.wrong_blocks(st, ref, 16)
+    assert np.array_equal(wrong, np.tri(3, 3, -1, dtype=bool))
+    assert "in the chunk blocks (row, column) (1, 0), (2, 0), (2, 1)" in view.message.text()
+    assert "#b00020" in view.message.styleSheet()  # said in red
+    # Through y the same kernel is right: its y recomputes each chunk's start.
+    with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
+        view.measure_box.setCurrentIndex(0)
+    assert view.data.measure == "y" and view.data.wrong == 0
+
+
+def test_chunk_view_draws_the_decomposition_and_the_gpu_chunk_states(qtbot, make_window):
+    w, view = _shown(qtbot, make_window, SMALL_SSD, "chunks")
+    sel = w.controls.selection()
+    P = SMALL_SSD.d_head
+    head, pos = sel.channel // P, sel.channel % P
+    inputs = w.result.inputs
+    dec = ssd_chunk_decomposition(inputs, convention="mamba", chunk_len=SMALL_SSD.chunk_len)
+    for key, want in (("y_diag", dec.y_diag), ("y_off", dec.y_off), ("y", dec.y)):
+        np.testing.assert_array_equal(view.curves[key].yData, want[:, head, pos])
+    np.testing.assert_allclose(view.curves["sum"].yData, dec.y[:, head, pos], atol=1e-12)
+    np.testing.assert_array_equal(view.curves["y_gpu"].yData,
+                                  w.result.gpu["y"][0, :, head, pos].astype(np.float64))
+    Q = dec.chunk_len
+    assert {(r.x() // Q, r.y() // Q) for r in view.diag.rects} == {
+        (c, r) for r, c in np.argwhere(dec.diag_blocks)}
+    assert {(r.x() // Q, r.y() // Q) for r in view.off.rects} == {
+        (c, r) for r, c in np.argwhere(dec.off_blocks)}
+    cs = ssd_chunk_states(inputs, convention="mamba", chunk_len=Q, head=head,
+                          gpu_chunk_states=w.result.gpu["chunk_states"])
+    assert cs.gpu is not None and view.data.bad_slots == ()
+    assert _image(view.state_images["ref"]).shape[:2] == cs.ref[:, pos, :].T.shape
+    from ssmviz.app.viewdata import image_view
+
+    want = image_view(cs.gpu[:, pos, :], levels=view.data.states["ref"].levels, symmetric=True)
+    np.testing.assert_array_equal(_image(view.state_images["gpu"]), want.rgba)
+
+
+def test_scan_tree_view_draws_the_kernels_tree_and_steps_level_by_level(qtbot, make_window):
+    problem = Problem(family="s6", seq_len=24, d_inner=2, d_state=4)
+    w, view = _shown(qtbot, make_window, problem, "scan_tree", tree_chunk_len=4)
+    sel = w.controls.selection()
+    tree = s6_scan_tree(w.result.inputs, convention="mamba", channel=sel.channel,
+                        state=sel.state, fwd_chunk_len=4)
+    got = view.data.tree
+    assert got.levels == tree.levels and len(view.item.boxes) == len(tree.nodes)
+    for a, b in zip(got.nodes, tree.nodes, strict=True):
+        assert (a.kind, a.start, a.stop, a.inputs) == (b.kind, b.start, b.stop, b.inputs)
+        assert (a.a_ref, a.b_ref, a.a_gpu, a.b_gpu) == (b.a_ref, b.b_ref, b.a_gpu, b.b_gpu)
+    assert "wrong" not in view.data.status and "ok" in view.data.status
+    top = len(tree.levels) - 1
+    assert view.item.shown == top
+    view.step(-1)
+    assert view.item.shown == top - 1 and f"level {top - 1} of {top}" in view.level_label.text()
+    view.toggle_play()  # from the level shown, one level per tick, to the top
+    assert view.play.text() == "Pause"
+    qtbot.waitUntil(lambda: view.item.shown == top and not view.timer.isActive(),
+                    timeout=20_000)
+    # The table lists the nodes drawn over the cursor's step, GPU beside reference.
+    t = 9
+    w.time_plots.set_cursor(t)
+    text = view.table.text
+    leaf = next(n for n in tree.nodes if n.kind == "leaf" and n.start == t)
+    state = next(n for n in tree.nodes if n.kind == "state" and n.stop == t + 1)
+    assert f"step t = {t}" in text and f"{leaf.a_ref:+.6g}" in text
+    assert f"{state.b_ref:+.6g}" in text and f"{state.b_gpu:+.6g}" in text
+
+
+def test_discretisation_view_draws_the_cores_euler_and_zoh(qtbot, make_window):
+    w, view = _shown(qtbot, make_window, SMALL, "discretisation")
+    sel = w.controls.selection()
+    disc = s6_discretisation(w.result.inputs, channel=sel.channel, state=sel.state)
+    order = np.argsort(disc.dt, kind="stable")
+    np.testing.assert_array_equal(view.c["a_time"].yData, disc.A_bar)
+    np.testing.assert_array_equal(view.c["euler_time"].yData, disc.B_bar_euler)
+    np.testing.assert_array_equal(view.c["zoh_time"].yData, disc.B_bar_zoh)
+    np.testing.assert_array_equal(view.c["d_time"].yData, disc.diff)
+    np.testing.assert_array_equal(view.c["a_map"].xData, np.log10(disc.dt[order]))
+    np.testing.assert_array_equal(view.c["zoh_map"].yData, disc.coef_zoh[order])
+    np.testing.assert_array_equal(view.c["euler_map"].yData, disc.coef_euler[order])
+    t = 17
+    w.time_plots.set_cursor(t)
+    assert view.lines["a_time"].value() == t
+    assert view.marks["a_map"].getData()[1][0] == disc.A_bar[t]
+    assert f"Δ = {disc.dt[t]:.4g}" in view.readout.text()
+
+
+def test_a_hidden_view_computes_nothing(qtbot, make_window, monkeypatch):
+    calls = []
+    real = op.measure_operator
+    monkeypatch.setattr(op, "measure_operator", lambda *a, **k: calls.append(1) or real(*a, **k))
+    w = make_window(SMALL)
+    w.show()
+    qtbot.waitExposed(w)
+    panel = w.teaching.panel
+    assert not panel.seen  # a tab behind the gradients
+    for seed in (3, 4):
+        _run(qtbot, w, lambda seed=seed: w.controls.set_value("seed", seed))
+    qtbot.wait(200)
+    assert panel.prepared == 0 and calls == [] and panel.views["operator"].data is None
+    with qtbot.waitSignal(panel.viewShown, timeout=VIEW_TIMEOUT_MS):
+        w.teaching.open("operator")
+    assert calls and panel.views["operator"].data.gpu is not None
+    # Shown again behind the gradients: the next runs cost it nothing.
+    w.docks["gradients"].raise_()
+    qtbot.waitUntil(lambda: not panel.seen, timeout=5000)
+    prepared, measured = panel.prepared, len(calls)
+    _run(qtbot, w, lambda: w.controls.set_value("seed", 5))
+    qtbot.wait(200)
+    assert (panel.prepared, len(calls)) == (prepared, measured)
+
+
+def test_a_newer_run_replaces_the_views_older_work(qtbot, make_window):
+    w, view = _shown(qtbot, make_window, SMALL, "operator")
+    panel, sel = w.teaching.panel, w.controls.selection()
+    old = w.result
+    _run(qtbot, w, lambda: w.controls.set_value("seed", 7))
+    new = w.result
+    panel.set_result(old, sel)
+    panel.set_result(new, sel)  # before the old one is shown: it is never shown
+    shown = []
+    panel.viewShown.connect(lambda name: shown.append(panel.shown[name][0]))
+    qtbot.waitUntil(lambda: panel.shown["operator"][0] == new.generation and not panel.busy,
+                    timeout=VIEW_TIMEOUT_MS)
+    assert old.generation not in shown
+    ref = op.reference_operator("s6", new.inputs, convention="mamba", index=[sel.channel])
+    np.testing.assert_array_equal(view.data.ref, ref.M[0])
+
+
+def test_ssd_operator_rows_are_the_cores_row_terms(qtbot, make_window):
+    w, view = _shown(qtbot, make_window, SMALL_SSD, "operator")
+    head = w.controls.selection().channel // SMALL_SSD.d_head
+    t = 21
+    w.time_plots.set_cursor(t)
+    qtbot.waitUntil(lambda: not w.teaching.busy and view.row_plot.titleLabel.text
+                    .startswith(f"row t = {t}"), timeout=VIEW_TIMEOUT_MS)
+    terms = ssd_row_terms(w.result.inputs, convention="mamba", head=head, t=t)
+    np.testing.assert_array_equal(view.terms.yData, terms.T)
+    assert view.grids["ref"].lines  # the chunk grid
+    assert view.data.wrong == 0
+
+
+@pytest.mark.parametrize(("problem", "view", "text"), [
+    (SMALL, "operator", "GPU M"),
+    (SMALL_SSD, "chunks", "chunk slot (0: zeros, last: final)"),
+    (Problem(family="s6", seq_len=16, d_inner=1, d_state=2), "scan_tree", "scan tree"),
+    (SMALL, "discretisation", "Ā_t over time"),
+])
+def test_the_view_on_screen_exports_png_and_svg(qtbot, make_window, tmp_path, problem, view,
+                                                text):
+    w, _ = _shown(qtbot, make_window, problem, view)
+    files = w.export_all(tmp_path / "out")
+    names = {f.name for f in files}
+    assert {f"out_{view}.png", f"out_{view}.svg"} <= names
+    png = (tmp_path / f"out_{view}.png").read_bytes()
+    svg = (tmp_path / f"out_{view}.svg").read_text(encoding="utf-8")
+    assert png.startswith(b"\x89PNG") and "<svg" in svg and text in svg
+    # Behind the gradients it is not on screen: not exported.
+    w.docks["gradients"].raise_()
+    qtbot.waitUntil(lambda: not w.teaching.panel.seen, timeout=5000)
+    assert not any(f.name.startswith(f"out2_{view}") for f in w.export_all(tmp_path / "out2"))
+
+
+def test_a_long_problem_measures_evenly_spread_columns(qtbot, make_window):
+    problem = Problem(family="s6", seq_len=1024, d_inner=2, d_state=2)
+    w, view = _shown(qtbot, make_window, problem, "operator")
+    d = view.data
+    cols = operator_view.measured_columns(1024)
+    assert cols.size == operator_view.IMPULSE_BUDGET // 1024 and cols[0] == 0
+    assert cols[-1] == 1023 and np.array_equal(d.cols, cols)
+    assert d.ref.shape == d.gpu.shape == (1024, cols.size)
+    ch = w.controls.selection().channel
+    ref = op.reference_operator("s6", w.result.inputs, convention="mamba", index=[ch],
+                                cols=cols)
+    np.testing.assert_array_equal(d.ref, ref.M[0])
+    assert d.wrong == 0 and f"{cols.size} of 1024 columns measured" in view.message.text()
+    # Displayed downsampled (peak |value| per bin), over the whole matrix's extent.
+    assert view.images["ref"].image.shape[:2] == (512, cols.size)
+    assert d.images[("ref", False)].extent == (1024.0, 1024.0)

@@ -1,0 +1,71 @@
+"""SSD chunk decomposition and the S6 discretisation view against the references (no GPU)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ssmviz.core.check import reference
+from ssmviz.core.families.s6.teaching import s6_discretisation
+from ssmviz.core.families.ssd.teaching import ssd_chunk_decomposition, ssd_chunk_states
+from ssmviz.core.problem import ParamInit, Problem
+
+
+def ssd(convention: str, seq_len: int = 45) -> dict[str, np.ndarray]:
+    return Problem(family="ssd", convention=convention, batch=2, seq_len=seq_len, n_heads=4,
+                   d_head=3, n_groups=2, d_state=5, chunk_len=8,
+                   init=ParamInit(dt_min=0.05, dt_max=0.5)).build()
+
+
+@pytest.mark.parametrize("convention", ["mamba", "builderforce"])
+def test_diag_and_off_parts_sum_to_y(convention: str) -> None:
+    arrays = ssd(convention)
+    dec = ssd_chunk_decomposition(arrays, convention=convention, chunk_len=8)
+    y = reference("ssd", arrays, convention, 8)["y"][0]
+    assert dec.n_chunks == 6 and dec.y_diag.shape == y.shape
+    np.testing.assert_allclose(dec.y_diag + dec.y_off, y, rtol=0, atol=1e-12 * np.abs(y).max())
+    np.testing.assert_allclose(dec.y, y, rtol=0, atol=1e-12 * np.abs(y).max())
+    assert np.all(dec.y_off[:8] == 0)  # the first chunk starts from h = 0
+    # both parts matter past the first chunk
+    assert np.abs(dec.y_off[8:]).max() > 1e-2 * np.abs(y).max()
+    assert np.abs(dec.y_diag[8:]).max() > 1e-2 * np.abs(y).max()
+
+
+def test_block_masks_partition_the_lower_triangle() -> None:
+    dec = ssd_chunk_decomposition(ssd("mamba", seq_len=20), convention="mamba", chunk_len=8)
+    diag, off = dec.element_mask("diag"), dec.element_mask("off")
+    assert not np.any(diag & off)
+    assert np.array_equal(diag | off, np.tri(20, dtype=bool))
+    assert diag[7, 0] and not diag[8, 7] and off[8, 7] and diag[19, 16] and not off[19, 16]
+    assert np.array_equal(dec.off_blocks, np.tri(3, k=-1, dtype=bool))
+
+
+def test_chunk_states_slots() -> None:
+    arrays = ssd("mamba")
+    cs = ssd_chunk_states(arrays, convention="mamba", chunk_len=8, head=2)
+    assert cs.ref.shape == (7, 3, 5) and cs.gpu is None
+    assert np.all(cs.ref[0] == 0) and np.all(np.abs(cs.ref[1:]).max(axis=(1, 2)) > 0)
+    ref = reference("ssd", arrays, "mamba", 8)
+    np.testing.assert_array_equal(cs.ref[-1], ref["final_state"][0, 2])
+
+
+def test_discretisation_conventions() -> None:
+    arrays = Problem(family="s6", seq_len=50, d_inner=2, d_state=4,
+                     init=ParamInit(dt_min=0.01, dt_max=0.5)).build()
+    disc = s6_discretisation(arrays, channel=1, state=3)
+    dt = disc.dt
+    assert disc.A == -4.0  # mamba init: A_log = log(1..d_state)
+    np.testing.assert_allclose(disc.A_bar, np.exp(dt * disc.A), rtol=1e-15)
+    np.testing.assert_array_equal(disc.B_bar_euler, dt * disc.B)
+    np.testing.assert_allclose(disc.B_bar_zoh, np.expm1(dt * disc.A) / disc.A * disc.B,
+                               rtol=1e-15)
+    # ZOH = Euler · (1 + ΔA/2 + (ΔA)²/6 + …): smaller in magnitude for A < 0, by ≈ Δ²A/2·B
+    x = dt * disc.A
+    np.testing.assert_allclose(disc.diff, disc.B_bar_zoh - disc.B_bar_euler, rtol=0, atol=0)
+    assert np.all(disc.diff * disc.B <= 0)
+    assert np.all(np.abs(disc.diff - dt * x / 2 * disc.B) <= np.abs(dt * x**2 / 6 * disc.B) + 1e-18)
+    assert np.abs(disc.diff).max() > 0.1 * np.abs(disc.B_bar_euler).max()  # large steps differ
+    # a builderforce problem folds delta_bias into delta: the same Δ
+    bf = Problem(family="s6", convention="builderforce", seq_len=50, d_inner=2, d_state=4,
+                 init=ParamInit(dt_min=0.01, dt_max=0.5)).build()
+    np.testing.assert_allclose(s6_discretisation(bf, channel=1, state=3).dt, dt, rtol=1e-12)
