@@ -23,6 +23,8 @@ from ssmviz.core import families as registry
 from ssmviz.core.errors import SsmvizError
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+#: The subcommands; any other first argument starts the app.
+COMMANDS = ("check", "sweep", "bench", "tour")
 OUT_OF_MEMORY = (
     "ssmviz: error: out of memory (MemoryError): the problem needs more RAM than this "
     "machine has free; reduce batch, seq_len or the state sizes"
@@ -538,7 +540,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ssmviz`` command."""
     argv = list(sys.argv[1:] if argv is None else argv)
     _quiet_runtime_dir()
-    if not argv or argv[0] not in ("check", "sweep", "bench", "tour", "-h", "--help"):
+    if not argv or argv[0] not in (*COMMANDS, "-h", "--help"):
         try:
             return cmd_app(argv)
         except KeyboardInterrupt:

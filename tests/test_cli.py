@@ -171,7 +171,7 @@ def test_readme_usage_commands_parse() -> None:
     import shlex
 
     from ssmviz.app.main import build_app_parser
-    from ssmviz.cli import build_parser
+    from ssmviz.cli import COMMANDS, build_parser
 
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     usage = text.split("## Usage", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
@@ -180,7 +180,7 @@ def test_readme_usage_commands_parse() -> None:
                 if ln.startswith("ssmviz")]
     assert len(commands) >= 10
     for argv in commands:
-        parser = build_parser() if argv and argv[0] in ("check", "sweep", "bench") \
+        parser = build_parser() if argv and argv[0] in COMMANDS \
             else build_app_parser()
         parser.parse_args(argv)  # exits 2 (failing the test) on anything it does not know
     for session in ("default", "s6_builderforce_impulse", "ssd_chunks"):
