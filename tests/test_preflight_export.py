@@ -63,7 +63,8 @@ def _fake_window(tmp_path: Path):
     from ssmviz.app.session import Session
 
     return SimpleNamespace(result=object(), trace=object(), time_plots=None, grad_plots=None,
-                           session=lambda: Session())
+                           session=lambda: Session(),
+                           teaching=SimpleNamespace(export_items=lambda stem: []))
 
 
 def test_app_export_writes_all_files_or_none(tmp_path: Path, monkeypatch) -> None:

@@ -305,10 +305,10 @@ def test_ssmviz_pipelines_pass_tint_with_their_constants(runtime, tint_ready, mo
     built: dict[str, dict[tuple, None]] = {}
     real = runtime.pipeline
 
-    def record(source, entry_point, *, label="", constants=None):
+    def record(source, entry_point, *, label="", constants=None, trusted=False):
         key = (entry_point, tuple(sorted((constants or {}).items())))
         built.setdefault(source, {})[key] = None
-        return real(source, entry_point, label=label, constants=constants)
+        return real(source, entry_point, label=label, constants=constants, trusted=trusted)
 
     monkeypatch.setattr(runtime, "pipeline", record)
     for sub in (True, False):
