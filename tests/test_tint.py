@@ -297,6 +297,7 @@ def test_ssmviz_pipelines_pass_tint_with_their_constants(runtime, tint_ready, mo
     from ssmviz.core.families.s6.kernel import S6Kernel
     from ssmviz.core.families.s6.plan import BWD_MODES, FWD_MODES
     from ssmviz.core.families.ssd.kernel import SSDKernel
+    from ssmviz.core.bench import THROUGHPUT_KERNELS
     from ssmviz.core.kernels.matmul import MatmulKernel
     from ssmviz.core.problem import Problem
     from ssmviz.core.resources import shader_source
@@ -329,6 +330,8 @@ def test_ssmviz_pipelines_pass_tint_with_their_constants(runtime, tint_ready, mo
         SSDKernel(runtime, subgroups=sub).prepare(arrays, chunk_len=4).release()
     MatmulKernel(runtime).prepare(8, 8, 8)
     runtime.pipeline(shader_source("copy.wgsl"), "copy_vec4")
+    for entry in THROUGHPUT_KERNELS:  # the bench's floors
+        runtime.pipeline(shader_source("throughput.wgsl"), entry)
 
     originals = {p.name: p.read_text() for p in (ROOT / "shaders").glob("*.wgsl")}
     inputs, const_sets = [], []
