@@ -293,11 +293,11 @@ def _as_consts(code: str, constants: dict[str, float]) -> str:
 def test_ssmviz_pipelines_pass_tint_with_their_constants(runtime, tint_ready, monkeypatch):
     """Every pipeline ssmviz's kernels create (each S6 forward and backward mode, SSD,
     matmul; with and without subgroups) goes to Tint with its override constants."""
+    from ssmviz.core.bench import THROUGHPUT_KERNELS
     from ssmviz.core.errors import SsmvizError
     from ssmviz.core.families.s6.kernel import S6Kernel
     from ssmviz.core.families.s6.plan import BWD_MODES, FWD_MODES
     from ssmviz.core.families.ssd.kernel import SSDKernel
-    from ssmviz.core.bench import THROUGHPUT_KERNELS
     from ssmviz.core.kernels.matmul import MatmulKernel
     from ssmviz.core.problem import Problem
     from ssmviz.core.resources import shader_source
