@@ -24,9 +24,10 @@
 // pass), so results are bitwise deterministic. params.reverse = 1 reverses the workgroup order
 // of every pass (a race probe: the bits must not change).
 // Matmul-shaped passes: 64 x 64 output tile per 256-thread workgroup, 4 x 4 register block per
-// thread, K step 16, two 4 KiB workgroup tiles (8 KiB in all); factors that depend on a tile row
-// (or column) alone are computed once per tile (or head) into row_f / col_f, those of a K
-// column once per K step, with the same operations as per element (so the same bits).
+// thread, K step 16, two 4.25 KiB workgroup tiles (rows padded against bank conflicts); factors
+// that depend on a tile row (or column) alone are computed once per tile (or head) into row_f /
+// col_f, those of a K column once per K step, with the same operations as per element (so the
+// same bits).
 
 struct Params {
   batch: u32, seq_len: u32, n_heads: u32, d_head: u32,
@@ -72,8 +73,11 @@ const WORKGROUP: u32 = 256u;
 const WORKGROUP_1D: u32 = 64u;
 
 // ---------------------------------------------------------------- tile matmul core
-var<workgroup> a_tile: array<vec4<f32>, 256>;  // [k][i / 4], 16 x 64 floats
-var<workgroup> b_tile: array<vec4<f32>, 256>;  // [k][j / 4], 16 x 64 floats
+// Rows of 64 floats padded to 68 (TILE_ROW vec4s), so that the staging stores of a K-fast
+// operand (8 k x 4 i per warp, see m_fastk) fall in 32 distinct banks.
+const TILE_ROW: u32 = 17u;
+var<workgroup> a_tile: array<vec4<f32>, 272>;  // [k][i / 4], 16 x 64 (+4 pad) floats
+var<workgroup> b_tile: array<vec4<f32>, 272>;  // [k][j / 4], 16 x 64 (+4 pad) floats
 // Per-row (and per-column) factors of a tile's operands, computed once per tile or head.
 var<workgroup> row_f: array<vec4<f32>, 64>;
 var<workgroup> col_f: array<vec4<f32>, 64>;
@@ -84,8 +88,14 @@ var<private> acc1: vec4<f32>;
 var<private> acc2: vec4<f32>;
 var<private> acc3: vec4<f32>;
 
-fn put_a(k: u32, i: u32, v: f32) { a_tile[k * 16u + (i >> 2u)][i & 3u] = v; }
-fn put_b(k: u32, j: u32, v: f32) { b_tile[k * 16u + (j >> 2u)][j & 3u] = v; }
+// The invocation's 4 x 4 block of a tile: a warp (32 invocations) covers 4 ty x 8 tx, a
+// 16 x 32 block, so that one K step's workgroup reads are 4 distinct vec4s of a_tile and 8 of
+// b_tile per warp (a 2 x 16 layout reads 2 + 16).
+fn lane_tx(lid: u32) -> u32 { return (lid & 7u) | (((lid >> 5u) & 1u) << 3u); }
+fn lane_ty(lid: u32) -> u32 { return ((lid >> 3u) & 3u) | ((lid >> 6u) << 2u); }
+
+fn put_a(k: u32, i: u32, v: f32) { a_tile[k * TILE_ROW + (i >> 2u)][i & 3u] = v; }
+fn put_b(k: u32, j: u32, v: f32) { b_tile[k * TILE_ROW + (j >> 2u)][j & 3u] = v; }
 
 fn acc_zero() {
   acc0 = vec4<f32>(0.0);
@@ -105,11 +115,11 @@ fn acc_row(r: u32) -> vec4<f32> {
 
 // One K step of 16 on the staged tiles.
 fn mm_step(lid: u32) {
-  let tx = lid & 15u;
-  let ty = lid >> 4u;
+  let tx = lane_tx(lid);
+  let ty = lane_ty(lid);
   for (var k = 0u; k < TILE_K; k++) {
-    let a = a_tile[k * 16u + ty];
-    let b = b_tile[k * 16u + tx];
+    let a = a_tile[k * TILE_ROW + ty];
+    let b = b_tile[k * TILE_ROW + tx];
     acc0 = fma(vec4<f32>(a.x), b, acc0);
     acc1 = fma(vec4<f32>(a.y), b, acc1);
     acc2 = fma(vec4<f32>(a.z), b, acc2);
@@ -118,11 +128,13 @@ fn mm_step(lid: u32) {
 }
 
 // Element e (0..1024) of a 64 x 16 tile, with the 64-long side fastest (coalesced when that
-// side is contiguous in memory) or the 16-long K side fastest.
+// side is contiguous in memory) or the 16-long K side fastest. K-fast: a warp's 32 lanes take
+// k = 0..7 (one 32-byte segment of a row) of 4 rows, bit 5 of e picks k 8..15, so that k does
+// not depend on e's bits above 7 (an invocation's 4 elements share their k).
 fn m_fast64(e: u32) -> u32 { return e & 63u; }
 fn k_fast64(e: u32) -> u32 { return e >> 6u; }
-fn m_fastk(e: u32) -> u32 { return e >> 4u; }
-fn k_fastk(e: u32) -> u32 { return e & 15u; }
+fn m_fastk(e: u32) -> u32 { return ((e >> 3u) & 3u) | ((e >> 6u) << 2u); }
+fn k_fastk(e: u32) -> u32 { return (e & 7u) | (((e >> 5u) & 1u) << 3u); }
 
 // ---------------------------------------------------------------- helpers
 // Linear workgroup id over a split (x, y) grid; reversed when the race probe is on.
@@ -298,8 +310,8 @@ fn ssd_cb(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     workgroupBarrier();
   }
   if (ok && need) {
-    let tx = lid & 15u;
-    let ty = lid >> 4u;
+    let tx = lane_tx(lid);
+    let ty = lane_ty(lid);
     for (var r = 0u; r < 4u; r++) {
       let i = ti * TILE + ty * 4u + r;
       for (var q = 0u; q < 4u; q++) {
@@ -353,8 +365,8 @@ fn ssd_chunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     workgroupBarrier();
   }
   if (ok) {
-    let tx = lid & 15u;
-    let ty = lid >> 4u;
+    let tx = lane_tx(lid);
+    let ty = lane_ty(lid);
     for (var r = 0u; r < 4u; r++) {
       let p = pt * TILE + ty * 4u + r;
       for (var q = 0u; q < 4u; q++) {
@@ -479,8 +491,8 @@ fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     workgroupBarrier();
   }
   if (ok && live) {
-    let tx = lid & 15u;
-    let ty = lid >> 4u;
+    let tx = lane_tx(lid);
+    let ty = lane_ty(lid);
     let d_skip = D[h];
     for (var r = 0u; r < 4u; r++) {
       let i = ti * TILE + ty * 4u + r;
@@ -538,8 +550,8 @@ fn ssd_dchunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     workgroupBarrier();
   }
   if (ok) {
-    let tx = lid & 15u;
-    let ty = lid >> 4u;
+    let tx = lane_tx(lid);
+    let ty = lane_ty(lid);
     for (var r = 0u; r < 4u; r++) {
       let p = pt * TILE + ty * 4u + r;
       for (var q = 0u; q < 4u; q++) {
@@ -657,8 +669,8 @@ fn ssd_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     workgroupBarrier();
   }
   if (ok && live) {
-    let tx = lid & 15u;
-    let ty = lid >> 4u;
+    let tx = lane_tx(lid);
+    let ty = lane_ty(lid);
     for (var r = 0u; r < 4u; r++) {
       let s = si * TILE + ty * 4u + r;
       for (var q = 0u; q < 4u; q++) {
@@ -709,8 +721,8 @@ fn ssd_mh(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   let len = chunk_len_of(c);
   let need = tj <= ti && ti * TILE < len;
   let kend = select(0u, params.d_head, need);
-  let tx = lid & 15u;
-  let ty = lid >> 4u;
+  let tx = lane_tx(lid);
+  let ty = lane_ty(lid);
   let i0 = ti * TILE + ty * 4u;
   let j0 = tj * TILE + tx * 4u;
   var m0 = vec4<f32>(0.0);
@@ -855,8 +867,8 @@ fn ssd_dc(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     }
   }
   if (ok && live) {
-    let tx = lid & 15u;
-    let ty = lid >> 4u;
+    let tx = lane_tx(lid);
+    let ty = lane_ty(lid);
     for (var r = 0u; r < 4u; r++) {
       let i = ti * TILE + ty * 4u + r;
       for (var q = 0u; q < 4u; q++) {
@@ -946,8 +958,8 @@ fn ssd_db(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     }
   }
   if (ok && live) {
-    let tx = lid & 15u;
-    let ty = lid >> 4u;
+    let tx = lane_tx(lid);
+    let ty = lane_ty(lid);
     for (var r = 0u; r < 4u; r++) {
       let s = si * TILE + ty * 4u + r;
       for (var q = 0u; q < 4u; q++) {

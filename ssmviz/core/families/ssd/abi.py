@@ -32,12 +32,15 @@ TILE = 64
 TILE_K = 16
 WORKGROUP = 256
 WORKGROUP_1D = 64
-#: The most workgroup storage a matmul pipeline declares: an A and a B tile of TILE x TILE_K
+#: Floats per K row of a staged tile: TILE, padded by 4 against bank conflicts (TILE_ROW in
+#: ssd.wgsl is this in vec4s).
+TILE_ROW = TILE + 4
+#: The most workgroup storage a matmul pipeline declares: an A and a B tile of TILE_ROW x TILE_K
 #: floats and two 64-row tables of vec4 factors (of the tile's rows and columns).
-WORKGROUP_STORAGE_BYTES = 2 * TILE * TILE_K * 4 + 2 * 64 * 16
+WORKGROUP_STORAGE_BYTES = 2 * TILE_ROW * TILE_K * 4 + 2 * 64 * 16
 #: Workgroup storage of each pass that declares any: the matmul tiles, and 64-entry tables of
 #: vec4 factors (row_f, col_f) or of partial sums.
-_TILES = 2 * TILE * TILE_K * 4
+_TILES = 2 * TILE_ROW * TILE_K * 4
 _STORAGE = {"ssd_cb": _TILES, "ssd_chunk_state": _TILES, "ssd_dchunk_state": _TILES,
             "ssd_chunk_out": _TILES + 16 * 64, "ssd_dx": _TILES + 16 * 64,
             "ssd_dc": _TILES + 16 * 64, "ssd_db": _TILES + 16 * 64, "ssd_mh": _TILES + 2 * 16 * 64,
