@@ -239,7 +239,7 @@ def execute(request: RunRequest) -> RunResult:
                 report = check_arrays(
                     p.family, arrays, convention=p.convention, chunk_len=chunk_len, runs=1,
                     race_probe=False,  # live runs: latency first; `ssmviz check` probes
-                    concurrent_reference=True, reuse_reference=True,
+                    concurrent_reference=True, reuse_reference=True, reuse_forward=True,
                 )
             result.report, result.ref, result.gpu = report, dict(report.ref), dict(report.gpu)
             result.inputs = dict(report.inputs)

@@ -121,11 +121,15 @@ def view_job(job: tuple[RunResult, Any]) -> Any:
         return f"cannot show this selection: {one_line(exc)}"
 
 
+#: The run thread's name (``bench --ui`` tells its CPU time apart by it).
+RUN_THREAD = "ssmviz-run-worker"
+
+
 class RunWorker(JobThread):
-    """The run thread ("ssmviz-run-worker"): :func:`run_and_prepare` per request."""
+    """The run thread (:data:`RUN_THREAD`): :func:`run_and_prepare` per request."""
 
     def __init__(self, parent: QObject | None = None) -> None:
-        super().__init__(run_and_prepare, "ssmviz-run-worker", parent)
+        super().__init__(run_and_prepare, RUN_THREAD, parent)
 
 
 class ViewWorker(JobThread):

@@ -1149,7 +1149,10 @@ class S6Kernel(ShaderKernel):
             for n, b in buf.items()
             if n not in uploads
         }
-        return Prepared(rt, buf, forward, backward_list, readbacks, resets=resets)
+        # Checkpoints share bwd_Sbuf with the backward's scan: a backward run alone would
+        # start from the last backward's scan levels, not from zeros.
+        return Prepared(rt, buf, forward, backward_list, readbacks, resets=resets,
+                        backward_alone=not ckpt)
 
     @staticmethod
     def _reduce_dispatches(
@@ -1208,12 +1211,15 @@ class S6Kernel(ShaderKernel):
         bwd_k_chunks: int | None = None,
         fwd_mode: str = "auto",
         bwd_mode: str = "auto",
+        reuse_forward: bool = False,
     ) -> S6GpuResult:
         """Run forward (and backward) on ``inputs``; see the module docstring for shapes.
 
         ``inputs`` keys: u, delta, A_log, B, C, D, delta_bias (optional), dy (backward).
         A run repeating an earlier one's shapes and options reuses its preparation (see
-        :meth:`ShaderKernel._run_reusing`), with the same results as a fresh one.
+        :meth:`ShaderKernel._run_reusing`), with the same results as a fresh one;
+        ``reuse_forward`` then runs only the backward when only dy changed since the last
+        such run (:meth:`Prepared.rerun`).
         """
         options: dict[str, Any] = dict(
             convention=convention,
@@ -1240,4 +1246,5 @@ class S6Kernel(ShaderKernel):
             lambda: self.prepare(inputs, **options),
             lambda: self._input_arrays(inputs, sz, backward),
             timed,
+            reuse_forward,
         )
