@@ -415,13 +415,23 @@ def set_curve(curve: pg.PlotCurveItem | pg.PlotDataItem, x: np.ndarray, y: np.nd
 def heatmap_item() -> pg.ImageItem:
     """An ImageItem for :class:`ImageView` s: their RGBA is coloured (and downsampled
     along time) in the worker, so the paint only scales a ready image."""
-    return pg.ImageItem(axisOrder="row-major")
+    item = pg.ImageItem(axisOrder="row-major")
+    item.ssmviz_rect = None  # the rect show_image gave it
+    return item
 
 
 def show_image(item: pg.ImageItem, iv: ImageView) -> None:
-    """Show a prepared heatmap over its extent (no levels, LUT or downsampling here)."""
+    """Show a prepared heatmap over its extent (no levels, LUT or downsampling here);
+    one it already shows is left alone (no re-upload, no repaint)."""
+    rect = QRectF(0, 0, *iv.extent)
+    shown = item.image
+    if shown is not None and item.ssmviz_rect == rect and (
+            shown is iv.rgba or (shown.shape == iv.rgba.shape
+                                 and np.array_equal(shown, iv.rgba))):
+        return
     item.setImage(iv.rgba, levels=None, autoLevels=False)
-    item.setRect(QRectF(0, 0, *iv.extent))
+    item.setRect(rect)
+    item.ssmviz_rect = rect
 
 
 def release_menus(plots: list[pg.PlotItem]) -> None:
@@ -862,6 +872,8 @@ class GradPlots(pg.GraphicsLayoutWidget):
         self._time_plot = time_plot
         self.family: str | None = None
         self.rows: dict[str, _GradRow] = {}
+        #: What each row shows: (view, title); the same view object again needs no update.
+        self._shown: dict[str, tuple[GradView, str]] = {}
 
     def update_views(self, family: str, views: list[GradView], titles: dict[str, str]) -> None:
         for part in self.update_parts(family, views, titles):
@@ -878,6 +890,7 @@ class GradPlots(pg.GraphicsLayoutWidget):
             release_menus([p for row in self.rows.values() for p in row.plots])
             self.clear()
             self.rows = {}
+            self._shown = {}
             time_plots: dict[str, pg.PlotItem] = {}
             for i, v in enumerate(views):
                 row = _GradRow(self.ci, i, v, time_plots.get(v.kind))
@@ -890,9 +903,15 @@ class GradPlots(pg.GraphicsLayoutWidget):
             self.updateGeometry()  # new rows: a new minimum height for the scroll area
 
         def show(v: GradView) -> None:
+            title = titles.get(v.key, v.key)
+            shown = self._shown.get(v.key)
+            if shown is not None and shown[0] is v and shown[1] == title:
+                return  # the same run's view of the same elements (another state, ...)
             row = self.rows[v.key]
-            row.update(v, titles.get(v.key, v.key))
+            self._shown.pop(v.key, None)  # until it is shown
+            row.update(v, title)
             settle_geometry(row.plots)
+            self._shown[v.key] = (v, title)
 
         return [build] + [functools.partial(show, v) for v in views]
 

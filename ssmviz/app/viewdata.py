@@ -353,22 +353,37 @@ def prepare_view(
     chunk_len: int | None = None,
     *,
     with_fd: bool | None = None,
+    previous: ViewData | None = None,
 ) -> ViewData:
     """The trace, gradient views, heatmaps and (small problems) FD points for ``sel``.
 
     ``with_fd`` None computes finite differences when :func:`fd_small_enough` says so.
+    ``previous``: a ViewData of the same arrays (the caller vouches for that, e.g. the
+    same run after a selection change): a gradient view cut from the same elements is
+    taken as it was (the same object, with its heatmaps and FD points), and with the same
+    batch entry and channel the state heatmap and every envelope but the chosen state's.
     """
     t0 = time.perf_counter()
     tr = trace(family, convention, inputs, ref, gpu, sel, chunk_len)
     _ = tr.err  # computed (and cached) here, not on the UI thread
-    views = grad_views(family, inputs, ref, gpu, sel)
-    for v in views:
+    kept = {v.key: v for v in previous.grads} if previous is not None else {}
+    views = [kept[v.key] if v.key in kept and _same_elements(kept[v.key].ref, v.ref) else v
+             for v in grad_views(family, inputs, ref, gpu, sel)]
+    fresh = [v for v in views if v is not kept.get(v.key)]
+    for v in fresh:
         if v.kind != "image":
             continue
         v.images["ref"] = image_view(v.ref)
         if v.gpu is not None:
             v.images["gpu"] = image_view(v.gpu, levels=v.images["ref"].levels)
             v.images["diff"] = image_view(v.gpu - v.ref, symmetric=True)
+    if previous is not None and (previous.sel.batch, previous.sel.channel) == (
+            tr.sel.batch, tr.sel.channel):  # another state: only Ā's curve is new
+        data = ViewData(tr, views, previous.h_image)
+        if previous.envelopes:
+            data.envelopes = dict(previous.envelopes, a_bar=envelope(time_series(tr)["a_bar"]))
+        return _with_fd(data, family, convention, inputs, bool(ref), fresh, chunk_len,
+                        with_fd, t0)
     h = tr.h_gpu if tr.h_gpu is not None else tr.h_ref
     data = ViewData(tr, views, image_view(h))
     if tr.seq_len > LOD_POINTS:
@@ -378,11 +393,28 @@ def prepare_view(
         x, env = envelope(np.column_stack([series[k] for k in curves]))
         data.envelopes = {k: (x, env[:, i]) for i, k in enumerate(curves)}
         data.envelopes.update({k: envelope(v) for k, v in series.items() if v.ndim != 1})
+    return _with_fd(data, family, convention, inputs, bool(ref), fresh, chunk_len,
+                        with_fd, t0)
+
+
+def _same_elements(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two cuts of the same array are views of the same elements (same memory,
+    shape and strides): an O(1) test, no values compared."""
+    return (a.shape == b.shape and a.strides == b.strides
+            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
+
+
+def _with_fd(data: ViewData, family: str, convention: str, inputs: Mapping[str, np.ndarray],
+             has_ref: bool, fresh: list[GradView], chunk_len: int | None,
+             with_fd: bool | None, t0: float) -> ViewData:
+    """``data`` with the FD points of its gradient views (computed for ``fresh`` ones, the
+    kept ones have theirs) and its preparation time."""
     if with_fd is None:
         with_fd = fd_small_enough(family, inputs)
-    if with_fd and "dy" in inputs and ref:
-        data.fd = fd_points(family, convention, inputs, views, tr.sel, chunk_len)
-        for v in views:
-            v.fd = data.fd.get(v.key)
+    if with_fd and "dy" in inputs and has_ref:
+        new = fd_points(family, convention, inputs, fresh, data.trace.sel, chunk_len)
+        for v in fresh:
+            v.fd = new.get(v.key)
+        data.fd = {v.key: v.fd for v in data.grads if v.fd is not None}
     data.seconds = time.perf_counter() - t0
     return data

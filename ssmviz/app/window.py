@@ -137,6 +137,7 @@ class MainWindow(QMainWindow):
         self.view_worker = ViewWorker(self)
         self.view_worker.finished.connect(self._on_view)
         self.view: ViewData | None = None
+        self._view_result: RunResult | None = None  # the run ``view`` was cut from
         #: The generation whose plots are all shown; a counter that cancels stale parts.
         self.applied_generation = 0
         self._apply_token = 0
@@ -265,10 +266,12 @@ class MainWindow(QMainWindow):
         r = self.result
         if r is None or not r.ok:
             return
-        self.view_worker.submit((r, self.controls.selection()))
+        # The shown view of the same run: what the new selection shares with it is reused.
+        previous = self.view if self._view_result is r else None
+        self.view_worker.submit((r, self.controls.selection(), previous))
 
     def _on_view(self, out: tuple) -> None:
-        result, _sel, view = out
+        result, view = out[0], out[-1]
         if result is not self.result or self._closed:
             return  # a newer run has replaced it
         if isinstance(view, str):
@@ -285,7 +288,7 @@ class MainWindow(QMainWindow):
         """
         self._apply_token += 1
         token, result = self._apply_token, self.result
-        self.view = view
+        self.view, self._view_result = view, result
         self.trace = view.trace
         split = view.trace.seq_len > SPLIT_ABOVE
         parts = self._trace_parts(result, view, split)

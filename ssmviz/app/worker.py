@@ -108,15 +108,18 @@ def run_and_prepare(request: RunRequest) -> RunResult:
     return result
 
 
-def view_job(job: tuple[RunResult, Any]) -> Any:
-    """The ViewData of ``(result, selection)``; an error string when it cannot be made."""
-    result, sel = job
+def view_job(job: tuple) -> Any:
+    """The ViewData of ``(result, selection)`` or ``(result, selection, previous)``, where
+    ``previous`` is a ViewData of the same result whose shared parts are reused; an error
+    string when it cannot be made."""
+    result, sel, *previous = job
     if not result.ok:
         return None
     p = result.problem
     try:
         return prepare_view(p.family, p.convention, result.inputs, result.ref, result.gpu, sel,
-                            p.chunk_len if p.family == "ssd" else None)
+                            p.chunk_len if p.family == "ssd" else None,
+                            previous=previous[0] if previous else None)
     except Exception as exc:  # a view that cannot be cut: one line on the status bar
         return f"cannot show this selection: {one_line(exc)}"
 
@@ -135,11 +138,12 @@ class RunWorker(JobThread):
 class ViewWorker(JobThread):
     """The view thread ("ssmviz-view-worker"): re-slices a result for a new selection.
 
-    ``finished`` carries ``(result, selection, view)``.
+    A job is ``(result, selection[, previous view])``; ``finished`` carries ``(result,
+    selection, view)``.
     """
 
     def __init__(self, parent: QObject | None = None) -> None:
-        super().__init__(lambda job: (*job, view_job(job)), "ssmviz-view-worker", parent)
+        super().__init__(lambda job: (*job[:2], view_job(job)), "ssmviz-view-worker", parent)
 
 
 class RunScheduler(QObject):
