@@ -23,9 +23,11 @@ from shiboken6 import isValid
 
 from ssmviz.app.derived import LOG_FLOOR, GradView, Trace
 from ssmviz.app.viewdata import (
+    ENVELOPE_POINTS,
     LOD_POINTS,
     ImageView,
     envelope,
+    envelope_points,
     finite_bounds,
     nice_range,
     time_series,
@@ -530,7 +532,8 @@ class TimePlots(pg.GraphicsLayoutWidget):
         # Level of detail for long sequences: full series kept here, the curves get the
         # visible window (an envelope past LOD_POINTS), refreshed shortly after a zoom/pan.
         self._series: dict[str, tuple[pg.PlotDataItem, np.ndarray]] = {}
-        self._window: tuple[int, int] | None = None
+        self._window: tuple[int, int, int] | None = None  # (start, end, envelope points)
+        self._env_points = ENVELOPE_POINTS  # of the envelopes the last result came with
         self._lod_timer = QTimer(self, singleShot=True, interval=60)
         self._lod_timer.timeout.connect(lambda: self._apply_series())
         self._titles: dict[str, str] = {}
@@ -538,6 +541,8 @@ class TimePlots(pg.GraphicsLayoutWidget):
         self.gpu_source = "GPU"
         self._chunk_h: np.ndarray | None = None
         self.plots["input"].sigXRangeChanged.connect(self._x_range_changed)
+        # A new width may want envelopes of another resolution.
+        self.plots["input"].getViewBox().sigResized.connect(self._x_range_changed)
         quiet_axes(list(self.plots.values()))
         cache_static(list(self.plots.values()))
 
@@ -584,11 +589,13 @@ class TimePlots(pg.GraphicsLayoutWidget):
 
     def trace_parts(self, tr: Trace, h_image: ImageView,
                     envelopes: dict[str, tuple[np.ndarray, np.ndarray]] | None = None, *,
-                    split: bool = False) -> list[Callable[[], None]]:
+                    split: bool = False,
+                    points: int = ENVELOPE_POINTS) -> list[Callable[[], None]]:
         """:meth:`update_trace` as steps to run in order; ``split``: the output and error
         curves in a second step and the hidden states (curves and heatmap) in a third,
         so that a long result's first paint (every time plot's, after the new x range)
-        draws only the inputs' new curves."""
+        draws only the inputs' new curves. ``points``: those of ``envelopes`` (they are
+        used while they match :meth:`envelope_points`)."""
         L = tr.seq_len
         n = tr.sel.state
         items = dict(self.curves) | {"h": self.h_lines}
@@ -627,6 +634,7 @@ class TimePlots(pg.GraphicsLayoutWidget):
                 set_curve(self.curves["err"], _EMPTY, _EMPTY)
             self._series = dict(series)
             self._window = None
+            self._env_points = points
             self._apply_series(envelopes)
             self._chunks(tr.chunk_len if tr.family == "ssd" else None, L)
             self.set_cursor(self.cursor, emit=False)  # the last part shows the read-out
@@ -681,16 +689,23 @@ class TimePlots(pg.GraphicsLayoutWidget):
         if self.seq_len > LOD_POINTS:
             self._lod_timer.start()
 
+    def envelope_points(self) -> int:
+        """The points a long curve's envelope should have at the plots' pixel width."""
+        return envelope_points(self.plots["input"].getViewBox().width())
+
     def _apply_series(self, envelopes: dict | None = None) -> None:
         """setData of every time curve for the visible window (full data when short)."""
         a, b = self._visible_window()
-        if (a, b) == self._window:
+        points = self.envelope_points()
+        if (a, b, points) == self._window:
             return
-        self._window = (a, b)
-        whole = envelopes if (a, b) == (0, self.seq_len) and envelopes else {}
+        self._window = (a, b, points)
+        prepared = (a, b) == (0, self.seq_len) and envelopes and self._env_points == points
+        whole = envelopes if prepared else {}
         shown: dict[str, list[np.ndarray]] = {}
         for name, (curve, full) in self._series.items():
-            x, y = whole[name] if name in whole else envelope(full[a:b], start=a)
+            x, y = whole[name] if name in whole else envelope(full[a:b], start=a,
+                                                               points=points)
             set_curve(curve, x, y)
             shown.setdefault(SERIES_PLOT[name], []).append(y)
         if self._chunk_h is not None:

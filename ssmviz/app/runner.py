@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ssmviz.app.derived import Selection
+from ssmviz.app.viewdata import ENVELOPE_POINTS
 from ssmviz.core.check import CheckReport, check_arrays, preflight, reference
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external.live import LiveRun
@@ -61,7 +62,8 @@ class KernelChoice:
 class RunRequest:
     """A problem to run; ``arrays`` (from an inputs .npz) replace ``problem.build()``.
 
-    ``selection`` is the view at request time: the worker prepares its plots' data.
+    ``selection`` is the view at request time: the worker prepares its plots' data, long
+    curves as envelopes of at most ``points`` points (the plots' pixel width).
     """
 
     generation: int
@@ -70,6 +72,7 @@ class RunRequest:
     requested_at: float = field(default_factory=time.perf_counter)
     selection: Selection = field(default_factory=Selection)
     kernel: KernelChoice | None = None
+    points: int = ENVELOPE_POINTS
 
 
 @dataclass

@@ -36,9 +36,20 @@ FD_EPS = 1e-6
 #: Time curves longer than this are drawn as a min/max envelope of the visible window
 #: (plus one window each side); zoomed in to at most this many steps, at full resolution.
 LOD_POINTS = 1024
-#: Points of such an envelope (min and max of ENVELOPE_POINTS / 2 bins): about one bin per
-#: pixel column of a plot, so the plots draw lines as given (no downsampling there).
+#: Most points of such an envelope (min and max of ENVELOPE_POINTS / 2 bins); the plots ask
+#: for one bin per pixel column of their width (:func:`envelope_points`), so they draw
+#: lines as given (no downsampling there) and no more points than the pixels show.
 ENVELOPE_POINTS = 1024
+#: Fewest points an envelope is asked for (a plot squeezed to a few pixels).
+MIN_ENVELOPE_POINTS = 128
+
+
+def envelope_points(width_px: float) -> int:
+    """Envelope points for a plot ``width_px`` pixels wide: a min and a max per pixel
+    column, rounded up to a multiple of 64 (small resizes keep the prepared envelopes),
+    within [MIN_ENVELOPE_POINTS, ENVELOPE_POINTS]."""
+    want = 64 * -(-int(np.ceil(2 * max(width_px, 0.0))) // 64)
+    return int(min(ENVELOPE_POINTS, max(MIN_ENVELOPE_POINTS, want)))
 
 
 #: Colour maps of the heatmaps: values, and differences (symmetric levels, 0 in the middle).
@@ -92,8 +103,10 @@ class ViewData:
     h_image: ImageView
     fd: dict[str, FdPoints] = field(default_factory=dict)
     seconds: float = 0.0
-    #: Full-range min/max envelopes (x, y) of the time curves, when seq_len > LOD_POINTS.
+    #: Full-range min/max envelopes (x, y) of the time curves, when seq_len > LOD_POINTS,
+    #: of at most ``points`` points each.
     envelopes: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    points: int = ENVELOPE_POINTS
 
     @property
     def sel(self) -> Selection:
@@ -354,10 +367,13 @@ def prepare_view(
     *,
     with_fd: bool | None = None,
     previous: ViewData | None = None,
+    points: int = ENVELOPE_POINTS,
 ) -> ViewData:
     """The trace, gradient views, heatmaps and (small problems) FD points for ``sel``.
 
     ``with_fd`` None computes finite differences when :func:`fd_small_enough` says so.
+    ``points``: the most points of a long curve's envelope (:func:`envelope_points` of
+    the plots' width).
     ``previous``: a ViewData of the same arrays (the caller vouches for that, e.g. the
     same run after a selection change): a gradient view cut from the same elements is
     taken as it was (the same object, with its heatmaps and FD points), and with the same
@@ -377,22 +393,24 @@ def prepare_view(
         if v.gpu is not None:
             v.images["gpu"] = image_view(v.gpu, levels=v.images["ref"].levels)
             v.images["diff"] = image_view(v.gpu - v.ref, symmetric=True)
-    if previous is not None and (previous.sel.batch, previous.sel.channel) == (
-            tr.sel.batch, tr.sel.channel):  # another state: only Ā's curve is new
-        data = ViewData(tr, views, previous.h_image)
+    if previous is not None and (previous.sel.batch, previous.sel.channel, previous.points) == (
+            tr.sel.batch, tr.sel.channel, points):  # another state: only Ā's curve is new
+        data = ViewData(tr, views, previous.h_image, points=points)
         if previous.envelopes:
-            data.envelopes = dict(previous.envelopes, a_bar=envelope(time_series(tr)["a_bar"]))
+            a_bar = envelope(time_series(tr)["a_bar"], points=points)
+            data.envelopes = dict(previous.envelopes, a_bar=a_bar)
         return _with_fd(data, family, convention, inputs, bool(ref), fresh, chunk_len,
                         with_fd, t0)
     h = tr.h_gpu if tr.h_gpu is not None else tr.h_ref
-    data = ViewData(tr, views, image_view(h))
+    data = ViewData(tr, views, image_view(h), points=points)
     if tr.seq_len > LOD_POINTS:
         series = time_series(tr)
         curves = [k for k, v in series.items() if v.ndim == 1]
         # The single curves in one pass, as columns of one array.
-        x, env = envelope(np.column_stack([series[k] for k in curves]))
+        x, env = envelope(np.column_stack([series[k] for k in curves]), points=points)
         data.envelopes = {k: (x, env[:, i]) for i, k in enumerate(curves)}
-        data.envelopes.update({k: envelope(v) for k, v in series.items() if v.ndim != 1})
+        data.envelopes.update({k: envelope(v, points=points) for k, v in series.items()
+                               if v.ndim != 1})
     return _with_fd(data, family, convention, inputs, bool(ref), fresh, chunk_len,
                         with_fd, t0)
 

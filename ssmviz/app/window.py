@@ -207,7 +207,8 @@ class MainWindow(QMainWindow):
             return None  # an invalid field: never send it to the core
         return {"problem": self.controls.problem(), "arrays": self.controls.inputs_arrays,
                 "selection": self.controls.selection(),
-                "kernel": self.shader_panel.choice()}
+                "kernel": self.shader_panel.choice(),
+                "points": self.time_plots.envelope_points()}
 
     def _problem_changed(self, problem: Problem) -> None:
         self.shader_panel.show_family(problem.family)
@@ -268,7 +269,8 @@ class MainWindow(QMainWindow):
             return
         # The shown view of the same run: what the new selection shares with it is reused.
         previous = self.view if self._view_result is r else None
-        self.view_worker.submit((r, self.controls.selection(), previous))
+        self.view_worker.submit((r, self.controls.selection(), previous,
+                                 self.time_plots.envelope_points()))
 
     def _on_view(self, out: tuple) -> None:
         result, view = out[0], out[-1]
@@ -336,7 +338,7 @@ class MainWindow(QMainWindow):
                 self.time_plots.show_source(None, {})
 
         parts = self.time_plots.trace_parts(view.trace, view.h_image, view.envelopes,
-                                            split=split)
+                                            split=split, points=view.points)
         first = parts[0]
 
         def first_with_source() -> None:

@@ -22,7 +22,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from ssmviz.app.runner import RunRequest, RunResult, execute, one_line
-from ssmviz.app.viewdata import prepare_view
+from ssmviz.app.viewdata import ENVELOPE_POINTS, prepare_view
 
 
 class JobThread(QObject):
@@ -103,23 +103,25 @@ def run_and_prepare(request: RunRequest) -> RunResult:
     c0 = time.thread_time()
     result = execute(request)
     c1 = time.thread_time()
-    result.view = view_job((result, request.selection))
+    result.view = view_job((result, request.selection, None, request.points))
     result.cpu_seconds = {"run": c1 - c0, "prepare": time.thread_time() - c1}
     return result
 
 
 def view_job(job: tuple) -> Any:
-    """The ViewData of ``(result, selection)`` or ``(result, selection, previous)``, where
-    ``previous`` is a ViewData of the same result whose shared parts are reused; an error
-    string when it cannot be made."""
-    result, sel, *previous = job
+    """The ViewData of ``(result, selection[, previous[, points]])``: ``previous`` a
+    ViewData of the same result whose shared parts are reused, ``points`` the envelopes'
+    (:func:`~ssmviz.app.viewdata.prepare_view`); an error string when it cannot be made."""
+    result, sel, *rest = job
+    previous = rest[0] if rest else None
+    points = rest[1] if len(rest) > 1 else ENVELOPE_POINTS
     if not result.ok:
         return None
     p = result.problem
     try:
         return prepare_view(p.family, p.convention, result.inputs, result.ref, result.gpu, sel,
                             p.chunk_len if p.family == "ssd" else None,
-                            previous=previous[0] if previous else None)
+                            previous=previous, points=points)
     except Exception as exc:  # a view that cannot be cut: one line on the status bar
         return f"cannot show this selection: {one_line(exc)}"
 
