@@ -417,9 +417,7 @@ def set_curve(curve: pg.PlotCurveItem | pg.PlotDataItem, x: np.ndarray, y: np.nd
 def heatmap_item() -> pg.ImageItem:
     """An ImageItem for :class:`ImageView` s: their RGBA is coloured (and downsampled
     along time) in the worker, so the paint only scales a ready image."""
-    item = pg.ImageItem(axisOrder="row-major")
-    item.ssmviz_rect = None  # the rect show_image gave it
-    return item
+    return pg.ImageItem(axisOrder="row-major")
 
 
 def show_image(item: pg.ImageItem, iv: ImageView) -> None:
@@ -427,13 +425,13 @@ def show_image(item: pg.ImageItem, iv: ImageView) -> None:
     one it already shows is left alone (no re-upload, no repaint)."""
     rect = QRectF(0, 0, *iv.extent)
     shown = item.image
-    if shown is not None and item.ssmviz_rect == rect and (
+    if shown is not None and getattr(item, "ssmviz_rect", None) == rect and (
             shown is iv.rgba or (shown.shape == iv.rgba.shape
                                  and np.array_equal(shown, iv.rgba))):
         return
     item.setImage(iv.rgba, levels=None, autoLevels=False)
     item.setRect(rect)
-    item.ssmviz_rect = rect
+    item.ssmviz_rect = rect  # what show_image gave it
 
 
 def release_menus(plots: list[pg.PlotItem]) -> None:

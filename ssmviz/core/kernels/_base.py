@@ -61,9 +61,10 @@ class Prepared:
     resets: dict[str, int] = field(default_factory=dict, kw_only=True)
     #: Staging buffer and timestamp queries kept between runs (set for cached problems).
     submit_cache: SubmitCache | None = field(default=None, kw_only=True, repr=False)
-    #: Whether the backward may run again alone (:meth:`rerun` with ``reuse_forward``):
-    #: the kernel says so when no backward pass writes a buffer the backward reads of what
-    #: the forward left (set by the kernel's prepare; False: always run both).
+    #: Whether the backward may run again alone (:meth:`rerun` with ``reuse_forward``),
+    #: which the kernel's prepare says: no backward pass writes a buffer the forward binds,
+    #: except ones it overwrites whole before any pass reads them and that are no output
+    #: (so a second backward finds what the forward left). False: both always run.
     backward_alone: bool = field(default=False, kw_only=True)
     #: The inputs (as uploaded) of the last run made with ``reuse_forward``; None when the
     #: buffers may hold anything else (a run without it, or none yet). ``_kept``: that
