@@ -113,16 +113,18 @@ class Prepared:
         prepare would upload it), put every other buffer back to its initial fill (outputs
         poisoned again, scratch zeroed) and run: the same bits as a fresh prepare and run.
 
-        ``reuse_forward`` (the app's live re-runs): when the last run was one of those and
-        every input the forward reads holds the same bits as then (e.g. only dy changed),
-        and :attr:`backward_alone`, only the backward runs: its own buffers are put back,
+        ``reuse_forward`` (the app's live re-runs): inputs with the same bits as in the last
+        such run are not written again (no pass writes an input buffer); when every input
+        the forward reads is one of them (e.g. only dy changed) and :attr:`backward_alone`,
+        only the backward runs: its own buffers are put back,
         the forward's outputs stay as that run left them (and are not read again: that
         run's arrays, up to :data:`KEEP_OUTPUT_BYTES`, come back), and ``timing`` has
         "backward" only. The outputs are the same bits as a fresh run's; those of a
         ``reuse_forward`` run are read-only (they may be shared with the next one's)."""
         alone = reuse_forward and self._forward_unchanged(inputs)
+        ran = self._ran if reuse_forward else None  # what the input buffers hold
         for name, array in inputs.items():
-            if not (alone and _same_bits(array, self._ran[name])):
+            if not (ran is not None and name in ran and _same_bits(array, ran[name])):
                 self.runtime.write(self.buffers[name], array)
         forward_outputs = self._forward_outputs()
         if alone:
