@@ -617,8 +617,12 @@ class _VerdictMemo:
 
     def put(self, key: str, gpu: np.ndarray, ref: np.ndarray, tolerance: float,
             time_axis: int | None, verdict: TensorVerdict) -> None:
-        if gpu.flags.writeable or ref.flags.writeable:
-            with self._lock:  # arrays that may change: never stood in for
+        from ssmviz.core.kernels._base import KEEP_OUTPUT_BYTES
+
+        # Arrays that may change are never stood in for; larger GPU outputs than a prepared
+        # problem keeps come back as new arrays anyway (holding them would only cost memory).
+        if gpu.flags.writeable or ref.flags.writeable or gpu.nbytes > KEEP_OUTPUT_BYTES:
+            with self._lock:
                 self._items.pop(key, None)
             return
         with self._lock:
