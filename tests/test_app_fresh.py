@@ -20,7 +20,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtCore import QSettings
 
 from ssmviz.app.derived import clamp_selection
-from ssmviz.app.viewdata import prepare_view, time_series
+from ssmviz.app.viewdata import envelope, prepare_view, time_series
 from ssmviz.app.window import SPLIT_ABOVE, MainWindow
 from ssmviz.core.check import check_arrays
 from ssmviz.core.problem import Problem
@@ -72,7 +72,22 @@ def _fresh(w: MainWindow):
     rep = check_arrays(p.family, p.build(), convention=p.convention, chunk_len=chunk,
                        runs=1, race_probe=False)
     sel = clamp_selection(p.family, rep.inputs, w.controls.selection())
-    return prepare_view(p.family, p.convention, rep.inputs, rep.ref, rep.gpu, sel, chunk)
+    return prepare_view(p.family, p.convention, rep.inputs, rep.ref, rep.gpu, sel, chunk,
+                        points=w.time_plots.envelope_points())
+
+
+def _expected_curve(tp, want, name: str, series: np.ndarray) -> np.ndarray:
+    """What a time curve shows: the series, or for a long sequence the envelope of the
+    whole range (prepared with the run) or, zoomed in, of the visible window."""
+    if not want.envelopes:
+        return series
+    L = want.trace.seq_len
+    x0, x1 = tp.plots["input"].viewRange()[0]
+    span = max(x1 - x0, 1.0)
+    a, b = max(0, int(np.floor(x0 - span))), min(L, int(np.ceil(x1 + span)) + 1)
+    if (a, b) == (0, L):
+        return want.envelopes[name][1]
+    return envelope(series[a:b], start=a, points=want.points)[1]
 
 
 def _assert_plots_match(w: MainWindow) -> None:
@@ -81,9 +96,8 @@ def _assert_plots_match(w: MainWindow) -> None:
     assert w.view.sel == want.sel
     for name, series in time_series(want.trace).items():
         got = tp.h_lines.yData if name == "h" else tp.curve_data(name)[1]
-        if want.envelopes:  # a long sequence, not zoomed: the whole range's envelope
-            series = want.envelopes[name][1]
-        np.testing.assert_array_equal(got, series, err_msg=name)
+        np.testing.assert_array_equal(got, _expected_curve(tp, want, name, series),
+                                      err_msg=name)
     np.testing.assert_array_equal(tp.h_image.image, want.h_image.rgba, err_msg="h image")
     assert set(w.grad_plots.rows) == {v.key for v in want.grads}
     for v in want.grads:
@@ -118,9 +132,13 @@ def test_plots_equal_a_full_rerun_after_every_kind_of_change(qtbot, window, prob
          True),
         ("seed", lambda: w.controls.set_value("seed", 5), True),
         ("dy back", lambda: w.controls.set_value("dy", "random"), True),
+        ("convention", lambda: w.controls.set_value("convention", "builderforce"), True),
         # Longer than SPLIT_ABOVE: shown in parts, one event-loop turn each.
         ("long size", lambda: w.controls.set_value("seq_len", SPLIT_ABOVE + 808), True),
         ("channel of the long result", lambda: w.controls.set_selection(0, 1, 2), False),
+        ("state of the long result", lambda: w.controls.set_selection(0, 1, 1), False),
+        ("dy of the long result", lambda: w.controls.set_value("dy", "ones"), True),
+        ("convention back", lambda: w.controls.set_value("convention", "mamba"), True),
         ("size", lambda: w.controls.set_value("seq_len", 24), True),
         ("re-run", w.run_now, True),
         ("channel after the size", lambda: w.controls.set_selection(1, 1, 1), False),
@@ -132,4 +150,27 @@ def test_plots_equal_a_full_rerun_after_every_kind_of_change(qtbot, window, prob
         except AssertionError as exc:
             raise AssertionError(f"after the {what} change: {exc}") from exc
     assert w.controls.problem() == replace(
-        problem, seq_len=24, seed=5, signal=replace(sig, frequency=sig.frequency * 1.5))
+        problem, seq_len=24, seed=5, dy="ones",
+        signal=replace(sig, frequency=sig.frequency * 1.5))
+
+
+def test_a_zoom_of_a_long_result_needs_no_run_and_shows_its_window(qtbot, window) -> None:
+    w = window
+    long = S6.with_(seq_len=3000)
+    _change(qtbot, w, lambda: w.controls.set_problem(long), runs=True)
+    _assert_plots_match(w)
+    tp = w.time_plots
+    gen = w.scheduler.generation
+    for lo, hi in ((1000, 1400), (2500, 2990), (0, long.seq_len - 1)):
+        tp.plots["input"].setXRange(lo, hi, padding=0)
+        want = _fresh(w)
+        series = time_series(want.trace)["input"]
+
+        def shown(series=series, want=want) -> bool:
+            got = tp.curve_data("input")[1]
+            exp = _expected_curve(tp, want, "input", series)
+            return got.shape == exp.shape and bool(np.array_equal(got, exp))
+
+        qtbot.waitUntil(shown, timeout=TIMEOUT_MS)
+        _assert_plots_match(w)
+    assert w.scheduler.generation == gen  # a view change runs nothing

@@ -23,9 +23,11 @@ from shiboken6 import isValid
 from ssmviz.app.derived import LOG_FLOOR, GradView, Trace
 from ssmviz.app.items import FittedPlot, Line, MultiLine, Plot, TitleLabel
 from ssmviz.app.viewdata import (
+    ENVELOPE_POINTS,
     LOD_POINTS,
     ImageView,
     envelope,
+    envelope_points,
     finite_bounds,
     time_series,
 )
@@ -136,9 +138,17 @@ def heatmap_item() -> pg.ImageItem:
 
 
 def show_image(item: pg.ImageItem, iv: ImageView) -> None:
-    """Show a prepared heatmap over its extent (no levels, LUT or downsampling here)."""
+    """Show a prepared heatmap over its extent (no levels, LUT or downsampling here);
+    one it already shows is left alone (no re-upload, no repaint)."""
+    rect = QRectF(0, 0, *iv.extent)
+    shown = item.image
+    if shown is not None and getattr(item, "ssmviz_rect", None) == rect and (
+            shown is iv.rgba or (shown.shape == iv.rgba.shape
+                                 and np.array_equal(shown, iv.rgba))):
+        return
     item.setImage(iv.rgba, levels=None, autoLevels=False)
-    item.setRect(QRectF(0, 0, *iv.extent))
+    item.setRect(rect)
+    item.ssmviz_rect = rect  # what show_image gave it
 
 
 def release_menus(plots: list[Plot]) -> None:
@@ -229,7 +239,8 @@ class TimePlots(pg.GraphicsLayoutWidget):
         # Level of detail for long sequences: full series kept here, the curves get the
         # visible window (an envelope past LOD_POINTS), refreshed shortly after a zoom/pan.
         self._series: dict[str, tuple[pg.PlotDataItem, np.ndarray]] = {}
-        self._window: tuple[int, int] | None = None
+        self._window: tuple[int, int, int] | None = None  # (start, end, envelope points)
+        self._env_points = ENVELOPE_POINTS  # of the envelopes the last result came with
         self._lod_timer = QTimer(self, singleShot=True, interval=60)
         self._lod_timer.timeout.connect(lambda: self._apply_series())
         self._titles: dict[str, str] = {}
@@ -237,6 +248,8 @@ class TimePlots(pg.GraphicsLayoutWidget):
         self.gpu_source = "GPU"
         self._chunk_h: np.ndarray | None = None
         self.plots["input"].sigXRangeChanged.connect(self._x_range_changed)
+        # A new width may want envelopes of another resolution.
+        self.plots["input"].getViewBox().sigResized.connect(self._x_range_changed)
         quiet_axes(list(self.plots.values()))
         cache_static(list(self.plots.values()))
 
@@ -283,11 +296,13 @@ class TimePlots(pg.GraphicsLayoutWidget):
 
     def trace_parts(self, tr: Trace, h_image: ImageView,
                     envelopes: dict[str, tuple[np.ndarray, np.ndarray]] | None = None, *,
-                    split: bool = False) -> list[Callable[[], None]]:
+                    split: bool = False,
+                    points: int = ENVELOPE_POINTS) -> list[Callable[[], None]]:
         """:meth:`update_trace` as steps to run in order; ``split``: the output and error
         curves in a second step and the hidden states (curves and heatmap) in a third,
         so that a long result's first paint (every time plot's, after the new x range)
-        draws only the inputs' new curves."""
+        draws only the inputs' new curves. ``points``: those of ``envelopes`` (they are
+        used while they match :meth:`envelope_points`)."""
         L = tr.seq_len
         n = tr.sel.state
         items = dict(self.curves) | {"h": self.h_lines}
@@ -326,6 +341,7 @@ class TimePlots(pg.GraphicsLayoutWidget):
                 set_curve(self.curves["err"], _EMPTY, _EMPTY)
             self._series = dict(series)
             self._window = None
+            self._env_points = points
             self._apply_series(envelopes)
             self._chunks(tr.chunk_len, L)
             self.set_cursor(self.cursor, emit=False)  # the last part shows the read-out
@@ -380,16 +396,23 @@ class TimePlots(pg.GraphicsLayoutWidget):
         if self.seq_len > LOD_POINTS:
             self._lod_timer.start()
 
+    def envelope_points(self) -> int:
+        """The points a long curve's envelope should have at the plots' pixel width."""
+        return envelope_points(self.plots["input"].getViewBox().width())
+
     def _apply_series(self, envelopes: dict | None = None) -> None:
         """setData of every time curve for the visible window (full data when short)."""
         a, b = self._visible_window()
-        if (a, b) == self._window:
+        points = self.envelope_points()
+        if (a, b, points) == self._window:
             return
-        self._window = (a, b)
-        whole = envelopes if (a, b) == (0, self.seq_len) and envelopes else {}
+        self._window = (a, b, points)
+        prepared = (a, b) == (0, self.seq_len) and envelopes and self._env_points == points
+        whole = envelopes if prepared else {}
         shown: dict[str, list[np.ndarray]] = {}
         for name, (curve, full) in self._series.items():
-            x, y = whole[name] if name in whole else envelope(full[a:b], start=a)
+            x, y = whole[name] if name in whole else envelope(full[a:b], start=a,
+                                                               points=points)
             set_curve(curve, x, y)
             shown.setdefault(SERIES_PLOT[name], []).append(y)
         if self._chunk_h is not None:
@@ -570,6 +593,8 @@ class GradPlots(pg.GraphicsLayoutWidget):
         self._time_plot = time_plot
         self.family: str | None = None
         self.rows: dict[str, _GradRow] = {}
+        #: What each row shows: (view, title); the same view object again needs no update.
+        self._shown: dict[str, tuple[GradView, str]] = {}
 
     def update_views(self, family: str, views: list[GradView], titles: dict[str, str]) -> None:
         for part in self.update_parts(family, views, titles):
@@ -586,6 +611,7 @@ class GradPlots(pg.GraphicsLayoutWidget):
             release_menus([p for row in self.rows.values() for p in row.plots])
             self.clear()
             self.rows = {}
+            self._shown = {}
             time_plots: dict[str, pg.PlotItem] = {}
             for i, v in enumerate(views):
                 row = _GradRow(self.ci, i, v, time_plots.get(v.kind))
@@ -598,9 +624,15 @@ class GradPlots(pg.GraphicsLayoutWidget):
             self.updateGeometry()  # new rows: a new minimum height for the scroll area
 
         def show(v: GradView) -> None:
+            title = titles.get(v.key, v.key)
+            shown = self._shown.get(v.key)
+            if shown is not None and shown[0] is v and shown[1] == title:
+                return  # the same run's view of the same elements (another state, ...)
             row = self.rows[v.key]
-            row.update(v, titles.get(v.key, v.key))
+            self._shown.pop(v.key, None)  # until it is shown
+            row.update(v, title)
             settle_geometry(row.plots)
+            self._shown[v.key] = (v, title)
 
         return [build] + [functools.partial(show, v) for v in views]
 

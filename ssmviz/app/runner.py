@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ssmviz.app.derived import Selection
+from ssmviz.app.viewdata import ENVELOPE_POINTS
 from ssmviz.core import families
 from ssmviz.core.check import CheckReport, check_arrays, preflight, reference
 from ssmviz.core.errors import SsmvizError
@@ -67,7 +68,8 @@ class KernelChoice:
 class RunRequest:
     """A problem to run; ``arrays`` (from an inputs .npz) replace ``problem.build()``.
 
-    ``selection`` is the view at request time: the worker prepares its plots' data.
+    ``selection`` is the view at request time: the worker prepares its plots' data, long
+    curves as envelopes of at most ``points`` points (the plots' pixel width).
     """
 
     generation: int
@@ -76,6 +78,7 @@ class RunRequest:
     requested_at: float = field(default_factory=time.perf_counter)
     selection: Selection = field(default_factory=Selection)
     kernel: KernelChoice | None = None
+    points: int = ENVELOPE_POINTS
 
 
 @dataclass
@@ -246,7 +249,7 @@ def execute(request: RunRequest) -> RunResult:
                 report = check_arrays(
                     p.family, arrays, convention=p.convention, chunk_len=chunk_len, runs=1,
                     race_probe=False,  # live runs: latency first; `ssmviz check` probes
-                    concurrent_reference=True, reuse_reference=True,
+                    concurrent_reference=True, reuse_reference=True, reuse_forward=True,
                 )
             result.report, result.ref, result.gpu = report, dict(report.ref), dict(report.gpu)
             result.inputs = dict(report.inputs)

@@ -24,15 +24,24 @@ class ElidedLabel(QLabel):
 
     def __init__(self, text: str = "", parent: QWidget | None = None, *,
                  hint: str | None = None) -> None:
-        super().__init__(text, parent)
+        # With a hint QLabel keeps it as its text (its height), the label's own is ``_text``.
+        super().__init__(text if hint is None else hint, parent)
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.setToolTip(text)
         #: The width asked for, whatever the text (None: the text's own width).
         self.hint = hint
+        self._text = text
 
     def setText(self, text: str) -> None:
-        super().setText(text)
+        self._text = text
         self.setToolTip(text)
+        if self.hint is None:
+            super().setText(text)
+        else:  # the size hint does not follow the text: a repaint, no re-layout
+            self.update()
+
+    def text(self) -> str:  # Qt override
+        return self._text
 
     def minimumSizeHint(self) -> QSize:
         height = super().minimumSizeHint().height()
@@ -65,6 +74,7 @@ class BadgeBox(QWidget):
         self.more.setVisible(False)
         self._count = 0
         self._gap = 3
+        self._shown: tuple = ()  # (count, texts) when the size hint was last announced
 
     def set_count(self, n: int) -> None:
         """Use the first ``n`` labels (the caller fills them)."""
@@ -72,7 +82,10 @@ class BadgeBox(QWidget):
             self.labels.append(QLabel(self))
         self._count = n
         self._place()
-        self.updateGeometry()
+        shown = (n, *(lb.text() for lb in self.labels[:n]))
+        if shown != self._shown:  # the same badges again: no re-layout of the status bar
+            self._shown = shown
+            self.updateGeometry()
 
     def sizeHint(self) -> QSize:  # every badge
         widths = [lb.sizeHint().width() for lb in self.labels[: self._count]]

@@ -45,9 +45,20 @@ FD_EPS = 1e-6
 #: Time curves longer than this are drawn as a min/max envelope of the visible window
 #: (plus one window each side); zoomed in to at most this many steps, at full resolution.
 LOD_POINTS = 1024
-#: Points of such an envelope (min and max of ENVELOPE_POINTS / 2 bins): about one bin per
-#: pixel column of a plot, so the plots draw lines as given (no downsampling there).
+#: Most points of such an envelope (min and max of ENVELOPE_POINTS / 2 bins); the plots ask
+#: for one bin per pixel column of their width (:func:`envelope_points`), so they draw
+#: lines as given (no downsampling there) and no more points than the pixels show.
 ENVELOPE_POINTS = 1024
+#: Fewest points an envelope is asked for (a plot squeezed to a few pixels).
+MIN_ENVELOPE_POINTS = 128
+
+
+def envelope_points(width_px: float) -> int:
+    """Envelope points for a plot ``width_px`` pixels wide: a min and a max per pixel
+    column, rounded up to a multiple of 64 (small resizes keep the prepared envelopes),
+    within [MIN_ENVELOPE_POINTS, ENVELOPE_POINTS]."""
+    want = 64 * -(-int(np.ceil(2 * max(width_px, 0.0))) // 64)
+    return int(min(ENVELOPE_POINTS, max(MIN_ENVELOPE_POINTS, want)))
 
 
 #: Colour maps of the heatmaps: values, and differences (symmetric levels, 0 in the middle).
@@ -101,8 +112,10 @@ class ViewData:
     h_image: ImageView
     fd: dict[str, FdPoints] = field(default_factory=dict)
     seconds: float = 0.0
-    #: Full-range min/max envelopes (x, y) of the time curves, when seq_len > LOD_POINTS.
+    #: Full-range min/max envelopes (x, y) of the time curves, when seq_len > LOD_POINTS,
+    #: of at most ``points`` points each.
     envelopes: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    points: int = ENVELOPE_POINTS
 
     @property
     def sel(self) -> Selection:
@@ -356,36 +369,73 @@ def prepare_view(
     chunk_len: int | None = None,
     *,
     with_fd: bool | None = None,
+    previous: ViewData | None = None,
+    points: int = ENVELOPE_POINTS,
 ) -> ViewData:
     """The trace, gradient views, heatmaps and (small problems) FD points for ``sel``.
 
     ``with_fd`` None computes finite differences when :func:`fd_small_enough` says so.
+    ``points``: the most points of a long curve's envelope (:func:`envelope_points` of
+    the plots' width).
+    ``previous``: a ViewData of the same arrays (the caller vouches for that, e.g. the
+    same run after a selection change): a gradient view cut from the same elements is
+    taken as it was (the same object, with its heatmaps and FD points), and with the same
+    batch entry and channel the state heatmap and every envelope but the chosen state's.
     """
     t0 = time.perf_counter()
     tr = trace(family, convention, inputs, ref, gpu, sel, chunk_len)
     _ = tr.err  # computed (and cached) here, not on the UI thread
-    views = grad_views(family, inputs, ref, gpu, sel)
-    for v in views:
+    kept = {v.key: v for v in previous.grads} if previous is not None else {}
+    views = [kept[v.key] if v.key in kept and _same_elements(kept[v.key].ref, v.ref) else v
+             for v in grad_views(family, inputs, ref, gpu, sel)]
+    fresh = [v for v in views if v is not kept.get(v.key)]
+    for v in fresh:
         if v.kind != "image":
             continue
         v.images["ref"] = image_view(v.ref)
         if v.gpu is not None:
             v.images["gpu"] = image_view(v.gpu, levels=v.images["ref"].levels)
             v.images["diff"] = image_view(v.gpu - v.ref, symmetric=True)
+    if previous is not None and (previous.sel.batch, previous.sel.channel, previous.points) == (
+            tr.sel.batch, tr.sel.channel, points):  # another state: only Ā's curve is new
+        data = ViewData(tr, views, previous.h_image, points=points)
+        if previous.envelopes:
+            a_bar = envelope(time_series(tr)["a_bar"], points=points)
+            data.envelopes = dict(previous.envelopes, a_bar=a_bar)
+        return _with_fd(data, family, convention, inputs, bool(ref), fresh, chunk_len,
+                        with_fd, t0)
     h = tr.h_gpu if tr.h_gpu is not None else tr.h_ref
-    data = ViewData(tr, views, image_view(h))
+    data = ViewData(tr, views, image_view(h), points=points)
     if tr.seq_len > LOD_POINTS:
         series = time_series(tr)
         curves = [k for k, v in series.items() if v.ndim == 1]
         # The single curves in one pass, as columns of one array.
-        x, env = envelope(np.column_stack([series[k] for k in curves]))
+        x, env = envelope(np.column_stack([series[k] for k in curves]), points=points)
         data.envelopes = {k: (x, env[:, i]) for i, k in enumerate(curves)}
-        data.envelopes.update({k: envelope(v) for k, v in series.items() if v.ndim != 1})
+        data.envelopes.update({k: envelope(v, points=points) for k, v in series.items()
+                               if v.ndim != 1})
+    return _with_fd(data, family, convention, inputs, bool(ref), fresh, chunk_len,
+                        with_fd, t0)
+
+
+def _same_elements(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two cuts of the same array are views of the same elements (same memory,
+    shape and strides): an O(1) test, no values compared."""
+    return (a.shape == b.shape and a.strides == b.strides
+            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
+
+
+def _with_fd(data: ViewData, family: str, convention: str, inputs: Mapping[str, np.ndarray],
+             has_ref: bool, fresh: list[GradView], chunk_len: int | None,
+             with_fd: bool | None, t0: float) -> ViewData:
+    """``data`` with the FD points of its gradient views (computed for ``fresh`` ones, the
+    kept ones have theirs) and its preparation time."""
     if with_fd is None:
         with_fd = fd_small_enough(family, inputs)
-    if with_fd and "dy" in inputs and ref:
-        data.fd = fd_points(family, convention, inputs, views, tr.sel, chunk_len)
-        for v in views:
-            v.fd = data.fd.get(v.key)
+    if with_fd and "dy" in inputs and has_ref:
+        new = fd_points(family, convention, inputs, fresh, data.trace.sel, chunk_len)
+        for v in fresh:
+            v.fd = new.get(v.key)
+        data.fd = {v.key: v.fd for v in data.grads if v.fd is not None}
     data.seconds = time.perf_counter() - t0
     return data

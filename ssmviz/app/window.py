@@ -138,6 +138,7 @@ class MainWindow(QMainWindow):
         self.view_worker = ViewWorker(self)
         self.view_worker.finished.connect(self._on_view)
         self.view: ViewData | None = None
+        self._view_result: RunResult | None = None  # the run ``view`` was cut from
         #: The generation whose plots are all shown; a counter that cancels stale parts.
         self.applied_generation = 0
         self._apply_token = 0
@@ -209,7 +210,8 @@ class MainWindow(QMainWindow):
             return None  # an invalid field: never send it to the core
         return {"problem": self.controls.problem(), "arrays": self.controls.inputs_arrays,
                 "selection": self.controls.selection(),
-                "kernel": self.shader_panel.choice()}
+                "kernel": self.shader_panel.choice(),
+                "points": self.time_plots.envelope_points()}
 
     def _problem_changed(self, problem: Problem) -> None:
         self.shader_panel.show_family(problem.family)
@@ -268,10 +270,13 @@ class MainWindow(QMainWindow):
         r = self.result
         if r is None or not r.ok:
             return
-        self.view_worker.submit((r, self.controls.selection()))
+        # The shown view of the same run: what the new selection shares with it is reused.
+        previous = self.view if self._view_result is r else None
+        self.view_worker.submit((r, self.controls.selection(), previous,
+                                 self.time_plots.envelope_points()))
 
     def _on_view(self, out: tuple) -> None:
-        result, _sel, view = out
+        result, view = out[0], out[-1]
         if result is not self.result or self._closed:
             return  # a newer run has replaced it
         if isinstance(view, str):
@@ -288,7 +293,7 @@ class MainWindow(QMainWindow):
         """
         self._apply_token += 1
         token, result = self._apply_token, self.result
-        self.view = view
+        self.view, self._view_result = view, result
         self.trace = view.trace
         split = view.trace.seq_len > SPLIT_ABOVE
         parts = self._trace_parts(result, view, split)
@@ -336,7 +341,7 @@ class MainWindow(QMainWindow):
                 self.time_plots.show_source(None, {})
 
         parts = self.time_plots.trace_parts(view.trace, view.h_image, view.envelopes,
-                                            split=split)
+                                            split=split, points=view.points)
         first = parts[0]
 
         def first_with_source() -> None:

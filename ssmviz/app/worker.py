@@ -22,7 +22,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from ssmviz.app.runner import RunRequest, RunResult, execute, one_line, run_chunk_len
-from ssmviz.app.viewdata import prepare_view
+from ssmviz.app.viewdata import ENVELOPE_POINTS, prepare_view
 
 
 class JobThread(QObject):
@@ -103,39 +103,48 @@ def run_and_prepare(request: RunRequest) -> RunResult:
     c0 = time.thread_time()
     result = execute(request)
     c1 = time.thread_time()
-    result.view = view_job((result, request.selection))
+    result.view = view_job((result, request.selection, None, request.points))
     result.cpu_seconds = {"run": c1 - c0, "prepare": time.thread_time() - c1}
     return result
 
 
-def view_job(job: tuple[RunResult, Any]) -> Any:
-    """The ViewData of ``(result, selection)``; an error string when it cannot be made."""
-    result, sel = job
+def view_job(job: tuple) -> Any:
+    """The ViewData of ``(result, selection[, previous[, points]])``: ``previous`` a
+    ViewData of the same result whose shared parts are reused, ``points`` the envelopes'
+    (:func:`~ssmviz.app.viewdata.prepare_view`); an error string when it cannot be made."""
+    result, sel, *rest = job
+    previous = rest[0] if rest else None
+    points = rest[1] if len(rest) > 1 else ENVELOPE_POINTS
     if not result.ok:
         return None
     p = result.problem
     try:
         return prepare_view(p.family, p.convention, result.inputs, result.ref, result.gpu, sel,
-                            run_chunk_len(p))
+                            run_chunk_len(p), previous=previous, points=points)
     except Exception as exc:  # a view that cannot be cut: one line on the status bar
         return f"cannot show this selection: {one_line(exc)}"
 
 
+#: The run thread's name (``bench --ui`` tells its CPU time apart by it).
+RUN_THREAD = "ssmviz-run-worker"
+
+
 class RunWorker(JobThread):
-    """The run thread ("ssmviz-run-worker"): :func:`run_and_prepare` per request."""
+    """The run thread (:data:`RUN_THREAD`): :func:`run_and_prepare` per request."""
 
     def __init__(self, parent: QObject | None = None) -> None:
-        super().__init__(run_and_prepare, "ssmviz-run-worker", parent)
+        super().__init__(run_and_prepare, RUN_THREAD, parent)
 
 
 class ViewWorker(JobThread):
     """The view thread ("ssmviz-view-worker"): re-slices a result for a new selection.
 
-    ``finished`` carries ``(result, selection, view)``.
+    A job is ``(result, selection[, previous view])``; ``finished`` carries ``(result,
+    selection, view)``.
     """
 
     def __init__(self, parent: QObject | None = None) -> None:
-        super().__init__(lambda job: (*job, view_job(job)), "ssmviz-view-worker", parent)
+        super().__init__(lambda job: (*job[:2], view_job(job)), "ssmviz-view-worker", parent)
 
 
 class RunScheduler(QObject):

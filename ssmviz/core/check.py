@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -142,6 +142,9 @@ class CheckReport:
     gpu_seconds: dict[str, float] = field(default_factory=dict)
     timing_source: str = "untimed"
     reference_seconds: float = 0.0
+    #: The thread that computed the reference (the caller's while the GPU ran, or a
+    #: helper's): ``bench --ui`` keeps its CPU time apart from the GPU run's.
+    reference_thread: str = ""
     input_warnings: list[str] = field(default_factory=list)
     #: Lines for the table's header about what was run, e.g. where the convention came from.
     notes: list[str] = field(default_factory=list)
@@ -500,6 +503,8 @@ class _ReferenceMemo:
 
     def store(self, key: tuple, args: list[np.ndarray], dy: np.ndarray, fwd: Any,
               out: dict[str, np.ndarray]) -> None:
+        for a in out.values():  # handed out again: nobody may change them meanwhile
+            a.flags.writeable = False
         with self._lock:
             self._key, self._fwd, self._out = key, fwd, dict(out)
             self._args = [np.array(a) for a in args]
@@ -518,6 +523,48 @@ def _same_array(a: np.ndarray | None, b: np.ndarray | None) -> bool:
 
 
 _MEMO = _ReferenceMemo()
+
+
+class _VerdictMemo:
+    """The last live check's verdict of each forward tensor, with the arrays it judged.
+
+    A re-run that reused the forward on both sides (a dy change: the GPU's outputs handed
+    back as they were, the reference's from its memo) hands :func:`compare` the very same
+    arrays; they are read-only, so the same objects hold the same values and the verdict
+    stands. Anything else (new arrays) is compared afresh.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[str, tuple[np.ndarray, np.ndarray, float, int | None,
+                                     TensorVerdict]] = {}
+
+    def get(self, key: str, gpu: np.ndarray, ref: np.ndarray, tolerance: float,
+            time_axis: int | None) -> TensorVerdict | None:
+        with self._lock:
+            item = self._items.get(key)
+        if item is None:
+            return None
+        g, r, tol, axis, verdict = item
+        if g is gpu and r is ref and (tol, axis) == (tolerance, time_axis):
+            return replace(verdict)
+        return None
+
+    def put(self, key: str, gpu: np.ndarray, ref: np.ndarray, tolerance: float,
+            time_axis: int | None, verdict: TensorVerdict) -> None:
+        from ssmviz.core.kernels._base import KEEP_OUTPUT_BYTES
+
+        # Arrays that may change are never stood in for; larger GPU outputs than a prepared
+        # problem keeps come back as new arrays anyway (holding them would only cost memory).
+        if gpu.flags.writeable or ref.flags.writeable or gpu.nbytes > KEEP_OUTPUT_BYTES:
+            with self._lock:
+                self._items.pop(key, None)
+            return
+        with self._lock:
+            self._items[key] = (gpu, ref, tolerance, time_axis, replace(verdict))
+
+
+_VERDICTS = _VerdictMemo()
 
 
 def reference(
@@ -610,6 +657,7 @@ def check_arrays(
     concurrent_reference: bool = False,
     step: Callable[[str], Any] | None = None,
     reuse_reference: bool = False,
+    reuse_forward: bool = False,
 ) -> CheckReport:
     """Check a GPU kernel against the reference on the given input arrays.
 
@@ -617,13 +665,17 @@ def check_arrays(
     ``kernel`` defaults to ssmviz's own kernel of the family. ``race_probe`` adds a
     run with every pass visiting its workgroups in reverse order, whose bits must
     equal the others' (lavapipe runs workgroups in order, which hides races between
-    them). ``concurrent_reference`` computes the float64 reference on a helper thread
-    while the GPU runs (numpy and wgpu both release the GIL; the app's live re-runs use
-    it; ``reference_seconds`` is then the reference thread's CPU time, as its wall time
-    would count the time slices the GPU driver's threads took). ``step`` (progress) is
+    them). ``concurrent_reference`` computes the float64 reference while the GPU runs: on
+    this thread right after the first GPU submission (:func:`~ssmviz.core.gpu.while_gpu_runs`;
+    a second Python thread would contend for the GIL with the one waiting for the GPU), or
+    on a helper thread where the GPU is timed by the wall clock (the app's live re-runs;
+    ``reference_seconds`` is then the reference's CPU time, as its wall time would count
+    the time slices the GPU driver's threads took). ``step`` (progress) is
     called after the reference and after each GPU run: :func:`check_steps` in all.
     ``reuse_reference`` lets the reference reuse the last such call's results for inputs
-    it did not change (:func:`reference`; the app's live re-runs).
+    it did not change (:func:`reference`; the app's live re-runs). ``reuse_forward`` lets
+    the first GPU run skip the forward when only dy changed since the last such call
+    (:meth:`~ssmviz.core.kernels._base.Prepared.rerun`: same bits; the live re-runs).
     Raises SsmvizError (one line) for bad inputs or a problem past the device limits.
     A lost device is rebuilt and the check run once more (``kernel`` rebuilt on the new
     device from its source); lost again, DeviceLostError says the GPU was lost.
@@ -635,7 +687,8 @@ def check_arrays(
         return _check_arrays(family, arrays, convention=convention, chunk_len=chunk_len,
                              runs=runs, kernel=kern, runtime=rt, store_states=store_states,
                              race_probe=race_probe, concurrent_reference=concurrent_reference,
-                             step=step, reuse_reference=reuse_reference)
+                             step=step, reuse_reference=reuse_reference,
+                             reuse_forward=reuse_forward)
 
     return with_device_retry(attempt, runtime)
 
@@ -654,6 +707,7 @@ def _check_arrays(
     concurrent_reference: bool,
     step: Callable[[str], Any] | None,
     reuse_reference: bool,
+    reuse_forward: bool,
 ) -> CheckReport:
     fam = families.get(family)
     if convention not in CONVENTIONS:
@@ -669,9 +723,10 @@ def _check_arrays(
     rt = runtime
     kern = kernel or fam.kernel(rt)
 
-    def gpu_run(reverse_wg: bool = False) -> Any:
+    def gpu_run(reverse_wg: bool = False, reuse: bool = False) -> Any:
         return kern.run_problem(inputs, sizes, convention=convention, store_states=store_states,
-                                timed=True, reverse_wg=reverse_wg)
+                                timed=True, reverse_wg=reverse_wg,
+                                **({"reuse_forward": True} if reuse else {}))
 
     forward_keys, grad_keys, all_states = fam.forward_keys, fam.grad_keys, fam.state_key
 
@@ -683,8 +738,8 @@ def _check_arrays(
 
     def gpu_runs() -> tuple[list[Any], dict[str, np.ndarray]]:
         results = []
-        for i in range(runs):
-            results.append(gpu_run())
+        for i in range(runs):  # repeats run whole: they check the forward's determinism
+            results.append(gpu_run(reuse=reuse_forward and i == 0))
             done(f"GPU run {i + 1}/{runs}")
         if not race_probe:
             return results, {}
@@ -692,7 +747,26 @@ def _check_arrays(
         done("GPU run with workgroups in reverse order")
         return results, reversed_outputs
 
-    if concurrent_reference:
+    if concurrent_reference and rt.has_timestamps:
+        # On this thread while the first GPU run computes (see while_gpu_runs).
+        from ssmviz.core.gpu import while_gpu_runs
+
+        box: dict[str, Any] = {}
+
+        def ref_job() -> None:
+            box["thread"] = threading.current_thread().name
+            try:
+                box["out"] = _timed(ref_run, time.thread_time)
+            except Exception as exc:  # raised below, after the GPU run came back
+                box["error"] = exc
+
+        with while_gpu_runs(ref_job):
+            results, reversed_run = gpu_runs()
+        if "error" in box:
+            raise box["error"]
+        ref, ref_s = box["out"]
+        ref_thread = box["thread"]
+    elif concurrent_reference:  # wall-clock GPU timing: the reference on its own thread
         pending = _reference_pool().submit(_timed, ref_run, time.thread_time)
         try:
             results, reversed_run = gpu_runs()
@@ -701,8 +775,10 @@ def _check_arrays(
         if ref_error is not None:
             raise ref_error
         ref, ref_s = pending.result()
+        ref_thread = "ssmviz-reference"
     else:
         ref, ref_s = _timed(ref_run)
+        ref_thread = threading.current_thread().name
         done("float64 reference")
         results, reversed_run = gpu_runs()
     if not store_states:
@@ -721,9 +797,14 @@ def _check_arrays(
         repeats = [r.outputs[key] for r in results[1:]]
         # Every tensor but the final states and the per-parameter sums runs along seq_len.
         along_time = key not in _NO_TIME_AXIS and ref[key].ndim >= 3
-        verdict = compare(
-            key, first[key], ref[key], tol, repeats=repeats, time_axis=1 if along_time else None
-        )
+        axis = 1 if along_time else None
+        # A live re-run whose forward was reused judges the same arrays as the last one.
+        reusable = reuse_forward and not repeats and not race_probe and key in forward_keys
+        verdict = _VERDICTS.get(key, first[key], ref[key], tol, axis) if reusable else None
+        if verdict is None:
+            verdict = compare(key, first[key], ref[key], tol, repeats=repeats, time_axis=axis)
+            if reusable:
+                _VERDICTS.put(key, first[key], ref[key], tol, axis, verdict)
         if key in reversed_run and not _same_bits(first[key], reversed_run[key]):
             verdict.deterministic = False
             verdict.note = "differs with workgroups in reverse order: a race between workgroups"
@@ -745,6 +826,7 @@ def _check_arrays(
         },
         timing_source=next(iter(timing.values())).source if timing else "untimed",
         reference_seconds=ref_s,
+        reference_thread=ref_thread,
         input_warnings=_input_warnings(inputs),
         inputs=inputs,
         gpu={k: v for k, v in first.items() if k in ref},

@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
@@ -157,6 +157,31 @@ class _NativeLogFilter(logging.Filter):
 
 _building = threading.local()
 logging.getLogger("wgpu").addFilter(_NativeLogFilter())
+
+_meanwhile = threading.local()
+
+
+@contextlib.contextmanager
+def while_gpu_runs(job: Callable[[], None]) -> Iterator[None]:
+    """Run ``job`` on this thread once the block's first submission of compute passes is
+    on the queue (right after ``queue.submit``, before waiting for it), else at the end
+    of the block (not when it raises). The GPU (lavapipe: its own threads) computes
+    meanwhile, and no second Python thread contends for the GIL with the one that waits
+    for the GPU. ``job`` must not raise (keep its exception for later)."""
+    _meanwhile.job = job
+    try:
+        yield
+    except BaseException:
+        _meanwhile.job = None
+        raise
+    _run_meanwhile()
+
+
+def _run_meanwhile() -> None:
+    job = getattr(_meanwhile, "job", None)
+    if job is not None:
+        _meanwhile.job = None
+        job()
 
 
 def trusted_modules_enabled() -> bool:
@@ -787,6 +812,8 @@ class GpuRuntime:
                     nbytes = min(-(-nbytes // 4) * 4, r.buffer.size - r.offset)
                     encoder.copy_buffer_to_buffer(r.buffer, r.offset, staging, offset, nbytes)
             self.device.queue.submit([encoder.finish()])
+            if n_pass:
+                _run_meanwhile()
             if staging is None:  # an untimed run with nothing to read back
                 self._wait_idle()
                 return [TimedResult() for _ in stages], []

@@ -37,8 +37,9 @@ class ToyKernel(ShaderKernel):
 
     def run_problem(self, inputs: Mapping[str, np.ndarray], sizes: Mapping[str, int], *,
                     convention: str, store_states: bool, timed: bool = False,
-                    reverse_wg: bool = False, backward: bool = True) -> KernelResult:
-        del convention  # one convention only
+                    reverse_wg: bool = False, backward: bool = True,
+                    reuse_forward: bool = False) -> KernelResult:
+        del convention, reuse_forward  # one convention only; every run is a full one
         x = np.asarray(inputs["x"])
         if x.ndim != 3:
             raise SsmvizError(f"x has shape {x.shape}, expected (batch, seq_len, d_inner)")

@@ -49,10 +49,13 @@ class KernelRunner(Protocol):
         timed: bool = False,
         reverse_wg: bool = False,
         backward: bool = True,
+        reuse_forward: bool = False,
     ) -> KernelResult:
         """Forward (and backward) on ``inputs`` (the family's input keys); ``sizes`` holds
         at least the family's ``run_sizes``. ``store_states``: also return ``state_key``.
-        ``reverse_wg``: every pass visits its workgroups in reverse order (race probe)."""
+        ``reverse_wg``: every pass visits its workgroups in reverse order (race probe).
+        ``reuse_forward``: a runner that keeps its last run may run only the backward when
+        only dy changed (the same results as a full run); others run both stages."""
         ...
 
     def requirements_for(self, sizes: Sizes, *, store_states: bool) -> dict[str, int]:

@@ -31,6 +31,9 @@ STAGES = ("forward", "backward")
 #: and the most buffer memory they may hold together (a bigger one is not kept).
 CACHE_ENTRIES = 4
 CACHE_BYTES = 128 << 20
+#: A prepared problem run with ``reuse_forward`` keeps its forward outputs up to this size,
+#: so a backward-only rerun hands them back without reading them again.
+KEEP_OUTPUT_BYTES = 32 << 20
 
 
 @dataclass
@@ -59,6 +62,16 @@ class Prepared:
     resets: dict[str, int] = field(default_factory=dict, kw_only=True)
     #: Staging buffer and timestamp queries kept between runs (set for cached problems).
     submit_cache: SubmitCache | None = field(default=None, kw_only=True, repr=False)
+    #: Whether the backward may run again alone (:meth:`rerun` with ``reuse_forward``),
+    #: which the kernel's prepare says: no backward pass writes a buffer the forward binds,
+    #: except ones it overwrites whole before any pass reads them and that are no output
+    #: (so a second backward finds what the forward left). False: both always run.
+    backward_alone: bool = field(default=False, kw_only=True)
+    #: The inputs (as uploaded) of the last run made with ``reuse_forward``; None when the
+    #: buffers may hold anything else (a run without it, or none yet). ``_kept``: that
+    #: run's forward outputs (read-only), when they fit KEEP_OUTPUT_BYTES.
+    _ran: dict[str, np.ndarray] | None = field(default=None, init=False, repr=False)
+    _kept: dict[str, np.ndarray] | None = field(default=None, init=False, repr=False)
 
     @property
     def output_shapes(self) -> dict[str, tuple[int, ...]]:
@@ -95,20 +108,88 @@ class Prepared:
         """
         return self._run(timed, reset=False)
 
-    def rerun(self, inputs: Mapping[str, np.ndarray], *, timed: bool = False) -> KernelResult:
+    def rerun(self, inputs: Mapping[str, np.ndarray], *, timed: bool = False,
+              reuse_forward: bool = False) -> KernelResult:
         """Write new data of the same shapes into the named input buffers (as the kernel's
         prepare would upload it), put every other buffer back to its initial fill (outputs
-        poisoned again, scratch zeroed) and run: the same bits as a fresh prepare and run."""
+        poisoned again, scratch zeroed) and run: the same bits as a fresh prepare and run.
+
+        ``reuse_forward`` (the app's live re-runs): inputs with the same bits as in the last
+        such run are not written again (no pass writes an input buffer); when every input
+        the forward reads is one of them (e.g. only dy changed) and :attr:`backward_alone`,
+        only the backward runs: its own buffers are put back,
+        the forward's outputs stay as that run left them (and are not read again: that
+        run's arrays, up to :data:`KEEP_OUTPUT_BYTES`, come back), and ``timing`` has
+        "backward" only. The outputs are the same bits as a fresh run's; those of a
+        ``reuse_forward`` run are read-only (they may be shared with the next one's)."""
+        alone = reuse_forward and self._forward_unchanged(inputs)
+        ran = self._ran if reuse_forward else None  # what the input buffers hold
         for name, array in inputs.items():
-            self.runtime.write(self.buffers[name], array)
-        return self._run(timed, reset=True)
+            if not (ran is not None and name in ran and _same_bits(array, ran[name])):
+                self.runtime.write(self.buffers[name], array)
+        forward_outputs = self._forward_outputs()
+        if alone:
+            bound = self._forward_bound()
+            kept = self._kept or {}
+            reads = [n for n in self.readbacks if n not in kept]
+            own = [n for n in self.resets if id(self.buffers[n]) not in bound]
+            timings, read = self._run_and_read([self.backward_dispatches], reads, timed, own)
+            outputs = {n: kept[n] if n in kept else read[n] for n in self.readbacks}
+            result = KernelResult(outputs, {"backward": timings[0]})
+        else:
+            result = self._run(timed, reset=True)
+        if reuse_forward:
+            self._keep(inputs, result.outputs, forward_outputs)
+        return result
+
+    def _keep(self, inputs: Mapping[str, np.ndarray], outputs: Mapping[str, np.ndarray],
+              forward_outputs: list[str]) -> None:
+        """Remember a ``reuse_forward`` run: its inputs (copies) and, when small enough,
+        its forward outputs (made read-only, as every output of such a run)."""
+        for a in outputs.values():
+            a.flags.writeable = False
+        self._ran = {n: np.array(a) for n, a in inputs.items()}
+        kept = {n: outputs[n] for n in forward_outputs}
+        small = sum(a.nbytes for a in kept.values()) <= KEEP_OUTPUT_BYTES
+        self._kept = kept if small else None
+
+    def _forward_bound(self) -> set[int]:
+        """ids of the buffers some forward pass binds."""
+        return {id(b) for d in self.forward_dispatches for b in d.bindings.values()}
+
+    def _forward_outputs(self) -> list[str]:
+        """The outputs read from buffers the forward writes (backward_alone: only it)."""
+        bound = self._forward_bound()
+        return [n for n, r in self.readbacks.items() if id(r.buffer) in bound]
+
+    def _forward_unchanged(self, inputs: Mapping[str, np.ndarray]) -> bool:
+        """Whether the backward may run alone on ``inputs`` (see :meth:`rerun`)."""
+        ran = self._ran
+        if not (self.backward_alone and self.backward_dispatches and ran is not None
+                and ran.keys() == inputs.keys()):
+            return False
+        bound = self._forward_bound()
+        return all(_same_bits(a, ran[n]) for n, a in inputs.items()
+                   if id(self.buffers[n]) in bound)
 
     def _run(self, timed: bool, *, reset: bool) -> KernelResult:
+        self._ran = self._kept = None  # rerun() records the runs that may be reused
         stages = [self.forward_dispatches]
         if self.backward_dispatches:
             stages.append(self.backward_dispatches)
         timings, outputs = self.run_and_read(stages, list(self.readbacks), timed=timed, reset=reset)
         return KernelResult(outputs, dict(zip(STAGES, timings, strict=False)))
+
+    def _run_and_read(self, stages: Sequence[Sequence[Dispatch]], names: list[str],
+                      timed: bool, reset: list[str]) -> tuple[list[TimedResult],
+                                                              dict[str, np.ndarray]]:
+        """:meth:`run_and_read` putting back only the buffers named in ``reset``."""
+        reads = [self.readbacks[n] for n in names]
+        resets = [(self.buffers[n], self.resets[n]) for n in reset]
+        timings, arrays = self.runtime.run_and_read(
+            stages, timed=timed, reads=reads, resets=resets, cache=self.submit_cache
+        )
+        return timings, dict(zip(names, arrays, strict=True))
 
     @property
     def nbytes(self) -> int:
@@ -122,6 +203,12 @@ class Prepared:
             buffer.destroy()
         if self.submit_cache is not None:
             self.submit_cache.destroy()
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Same shape and bytes (float32 inputs: -0.0 and NaN payloads told apart)."""
+    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(
+        np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8))
 
 
 class PreparedCache:
@@ -246,13 +333,15 @@ class ShaderKernel:
         prepare: Callable[[], Prepared],
         inputs: Callable[[], Mapping[str, np.ndarray]],
         timed: bool,
+        reuse_forward: bool = False,
     ) -> KernelResult:
         """Run a problem, reusing the runtime's cached preparation of it when there is one.
 
         ``key`` holds the problem's shapes and every option its preparation depends on;
         the kernel's class, source and trust and the device limits are added here, so
         nothing is reused across sources, trust or limits. ``inputs`` gives the input
-        buffers' new contents, exactly as ``prepare`` would upload them.
+        buffers' new contents, exactly as ``prepare`` would upload them. ``reuse_forward``:
+        see :meth:`Prepared.rerun` (a fresh preparation runs both stages).
         """
         cache = prepared_cache(self.rt)
         trusted = self.trusted and trusted_modules_enabled()
@@ -264,10 +353,13 @@ class ShaderKernel:
                 prepared = prepare()
                 prepared.submit_cache = SubmitCache()
                 result = prepared.run(timed=timed)
+                if reuse_forward:
+                    arrays = {n: np.asarray(a, dtype=np.float32) for n, a in inputs().items()}
+                    prepared._keep(arrays, result.outputs, prepared._forward_outputs())
             else:
                 # float32, as upload() stores every kernel input
                 arrays = {n: np.asarray(a, dtype=np.float32) for n, a in inputs().items()}
-                result = prepared.rerun(arrays, timed=timed)
+                result = prepared.rerun(arrays, timed=timed, reuse_forward=reuse_forward)
         except BaseException:
             # Its buffers' state is unknown after a failure: never reuse it.
             if prepared is not None:

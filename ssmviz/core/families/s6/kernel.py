@@ -430,7 +430,10 @@ class S6Kernel(ShaderKernel):
             for n, b in pb.buf.items()
             if n not in uploads
         }
-        return Prepared(self.rt, pb.buf, forward, backward_list, readbacks, resets=resets)
+        # Checkpoints share bwd_scan_states with the backward's scan: a backward run alone
+        # would start from the last backward's scan levels, not from zeros.
+        return Prepared(self.rt, pb.buf, forward, backward_list, readbacks, resets=resets,
+                        backward_alone=not ckpt)
 
     @staticmethod
     def _direct_bc(plan: Plan) -> bool:
@@ -562,12 +565,13 @@ class S6Kernel(ShaderKernel):
         timed: bool = False,
         reverse_wg: bool = False,
         backward: bool = True,
+        reuse_forward: bool = False,
     ) -> S6GpuResult:
         """:meth:`run` as every family's runner is called (``KernelRunner``); S6 needs no
         size beyond the arrays' shapes."""
         del sizes
         return self.run(inputs, convention=convention, store_h=store_states, timed=timed,
-                        reverse_wg=reverse_wg, backward=backward)
+                        reverse_wg=reverse_wg, backward=backward, reuse_forward=reuse_forward)
 
     def requirements_for(self, sizes: Mapping[str, int], *, store_states: bool) -> dict[str, int]:
         """:meth:`requirements` of ``sizes`` (batch, seq_len, d_inner, d_state)."""
@@ -589,12 +593,15 @@ class S6Kernel(ShaderKernel):
         bwd_k_chunks: int | None = None,
         fwd_mode: str = "auto",
         bwd_mode: str = "auto",
+        reuse_forward: bool = False,
     ) -> S6GpuResult:
         """Run forward (and backward) on ``inputs``; see the abi module for shapes.
 
         ``inputs`` keys: u, delta, A_log, B, C, D, delta_bias (optional), dy (backward).
         A run repeating an earlier one's shapes and options reuses its preparation (see
-        :meth:`ShaderKernel._run_reusing`), with the same results as a fresh one.
+        :meth:`ShaderKernel._run_reusing`), with the same results as a fresh one;
+        ``reuse_forward`` then runs only the backward when only dy changed since the last
+        such run (:meth:`Prepared.rerun`).
         """
         options: dict[str, Any] = dict(
             convention=convention,
@@ -615,4 +622,5 @@ class S6Kernel(ShaderKernel):
             lambda: self.prepare(inputs, **options),
             lambda: self._input_arrays(inputs, sz, backward),
             timed,
+            reuse_forward,
         )

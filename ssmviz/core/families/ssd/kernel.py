@@ -154,17 +154,21 @@ class SSDKernel(ShaderKernel):
             (fwd if p.stage == "forward" else bwd).append(self.dispatch(p.entry, binds, total))
         shapes = _output_shapes(s)
         readbacks = {k: Readback(buffers[k], np.float32, shapes[k]) for k in outputs}
-        return Prepared(rt, buffers, fwd, bwd, readbacks, resets=resets)
+        # The one buffer both stages write, chunk_local, the backward overwrites before
+        # it reads it: the backward can run again alone.
+        return Prepared(rt, buffers, fwd, bwd, readbacks, resets=resets,
+                        backward_alone=True)
 
     # ------------------------------------------------------------------ running
     def run_problem(self, inputs: Mapping[str, np.ndarray], sizes: Mapping[str, int], *,
                     convention: str, store_states: bool, timed: bool = False,
-                    reverse_wg: bool = False, backward: bool = True) -> SSDGpuResult:
+                    reverse_wg: bool = False, backward: bool = True,
+                    reuse_forward: bool = False) -> SSDGpuResult:
         """:meth:`run` as every family's runner is called (``KernelRunner``): the chunk
         length comes from ``sizes``."""
         return self.run(inputs, chunk_len=sizes["chunk_len"], convention=convention,
                         store_states=store_states, timed=timed, reverse_wg=reverse_wg,
-                        backward=backward)
+                        backward=backward, reuse_forward=reuse_forward)
 
     def requirements_for(self, sizes: Mapping[str, int], *, store_states: bool
                          ) -> dict[str, int]:
@@ -176,13 +180,15 @@ class SSDKernel(ShaderKernel):
     def run(self, inputs: Mapping[str, np.ndarray], *, chunk_len: int,
             convention: str = "mamba", store_states: bool = False, backward: bool = True,
             poison: bool = True, timed: bool = False, reverse_wg: bool = False,
-            ) -> SSDGpuResult:
+            reuse_forward: bool = False) -> SSDGpuResult:
         """Run the forward (and backward) passes and read the outputs back as float32.
 
         ``reverse_wg`` sets the race-probe flag: every pass visits its workgroups in
         reverse order; a race-free kernel gives the same bits. A run repeating an earlier
         one's shapes and options reuses its preparation (see
-        :meth:`ShaderKernel._run_reusing`), with the same results as a fresh one.
+        :meth:`ShaderKernel._run_reusing`), with the same results as a fresh one;
+        ``reuse_forward`` then runs only the backward when only dy changed since the last
+        such run (:meth:`Prepared.rerun`).
         """
         s, arrs = self._validate(inputs, chunk_len, convention, backward)
         options: dict[str, Any] = dict(
@@ -192,7 +198,7 @@ class SSDKernel(ShaderKernel):
         shapes = (s.batch, s.seq_len, s.n_heads, s.d_head, s.n_groups, s.d_state, s.chunk_len)
         key = ("ssd", shapes, tuple(sorted(options.items())))
         return self._run_reusing(key, lambda: self.prepare(inputs, **options), lambda: arrs,
-                                 timed)
+                                 timed, reuse_forward)
 
     # ------------------------------------------------------------------ cost model
     @staticmethod
