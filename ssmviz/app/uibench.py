@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ssmviz.app.events import wait_until
+
 LATENCY_TARGET_MS = 50.0
 GAP_TARGET_MS = 50.0
 HEARTBEAT_MS = 5
@@ -52,35 +54,13 @@ def _app():
     return QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "ssmviz"])
 
 
-def _wait(app, pred, timeout_s: float) -> bool:
-    """Process events until ``pred()`` (True) or the timeout (False).
-
-    Between events the thread sleeps in the event loop, as the app's does (a polling loop
-    would take CPU from the runs it measures on a 2-core machine); a 20 ms timer bounds
-    each sleep.
-    """
-    from PySide6.QtCore import QEventLoop, QTimer
-
-    end = time.perf_counter() + timeout_s
-    tick = QTimer(interval=20)
-    tick.start()
-    try:
-        while not pred():
-            if time.perf_counter() > end:
-                return False
-            app.processEvents(QEventLoop.ProcessEventsFlag.WaitForMoreEvents)
-    finally:
-        tick.stop()
-    return True
-
-
 def _idle(window) -> bool:
     return (not window.scheduler.waiting and not window.view_worker.busy
             and not window.teaching.busy)
 
 
 def _settle(app, window) -> None:
-    _wait(app, lambda: _idle(window), RUN_TIMEOUT_S)
+    wait_until(app, lambda: _idle(window), RUN_TIMEOUT_S)
     for _ in range(3):
         app.processEvents()
 
@@ -118,10 +98,10 @@ def measure_latency(app, window, problem, changes: int, batches: int = 1) -> dic
     from ssmviz.app.worker import RUN_THREAD
 
     w = window
-    _wait(app, lambda: _idle(w), RUN_TIMEOUT_S)
+    wait_until(app, lambda: _idle(w), RUN_TIMEOUT_S)
     gen0 = w.scheduler.generation
     w.controls.set_problem(problem)
-    if not _wait(app, lambda: w.scheduler.generation > gen0 and _idle(w), RUN_TIMEOUT_S):
+    if not wait_until(app, lambda: w.scheduler.generation > gen0 and _idle(w), RUN_TIMEOUT_S):
         raise RuntimeError("the first run did not finish")
     _settle(app, w)
     lat, run, prep, queue, to_ui, update, paint = [], [], [], [], [], [], []
@@ -139,7 +119,7 @@ def measure_latency(app, window, problem, changes: int, batches: int = 1) -> dic
         target = base * (1.0 + 0.05 * ((i % 7) + 1))  # every edit changes the inputs
         t0, c0 = time.perf_counter(), time.thread_time()
         w.controls.set_value("signal.frequency", target)
-        ok = _wait(app, lambda g=gen: _shown(w, g), RUN_TIMEOUT_S)
+        ok = wait_until(app, lambda g=gen: _shown(w, g), RUN_TIMEOUT_S)
         app.processEvents()  # the repaint the new data scheduled
         t1, c1 = time.perf_counter(), time.thread_time()
         if not ok:
@@ -210,15 +190,15 @@ def measure_heartbeat(app, window, problem, interval_ms: int = HEARTBEAT_MS) -> 
     beat.setTimerType(Qt.TimerType.PreciseTimer)
     beat.timeout.connect(tick)
     beat.start()
-    _wait(app, lambda: len(ticks) > 10, 5.0)
+    wait_until(app, lambda: len(ticks) > 10, 5.0)
     gen = w.scheduler.generation
     t_submit = time.perf_counter()
     w.controls.set_problem(problem)
-    ok = _wait(app, lambda: w.scheduler.generation > gen and _shown(w, gen), RUN_TIMEOUT_S)
+    ok = wait_until(app, lambda: w.scheduler.generation > gen and _shown(w, gen), RUN_TIMEOUT_S)
     t_arrived = w.update_started
     t_end = time.perf_counter()
     # Keep beating a little so the paint after the update is inside a measured gap.
-    _wait(app, lambda: time.perf_counter() > t_end + 0.3, 5.0)
+    wait_until(app, lambda: time.perf_counter() > t_end + 0.3, 5.0)
     beat.stop()
     if not ok:
         raise RuntimeError("the long run did not finish")

@@ -13,6 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ssmviz.app.events import wait_until
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.resources import assets_dir
 
@@ -62,22 +63,6 @@ def check_out_dir(out: str | Path) -> Path:
     return p
 
 
-def _wait(app, pred, timeout_s: float) -> bool:
-    from PySide6.QtCore import QEventLoop, QTimer
-
-    end = time.perf_counter() + timeout_s
-    tick = QTimer(interval=20)
-    tick.start()
-    try:
-        while not pred():
-            if time.perf_counter() > end:
-                return False
-            app.processEvents(QEventLoop.ProcessEventsFlag.WaitForMoreEvents)
-    finally:
-        tick.stop()
-    return True
-
-
 def show_step(app, window, path: Path, timeout_s: float = STEP_TIMEOUT_S) -> None:
     """Open one tour step and wait until its plots and teaching view are on screen;
     SsmvizError when it does not run."""
@@ -92,12 +77,12 @@ def show_step(app, window, path: Path, timeout_s: float = STEP_TIMEOUT_S) -> Non
                 and window.applied_generation == r.generation
                 and not window.teaching.busy)
 
-    if not _wait(app, done, timeout_s):
+    if not wait_until(app, done, timeout_s):
         raise SsmvizError(f"{path.name}: no run finished within {timeout_s:.0f} s")
     if window.result.error:
         raise SsmvizError(f"{path.name} did not run: {window.result.error}")
     end = time.perf_counter() + 0.3  # the paints the new data asked for
-    _wait(app, lambda: time.perf_counter() > end, 1.0)
+    wait_until(app, lambda: time.perf_counter() > end, 1.0)
 
 
 def write_tour(out: str | Path, folder: str | Path | None = None) -> list[Path]:
