@@ -343,6 +343,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     def export(path: str) -> None:
         from ssmviz.core.operator import own_forward
 
+        if "operator" not in views_of(family):
+            print(f"--export: no ref_M / gpu_M: the {family} family has no operator view")
+            report.export_npz(path)
+            return
         forward = own_forward(family, convention=convention, chunk_len=report.sizes.get(
             "chunk_len"))
         report.export_npz(path, extra=_operators(family, report.inputs, forward, convention))

@@ -292,3 +292,35 @@ def test_a_long_problem_measures_evenly_spread_columns(qtbot, make_window):
     # Displayed downsampled (peak |value| per bin), over the whole matrix's extent.
     assert view.images["ref"].image.shape[:2] == (512, cols.size)
     assert d.images[("ref", False)].extent == (1024.0, 1024.0)
+
+
+def _edited_run(problem: Problem, *, ran_edit: bool):
+    """A run whose shader panel held an edited S6 shader: the worker ran it
+    (``ran_edit``), or its profile did not match and the built-in kernel ran instead."""
+    from ssmviz.app.runner import KernelChoice, RunResult
+    from ssmviz.core.resources import shader_source
+
+    text = shader_source("selective_scan.wgsl") + "\n// edited\n"
+    result = RunResult(1, problem, problem.build(), {}, {})
+    result.kernel = KernelChoice(text, "selective_scan.wgsl", builtin=True, modified=True)
+    result.run_source = text if ran_edit else None
+    return result
+
+
+def test_views_read_no_buffers_of_an_edited_shader_and_follow_a_fallback() -> None:
+    """An edited shader runs only in the isolated worker (its watchdog): the scan tree
+    shows reference values with a note, the operator measures it there; a choice that
+    fell back to the built-in kernel is measured as the built-in one, as the plots were."""
+    from ssmviz.app.derived import Selection
+    from ssmviz.app.teaching.scan_tree import tree_data
+
+    problem = Problem(family="s6", seq_len=16, d_inner=2, d_state=4)
+    edited = _edited_run(problem, ran_edit=True)
+    data = tree_data(edited, Selection())
+    assert "an edited shader's buffers are not read" in data.summary
+    assert all(n.a_gpu is None and n.b_gpu is None for n in data.tree.nodes)
+    assert isinstance(operator_view.kernel_forward(edited), op.FileForward)
+    fell_back = _edited_run(problem, ran_edit=False)
+    assert isinstance(operator_view.kernel_forward(fell_back), op.OwnForward)
+    gpu_tree = tree_data(fell_back, Selection()).tree
+    assert any(n.b_gpu is not None for n in gpu_tree.nodes)

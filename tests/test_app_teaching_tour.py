@@ -68,6 +68,7 @@ def test_teaching_field_round_trips_and_bad_values_are_refused_in_one_line(tmp_p
         ({"measure": "h"}, "teaching.measure must be null or 'y' or 'states'"),
         ({"tree_chunk_len": 4}, "teaching.tree_chunk_len must be null for the ssd family"),
         ({"colour": "red"}, "unknown session teaching field 'colour'"),
+        ({"caption": None}, "teaching.title needs a teaching.caption to head"),
     ]
     for change, message in cases:
         data = json.loads(json.dumps(base))
@@ -126,6 +127,20 @@ def test_next_and_previous_walk_the_tour(qtbot, make_window) -> None:
     assert w.controls.problem() == Session.load(steps[0]).problem
     cap.close_button.click()
     assert not w.teaching.tour_dock.isVisible() and w.session().teaching is None
+
+
+@pytest.mark.qt
+@pytest.mark.gpu
+def test_a_sessions_options_reach_the_views_behind_the_tab_too(qtbot, make_window) -> None:
+    """Saved with the scan tree on screen and log colours on in the operator view, a
+    session reopens with both: each view takes its own options, on screen or not."""
+    w = make_window(None)
+    session = Session(Problem(family="s6", seq_len=24, d_inner=2, d_state=4),
+                      teaching=Teaching(view="scan_tree", log_colour=True, tree_chunk_len=4))
+    _run(qtbot, w, lambda: w.apply_session(session))
+    views = w.teaching.panel.views
+    assert w.teaching.panel.current() == "scan_tree" and views["scan_tree"].chunk_len == 4
+    assert views["operator"].log_colour
 
 
 ENV = os.environ | {"QT_QPA_PLATFORM": "offscreen"}

@@ -98,3 +98,18 @@ def test_a_family_without_teaching_has_no_views_and_no_operator(toy) -> None:
     with pytest.raises(SsmvizError, match=r"^family must be one of s6, ssd \(those with "
                                           r"teaching views\); got 'toy'$"):
         op.reference_operator("toy", _problem().build(), convention="mamba")
+
+
+def test_check_export_of_a_family_without_an_operator_view_writes_the_rest(
+    toy, tmp_path, capsys
+) -> None:
+    from ssmviz import cli
+
+    out = tmp_path / "toy.npz"
+    code = cli.main(["check", "--family", "toy", "--seq-len", "20", "--d-inner", "3",
+                     "--export", str(out)])
+    assert code == cli.EXIT_PASS
+    assert "no ref_M / gpu_M: the toy family has no operator view" in capsys.readouterr().out
+    with np.load(out) as saved:
+        assert "ref_M" not in saved and "gpu_M" not in saved
+        assert {"x", "gpu_y", "ref_y"} <= set(saved.files)

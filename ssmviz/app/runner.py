@@ -100,6 +100,9 @@ class RunResult:
     kernel: KernelChoice | None = None
     diagnostics: list = field(default_factory=list)
     kernel_note: str = ""
+    #: The edited shader text ssmviz's host code ran (in the isolated worker); None when
+    #: the built-in kernel ran, also in place of a choice that fell back to it.
+    run_source: str | None = None
     #: A kernel written by others: its outputs' provenance, verdict -> key map, absences.
     external: LiveRun | None = None
     #: A one-line summary for the status bar (not an error), e.g. of an external run.
@@ -239,6 +242,7 @@ def execute(request: RunRequest) -> RunResult:
             _run_external(request, arrays, prof, result)
         else:
             source = _custom_source(p, choice, prof, result) if choice else None
+            result.run_source = source
             preflight(sizes, p.family, runs=1)  # device limits before the reference starts
             if source is not None:  # an edited shader: in the worker, under the watchdog
                 from ssmviz.core.external.isolated import check_source_isolated

@@ -84,6 +84,8 @@ class Teaching:
             if text is not None and not 0 < len(text.strip()) <= top:
                 raise SsmvizError(f"session teaching.{key} must hold 1 to {top} characters; "
                                   f"got {len(text.strip())}")
+        if out.title is not None and out.caption is None:  # the title heads the caption
+            raise SsmvizError("session teaching.title needs a teaching.caption to head")
         return out
 
     def to_dict(self) -> dict[str, Any]:

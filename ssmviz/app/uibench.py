@@ -249,7 +249,6 @@ def ui_bench(*, small: Any = None, big: Any = None, changes: int = 20, batches: 
         window = MainWindow(settings, restore=False)
         window.show()
         if view is not None:
-            window.teaching.panel.set_family(small.family)
             window.teaching.open(view)
         try:
             latency = measure_latency(app, window, small, changes, batches)

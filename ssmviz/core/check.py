@@ -683,7 +683,9 @@ def check_arrays(
     def attempt(rt: Any) -> CheckReport:
         kern = kernel
         if kern is not None and getattr(kern, "rt", rt) is not rt:  # built on the lost device
-            kern = type(kern)(rt, source=kern.source)
+            # ssmviz's own (trusted) kernel is rebuilt as such, any other from its source.
+            own = getattr(kern, "trusted", False)
+            kern = type(kern)(rt, source=None if own else kern.source)
         return _check_arrays(family, arrays, convention=convention, chunk_len=chunk_len,
                              runs=runs, kernel=kern, runtime=rt, store_states=store_states,
                              race_probe=race_probe, concurrent_reference=concurrent_reference,

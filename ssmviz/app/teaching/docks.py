@@ -76,9 +76,12 @@ class TeachingDocks:
         """Open the session's teaching view (raised, half the window wide) and show its
         tour caption, or hide the caption panel."""
         t = session.teaching
+        if t is not None:  # every view's options, also those of views behind the tab
+            self.panel.set_family(self.window.controls.problem().family)
+            self.panel.set_options(log_colour=t.log_colour, measure=t.measure,
+                                   tree_chunk_len=t.tree_chunk_len)
         if t is not None and t.view is not None:
-            self.open(t.view, log_colour=t.log_colour, measure=t.measure,
-                      tree_chunk_len=t.tree_chunk_len)
+            self.open(t.view)
         elif t is not None and t.caption:  # a tour step on the time plots: the usual docks
             self.window.docks["gradients"].raise_()
         if t is not None and t.caption:

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QCheckBox, QComboBox
 
 from ssmviz.app.derived import Selection, sizes_of
 from ssmviz.app.plots import Line, MultiLine, Plot, cache_static, quiet_axes
-from ssmviz.app.runner import RunResult, one_line
+from ssmviz.app.runner import RunResult, one_line, run_chunk_len
 from ssmviz.app.teaching import measures_of
 from ssmviz.app.teaching.base import (
     CURSOR_COLOUR,
@@ -74,18 +74,15 @@ def measured_columns(seq_len: int) -> np.ndarray:
 MEASURE_LABELS = {"y": "GPU M through y", "states": "GPU M through the chunk-state buffer"}
 
 
-def _chunk_len(family: str, chunk_len: int) -> int | None:
-    """The problem's chunk_len where the family's runs take one (SSD), else None."""
-    return chunk_len if "chunk_len" in registry.get(family).run_sizes else None
-
-
 def kernel_forward(result: RunResult) -> op.KernelForward:
     """The forward of the kernel the run used: ssmviz's own, or the file / edited shader
     the shader panel holds (that one in the isolated worker, as the run did)."""
     p = result.problem
-    chunk_len = _chunk_len(p.family, p.chunk_len)
+    chunk_len = run_chunk_len(p)
     choice = result.kernel
-    if choice is None or choice.is_default:
+    if choice is None or choice.is_default or (result.external is None
+                                               and result.run_source is None):
+        # The built-in kernel ran (also when a chosen file fell back to it).
         return op.own_forward(p.family, convention=p.convention, chunk_len=chunk_len)
     return op.file_forward(choice.path, family=p.family, convention=p.convention,
                            chunk_len=chunk_len, text=choice.text)
@@ -219,7 +216,7 @@ def operator_data(result: RunResult, sel: Selection, measure: str = "y") -> Oper
     # check.compare's element bound over the whole matrix (its scale: M's rms).
     bound = float(np.min(element_bound(ref, FORWARD_TOL))) if ref.size else 0.0
     data = OperatorData(p.family, p.convention, index, what, sel.state, measure, L,
-                        _chunk_len(p.family, p.chunk_len), cols, ref, gpu, note,
+                        run_chunk_len(p), cols, ref, gpu, note,
                         _images(ref, gpu, bound), dict(result.inputs))
     parts = [f"batch element 0, {what}"]
     if gpu is not None:

@@ -159,6 +159,11 @@ class TeachingPanel(QWidget):
         else:
             view.show_cursor_numbers(t, numbers)
 
+    def set_options(self, **options: Any) -> None:
+        """A session's options, to every view (each takes those it has)."""
+        for view in self.views.values():
+            view.set_options(**options)
+
     def open_view(self, name: str, **options: Any) -> None:
         """Make ``name`` the current tab, with a session's options."""
         view = self.views[name]

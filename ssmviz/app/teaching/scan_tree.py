@@ -54,17 +54,18 @@ def tree_data(result: RunResult, sel: Selection, chunk_len: int | None = None) -
     scan_tree = teaching_for(p.family, "scan_tree").scan_tree
     choice = result.kernel
     note = ""
-    gpu, source = True, None
+    gpu = True
     if result.external is not None or (choice is not None and not choice.builtin
                                        and result.report is None):
         gpu, note = False, "the tree of ssmviz's kernel: this kernel's buffers are not read"
     elif result.error:
         gpu, note = False, "reference values only: the kernel did not run"
-    elif choice is not None and not choice.is_default:
-        source = choice.text
+    elif result.run_source is not None:
+        # An edited shader runs only in the isolated worker, under its watchdog.
+        gpu, note = False, "reference values only: an edited shader's buffers are not read"
     tree = scan_tree(result.inputs, convention=p.convention, channel=sel.channel,
                         state=sel.state, batch_index=sel.batch, fwd_chunk_len=chunk_len,
-                        gpu=gpu, source=source)
+                        gpu=gpu)
     status = _status(tree)
     wrong = status.count("wrong")
     parts = [f"batch element {sel.batch}, channel {tree.channel}, state {tree.state}; "
