@@ -199,3 +199,34 @@ def test_chunk_states_view_against_the_gpus_buffer(runtime) -> None:
     assert wrong.tolist() == [False] + [True] * 5
     with pytest.raises(SsmvizError, match="gpu chunk_states has shape"):
         ssd_chunk_states(arrays, **kw, gpu_chunk_states=np.zeros((1, 5, 4, 3, 5)))
+
+
+def test_the_impulse_runs_take_the_code_path_of_the_problem_shown(runtime, monkeypatch) -> None:
+    """S6 picks its forward chunk length by size: the impulse batch, and the live view's
+    problem cut down to one channel, run with the chunk length the kernel picks for the
+    problem whose run is shown, not with their own."""
+    from ssmviz.core.families.s6 import plan as s6_plan
+    from ssmviz.core.families.s6.kernel import S6Kernel
+    from ssmviz.core.families.s6.plan import Sizes
+
+    # One invocation's worth of threads: the chunk length then grows with the channels.
+    monkeypatch.setattr(s6_plan, "TARGET_THREADS", 1)
+    arrays = problem("s6", "mamba", seq_len=30, batch=3)
+    b, L, d = arrays["u"].shape
+    kernel = S6Kernel(runtime)
+    shown = kernel.plan(Sizes(b, L, d, arrays["A_log"].shape[1]), store_h=True,
+                        backward=False).fwd_chunk
+    alone = kernel.plan(Sizes(1, L, 1, arrays["A_log"].shape[1]), store_h=True,
+                        backward=False).fwd_chunk
+    assert alone != shown  # else this test could not tell the two apart
+    used = []
+    real = S6Kernel.run
+
+    def spy(self, inputs, **kwargs):
+        used.append(kwargs.get("fwd_chunk_len"))
+        return real(self, inputs, **kwargs)
+
+    monkeypatch.setattr(S6Kernel, "run", spy)
+    fwd = op.own_forward("s6", convention="mamba", runtime=runtime)
+    op.measure_operator("s6", arrays, fwd, index=[1], cols=[0, 7], isolate=True)
+    assert used and set(used) == {shown}

@@ -73,8 +73,11 @@ class KernelForward:
         raise NotImplementedError  # each kind of kernel runs its own way
 
     def columns(self, arrays: Mapping[str, np.ndarray], index: np.ndarray, cols: np.ndarray,
-                states: bool) -> dict[str, np.ndarray]:
-        """:func:`ssmviz.core.impulse.impulse_columns` of the problem ``arrays``."""
+                states: bool, shown: Mapping[str, np.ndarray] | None = None,
+                ) -> dict[str, np.ndarray]:
+        """:func:`ssmviz.core.impulse.impulse_columns` of the problem ``arrays``, on the
+        code path the kernel takes for ``shown`` (the problem whose run is shown; default
+        ``arrays``) where it chooses one."""
         raise NotImplementedError
 
 
@@ -88,13 +91,14 @@ class OwnForward(KernelForward):
 
     def __call__(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         run, _ = registry.teaching(self.family).impulse_run(
-            self._kernel, arrays, self._convention, self.chunk_len)
+            self._kernel, arrays, self._convention, self.chunk_len, None)
         return dict(run(arrays))
 
     def columns(self, arrays: Mapping[str, np.ndarray], index: np.ndarray, cols: np.ndarray,
-                states: bool) -> dict[str, np.ndarray]:
+                states: bool, shown: Mapping[str, np.ndarray] | None = None,
+                ) -> dict[str, np.ndarray]:
         run, per_batch = registry.teaching(self.family).impulse_run(
-            self._kernel, arrays, self._convention, self.chunk_len)
+            self._kernel, arrays, self._convention, self.chunk_len, shown)
         return impulse_columns(self.family, arrays, run, index=index, cols=cols,
                                batch_elements=per_batch, states=states)
 
@@ -132,8 +136,11 @@ class FileForward(KernelForward):
         return self._call(file_forward_outputs, arrays)
 
     def columns(self, arrays: Mapping[str, np.ndarray], index: np.ndarray, cols: np.ndarray,
-                states: bool) -> dict[str, np.ndarray]:
+                states: bool, shown: Mapping[str, np.ndarray] | None = None,
+                ) -> dict[str, np.ndarray]:
         from ssmviz.core.external.forward import file_operator_columns
+
+        del shown  # a kernel file's passes come from its profile: no path to choose
 
         # The worker builds the impulses itself: only the problem travels there.
         return self._call(file_operator_columns, arrays, index=index, cols=cols,
@@ -221,7 +228,7 @@ def measure_operator(
         problem, measured = tc.isolate(problem, sel), np.arange(sel.size)
     else:
         measured = sel
-    M = forward.columns(problem, measured, c, states=False)["M"][:, r]
+    M = forward.columns(problem, measured, c, states=False, shown=arrays)["M"][:, r]
     D = np.asarray(arrays["D"], np.float64)[sel]
     return Operator(family, M, D, sel, r, c, forward.name)
 
@@ -252,7 +259,7 @@ def states_operator(
     L, width = _shape(family, arrays)
     sel = check_indices(tc.unit, index, width)
     c = check_indices("column", cols, L)
-    got = forward.columns(_first(family, arrays), sel, c, states=True)
+    got = forward.columns(_first(family, arrays), sel, c, states=True, shown=arrays)
     M = tc.states_operator(arrays, convention, chunk_len, sel, c, got["M"],
                            got["chunk_states"])
     D = np.asarray(arrays["D"], np.float64)[sel]

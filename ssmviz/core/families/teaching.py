@@ -47,9 +47,10 @@ class Teaching:
     row_terms: Callable[[Arrays, str, int, int], np.ndarray]
     #: (arrays, index) -> the problem cut down to the units ``index`` (the live view).
     isolate: Callable[[Arrays, np.ndarray], dict[str, np.ndarray]]
-    #: (kernel, arrays, convention, chunk_len) -> (forward, elements of its largest
-    #: buffer per batch element) of the family's own kernel for impulse runs of ``arrays``.
-    impulse_run: Callable[[Any, Arrays, str, int | None], tuple[RunFn, int]]
+    #: (kernel, arrays, convention, chunk_len, plan_arrays) -> (forward, elements of its
+    #: largest buffer per batch element) of the family's own kernel for impulse runs of
+    #: ``arrays``, on the code path it takes for ``plan_arrays`` (the problem shown).
+    impulse_run: Callable[[Any, Arrays, str, int | None, Arrays | None], tuple[RunFn, int]]
     #: (arrays, convention, chunk_len, index, cols, M, chunk_states) -> M with the rows
     #: below each column's chunk read off the kernel's chunk states (None: no chunk states).
     states_operator: Callable[..., np.ndarray] | None = None

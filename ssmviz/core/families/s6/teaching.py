@@ -404,20 +404,24 @@ def s6_isolate(arrays: Mapping[str, np.ndarray], sel: np.ndarray) -> dict[str, n
 
 
 def s6_impulse_run(kernel: S6Kernel, arrays: Mapping[str, np.ndarray], convention: str,
-                   chunk_len: int | None) -> tuple[RunFn, int]:
+                   chunk_len: int | None, plan_arrays: Mapping[str, np.ndarray] | None = None,
+                   ) -> tuple[RunFn, int]:
     """(forward, elements of its largest buffer per batch element) of ``kernel`` (any
     source) for impulse runs of the problem ``arrays`` (u (batch, seq_len, d_inner)).
 
-    The forward path and chunk length are pinned to those the kernel picks for ``arrays``
-    themselves (the measured problem, batch element 0 alone), as ``ssmviz check`` runs
-    them, so that the impulse batch (many more channels) does not switch the path being
-    measured. ``chunk_len`` is SSD's; S6 reads none.
+    The forward path and chunk length are pinned to those the kernel picks for
+    ``plan_arrays`` (default ``arrays``): the problem whose run is shown, as ``ssmviz
+    check`` ran it, so that neither the impulse batch (many more channels) nor a problem
+    cut down to a few channels switches the path being measured. ``chunk_len`` is SSD's;
+    S6 reads none.
     """
     del chunk_len
-    batch, L, d_inner = (int(s) for s in np.shape(arrays["u"]))
+    _, L, d_inner = (int(s) for s in np.shape(arrays["u"]))
     N = int(np.shape(arrays["A_log"])[1])
-    store = batch * L * d_inner * N <= MAX_STORED_STATES
-    plan = kernel.plan(Sizes(batch, L, d_inner, N), store_h=store, backward=False)
+    shown = arrays if plan_arrays is None else plan_arrays
+    batch, L_shown, d_shown = (int(s) for s in np.shape(shown["u"]))
+    store = batch * L_shown * d_shown * N <= MAX_STORED_STATES
+    plan = kernel.plan(Sizes(batch, L_shown, d_shown, N), store_h=store, backward=False)
     mode = "onepass" if plan.fwd_onepass else "chunked"
 
     def run(inputs: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:

@@ -254,9 +254,12 @@ def ssd_isolate(arrays: Mapping[str, np.ndarray], sel: np.ndarray) -> dict[str, 
 
 
 def ssd_impulse_run(kernel: SSDKernel, arrays: Mapping[str, np.ndarray], convention: str,
-                    chunk_len: int | None) -> tuple[RunFn, int]:
+                    chunk_len: int | None, plan_arrays: Mapping[str, np.ndarray] | None = None,
+                    ) -> tuple[RunFn, int]:
     """(forward with chunk states stored, elements of its largest buffer per batch
-    element) of ``kernel`` (any source) for impulse runs of the problem ``arrays``."""
+    element) of ``kernel`` (any source) for impulse runs of the problem ``arrays``.
+    ``plan_arrays`` is not read: SSD runs the same passes at every size of a chunk_len."""
+    del plan_arrays
     if chunk_len is None:
         raise SsmvizError("the SSD operator needs chunk_len")
     _, L, H, P = np.shape(arrays["x"])
