@@ -76,3 +76,22 @@ def test_a_plain_plot_keeps_pyqtgraph_auto_range_and_releases_its_menus(qapp) ->
     assert p.ctrlMenu is None and vb.menu is None
     QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
     assert not any(isValid(m) for m in menus)
+
+
+def test_a_kept_axis_that_must_move_takes_headroom_and_then_holds(plot) -> None:
+    """Data that wander by a few per cent between runs (a slider's small steps) move a
+    kept axis once, not on every change, and the axis still tightens when they shrink."""
+    vb = plot.getViewBox()
+    plot.fit_range(1, (-1.0, 1.0), keep=True)
+    first = list(vb.viewRange()[1])
+    assert _covers(first, -1.0, 1.0)
+    top = first[1] * 1.01  # just past the range: it must move
+    plot.fit_range(1, (-1.0, top), keep=True)
+    moved = list(vb.viewRange()[1])
+    assert moved != first and _covers(moved, -1.0, top)
+    for scale in (1.05, 0.95, 1.08, 0.97):  # a few per cent either way: it holds
+        plot.fit_range(1, (-scale, top * scale), keep=True)
+        assert list(vb.viewRange()[1]) == moved, scale
+    plot.fit_range(1, (-0.2, 0.2), keep=True)  # far smaller data: the axis tightens
+    tight = vb.viewRange()[1]
+    assert _covers(tight, -0.2, 0.2) and tight[1] - tight[0] < 0.5 * (moved[1] - moved[0])

@@ -24,6 +24,10 @@ from ssmviz.app.viewdata import finite_bounds, nice_range
 #: fraction of it: a small change of a control then does not move the axis (its ticks are
 #: the costliest part of a repaint), and the axis still tightens when the data shrink.
 KEEP_FILL = 0.6
+#: When such an axis must move, it takes this much room beyond the data on each side
+#: (a fraction of their span), so the next small change stays inside it: without it,
+#: data that wander by a few per cent re-fit the axis on nearly every change.
+KEEP_HEADROOM = 0.12
 
 
 class TitleLabel(pg.LabelItem):
@@ -178,7 +182,8 @@ class FittedViewBox(ViewBox):
         """Set ``axis`` to cover ``bounds`` (while it is :meth:`fitting`).
 
         ``log``: the axis is log-scaled (bounds are data values, > 0). ``keep``: leave a
-        range that still holds the data well (:data:`KEEP_FILL`) as it is.
+        range that still holds the data well (:data:`KEEP_FILL`) as it is, and give one
+        that must move some room (:data:`KEEP_HEADROOM`; a log axis keeps whole decades).
         """
         lo, hi = bounds
         if log:
@@ -195,7 +200,8 @@ class FittedViewBox(ViewBox):
             if (cur_lo <= lo - margin and hi + margin <= cur_hi
                     and hi - lo >= KEEP_FILL * (cur_hi - cur_lo)):
                 return
-        rng = nice_range(float(lo), float(hi), padding)
+        headroom = KEEP_HEADROOM if keep and not log else 0.0
+        rng = nice_range(float(lo), float(hi), padding + headroom)
         if last is not None and last[0] == rng and tuple(self.viewRange()[axis]) == last[1]:
             return  # unchanged: no tick regeneration, no repaint
         if axis == 0:
