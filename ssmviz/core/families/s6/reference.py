@@ -176,7 +176,8 @@ def _validate(
 # the ~20 numpy calls per block stay a small share of the time even for wide rows.
 _CHUNK_ELEMENTS = 1 << 16
 # Up to this many states (8 MiB an array) the forward leaves its Ā, and for zero-order hold
-# its coefficient, in the thread's workspace for the backward of the same inputs.
+# its coefficient, in the thread's workspace for the backward of the same inputs, and the
+# backward its adjoint g and Ā·g for the next backward with the same Δ, A, C and dy.
 _KEEP_ELEMENTS = 1 << 20
 
 
@@ -195,6 +196,26 @@ class _Workspace(threading.local):
         self.arrays: dict[str, F64] = {}
         self.kept_for: weakref.ref[np.ndarray] | None = None
         self.kept_convention = ""
+        #: Per kept result (name): copies of the inputs it was computed from.
+        self.sources: dict[str, tuple] = {}
+
+    def holds(self, name: str, convention: str, *inputs: F64) -> bool:
+        """Whether the kept result ``name`` was computed from equal ``inputs`` (and
+        convention): a live re-run that moved one control leaves the rest unchanged, and
+        what depends on the rest alone is then reused (the same bits: the same operations
+        on the same values)."""
+        last = self.sources.get(name)
+        return (last is not None and last[0] == convention and len(last) == len(inputs) + 1
+                and all(a.shape == b.shape and np.array_equal(a, b)
+                        for a, b in zip(last[1:], inputs, strict=True)))
+
+    def remember(self, name: str, convention: str | None, *inputs: F64) -> None:
+        """Record what the kept result ``name`` was computed from; None: it is not kept
+        (its arrays are about to be overwritten)."""
+        if convention is None:
+            self.sources.pop(name, None)
+        else:
+            self.sources[name] = (convention, *(np.array(a) for a in inputs))
 
     def get(self, name: str, shape: tuple[int, ...]) -> F64:
         """The array called ``name``, allocated anew only when its shape changes; its
@@ -312,17 +333,23 @@ def _forward(x: _Inputs, convention: str) -> S6Forward:
     tmp = ws.get("row", (batch, d_inner * d_state))
     dtu = dt * x.u
     h_rows = _rows(h)
+    # Ā (and the coefficient) of the last forward, kept, when Δ and A are unchanged.
+    steps = (x.delta, x.delta_bias, x.A_log)
+    same_steps = keep and ws.holds("a_kept", convention, *steps)
+    ws.remember("a_kept", None)  # until it is filled below
     prev: F64 | None = None  # h_{t-1}; None before t = 0
     for s in range(0, seq_len, chunk):
         e = min(s + chunk, seq_len)
         part = slice(s, e) if keep else slice(0, e - s)
         a_bar, bu = a_all[:, part], h[:, s:e]  # B̄u is built in the buffer that becomes h
         if not zoh:
-            _discretise_chunk(dt[:, s:e], A, a_bar, None)
+            if not same_steps:
+                _discretise_chunk(dt[:, s:e], A, a_bar, None)
             np.einsum("bld,bln->bldn", dtu[:, s:e], x.B[:, s:e], out=bu)  # Δ·u·B
         else:  # (Ā - 1)/A·u·B; the coefficient goes straight into B̄u unless it is kept
             coef = bu if c_all is None else c_all[:, part]
-            _discretise_chunk(dt[:, s:e], A, a_bar, coef)
+            if not same_steps:
+                _discretise_chunk(dt[:, s:e], A, a_bar, coef)
             np.multiply(coef, x.u[:, s:e, :, None], out=bu)
             bu *= x.B[:, s:e, None, :]
         prev = _scan(_rows(a_bar), h_rows[s:e], prev, tmp)
@@ -330,6 +357,7 @@ def _forward(x: _Inputs, convention: str) -> S6Forward:
     y += x.D * x.u
     if keep:
         ws.kept_for, ws.kept_convention = weakref.ref(h), convention
+        ws.remember("a_kept", convention, *steps)
     return S6Forward(y=y, h=h, last_state=h[:, -1].copy())
 
 
@@ -439,24 +467,34 @@ def s6_backward(
     kind, shape = ("kept", full) if kept else ("block", scratch)
     a_all = ws.get(f"a_{kind}", shape)
     c_all = ws.get(f"c_{kind}", shape) if zoh else None
-    g_buf, r_buf, w_buf = ws.get("g", scratch), ws.get("r", scratch), ws.get("w", scratch)
+    # With the forward's Ā kept, the adjoint g and r = Ā g are kept too: they depend on
+    # Δ, A, C and dy alone, so a change of u or B (the input signal) reuses them.
+    if kept:
+        g_all, r_all = ws.get("g_kept", full), ws.get("r_kept", full)
+        adjoint = (x.delta, x.delta_bias, x.A_log, x.C, dy_)
+        same_adjoint = ws.holds("g_kept", convention, *adjoint)
+        ws.remember("g_kept", None)  # until it is filled below
+    else:
+        g_all, r_all, same_adjoint = ws.get("g", scratch), ws.get("r", scratch), False
+    w_buf = ws.get("w", scratch)
     carry = ws.get("row", (batch, d_inner * d_state))
     nxt: F64 | None = None  # Ā_{t+1} g_{t+1}; None after the last step
     for s in reversed(range(0, seq_len, chunk)):
         e = min(s + chunk, seq_len)
         k = e - s
-        g, r, w = g_buf[:, :k], r_buf[:, :k], w_buf[:, :k]
-        dt_c, u_c, B_c, dy_c = dt[:, s:e], u_[:, s:e], B_[:, s:e], dy_[:, s:e]
         part = slice(s, e) if kept else slice(0, k)
+        g, r, w = g_all[:, part], r_all[:, part], w_buf[:, :k]
+        dt_c, u_c, B_c, dy_c = dt[:, s:e], u_[:, s:e], B_[:, s:e], dy_[:, s:e]
         a_bar = a_all[:, part]
         coef = None if c_all is None else c_all[:, part]
         if not kept:
             _discretise_chunk(dt_c, A, a_bar, coef)
 
-        # Adjoint g_t = dL/dh_t = C_t dy_t + Ā_{t+1} g_{t+1}, in place.
-        np.einsum("bld,bln->bldn", dy_c, x.C[:, s:e], out=g)
-        nxt = _adjoint_scan(_rows(a_bar), _rows(g), nxt, carry)
-        np.multiply(a_bar, g, out=r)  # r_t = Ā_t g_t: the scan's products, which it discarded
+        if not same_adjoint:
+            # Adjoint g_t = dL/dh_t = C_t dy_t + Ā_{t+1} g_{t+1}, in place.
+            np.einsum("bld,bln->bldn", dy_c, x.C[:, s:e], out=g)
+            nxt = _adjoint_scan(_rows(a_bar), _rows(g), nxt, carry)
+            np.multiply(a_bar, g, out=r)  # r_t = Ā_t g_t: the scan's products, discarded
 
         np.einsum("bldn,bld->bln", h[:, s:e], dy_c, out=dC[:, s:e])
 
@@ -502,6 +540,8 @@ def s6_backward(
             w *= B_c[:, :, None, :]
             dA += inv_A * np.einsum("bldn,bld->dn", w, u_c)
 
+    if kept:
+        ws.remember("g_kept", convention, *adjoint)
     du += x.D * dy_
     ddelta = d_dt * softplus_grad(z)
     return S6Grads(
@@ -550,12 +590,13 @@ _COMPARE_COPIES = 2
 def reference_bytes(sizes: Mapping[str, int], runs: int, stored_max: int) -> int:
     """Bytes of RAM the reference, the comparison and ``runs`` GPU results need (high
     side): the scan keeps every h and, while h is small, Ā (and zero-order hold's
-    coefficient) for the backward (``_KEEP_ELEMENTS``); the comparison makes float64
+    coefficient) for the backward, and the backward its adjoint g and Ā·g for the next
+    one (``_KEEP_ELEMENTS``); the comparison makes float64
     copies of the GPU's h, read back only while it has at most ``stored_max`` elements."""
     b, L = int(sizes["batch"]), int(sizes["seq_len"])
     d, n = int(sizes["d_inner"]), int(sizes["d_state"])
     states = b * L * d * n
-    keep = 2 if states <= _KEEP_ELEMENTS else 0
+    keep = 4 if states <= _KEEP_ELEMENTS else 0
     stored = states if states <= stored_max else 0
     ref = 8 * (states * (1 + keep) + stored * _COMPARE_COPIES)
     ref += 8 * b * L * (_ROW_ARRAYS * d + _STATE_ARRAYS * n)
