@@ -5,7 +5,11 @@
 // reads are conflict-free vec4 loads. K advances in steps of 8 through two stages of workgroup
 // tiles (16 KiB): each thread loads one vec4 of a and one of b for the next step into registers
 // before the current step's FMAs and stores them into the other stage after them, so one
-// barrier a step suffices and the loads' latency hides behind the arithmetic. Every output sums
+// barrier a step suffices and the loads' latency hides behind the arithmetic. The loads and
+// stores are unconditional (past the end of k the loads give zeros, and the last step's stores
+// are never read), the 8 k of a step are written out (k_step) and the step loop is unrolled by
+// two so that both stages' offsets are constants; each of the three made the H200 faster (why,
+// in NVIDIA's compiler, not profiled; figures: ssd/NOTES.md, "matmul round"). Every output sums
 // its k terms in order with one fma each. The grid is 1-D over tiles (row-major), folded into
 // (x, y) by split_workgroups.
 
@@ -56,6 +60,65 @@ fn store_b(stage: u32, lid: u32, v: vec4<f32>) {
   b_tile[stage + lid] = v;
 }
 
+// 16 named accumulators (a struct, not an array: dynamic indexing would push an array to local
+// memory): cRQ holds row R of the thread's block, columns tx*4 .. +3 (Q 0) or 64 + tx*4 .. (Q 1).
+struct Acc {
+  c00: vec4<f32>, c01: vec4<f32>, c10: vec4<f32>, c11: vec4<f32>,
+  c20: vec4<f32>, c21: vec4<f32>, c30: vec4<f32>, c31: vec4<f32>,
+  c40: vec4<f32>, c41: vec4<f32>, c50: vec4<f32>, c51: vec4<f32>,
+  c60: vec4<f32>, c61: vec4<f32>, c70: vec4<f32>, c71: vec4<f32>,
+}
+
+// One k: a0, a1 = a's values of the thread's rows 0..3 and 4..7, b0, b1 = b's of its columns.
+fn mac(acc: ptr<function, Acc>, a0: vec4<f32>, a1: vec4<f32>, b0: vec4<f32>, b1: vec4<f32>) {
+  (*acc).c00 = fma(vec4<f32>(a0.x), b0, (*acc).c00);
+  (*acc).c01 = fma(vec4<f32>(a0.x), b1, (*acc).c01);
+  (*acc).c10 = fma(vec4<f32>(a0.y), b0, (*acc).c10);
+  (*acc).c11 = fma(vec4<f32>(a0.y), b1, (*acc).c11);
+  (*acc).c20 = fma(vec4<f32>(a0.z), b0, (*acc).c20);
+  (*acc).c21 = fma(vec4<f32>(a0.z), b1, (*acc).c21);
+  (*acc).c30 = fma(vec4<f32>(a0.w), b0, (*acc).c30);
+  (*acc).c31 = fma(vec4<f32>(a0.w), b1, (*acc).c31);
+  (*acc).c40 = fma(vec4<f32>(a1.x), b0, (*acc).c40);
+  (*acc).c41 = fma(vec4<f32>(a1.x), b1, (*acc).c41);
+  (*acc).c50 = fma(vec4<f32>(a1.y), b0, (*acc).c50);
+  (*acc).c51 = fma(vec4<f32>(a1.y), b1, (*acc).c51);
+  (*acc).c60 = fma(vec4<f32>(a1.z), b0, (*acc).c60);
+  (*acc).c61 = fma(vec4<f32>(a1.z), b1, (*acc).c61);
+  (*acc).c70 = fma(vec4<f32>(a1.w), b0, (*acc).c70);
+  (*acc).c71 = fma(vec4<f32>(a1.w), b1, (*acc).c71);
+}
+
+// The FMAs of one K step from the stage at st (a constant at each call), k in order.
+fn k_step(acc: ptr<function, Acc>, st: u32, ty: u32, tx: u32) {
+  mac(acc, a_tile[st + ty], a_tile[st + 16u + ty], b_tile[st + tx], b_tile[st + 16u + tx]);
+  mac(acc, a_tile[st + 32u + ty], a_tile[st + 48u + ty], b_tile[st + 32u + tx],
+      b_tile[st + 48u + tx]);
+  mac(acc, a_tile[st + 64u + ty], a_tile[st + 80u + ty], b_tile[st + 64u + tx],
+      b_tile[st + 80u + tx]);
+  mac(acc, a_tile[st + 96u + ty], a_tile[st + 112u + ty], b_tile[st + 96u + tx],
+      b_tile[st + 112u + tx]);
+  mac(acc, a_tile[st + 128u + ty], a_tile[st + 144u + ty], b_tile[st + 128u + tx],
+      b_tile[st + 144u + tx]);
+  mac(acc, a_tile[st + 160u + ty], a_tile[st + 176u + ty], b_tile[st + 160u + tx],
+      b_tile[st + 176u + tx]);
+  mac(acc, a_tile[st + 192u + ty], a_tile[st + 208u + ty], b_tile[st + 192u + tx],
+      b_tile[st + 208u + tx]);
+  mac(acc, a_tile[st + 224u + ty], a_tile[st + 240u + ty], b_tile[st + 224u + tx],
+      b_tile[st + 240u + tx]);
+}
+
+// K step s from stage cur: the next step's vec4s into registers, the FMAs, the vec4s into the
+// other stage, the barrier.
+fn step(acc: ptr<function, Acc>, s: u32, cur: u32, row0: u32, col0: u32, lid: u32) {
+  let va = load_a(row0, (s + 1u) * TILE_K, lid);
+  let vb = load_b(col0, (s + 1u) * TILE_K, lid);
+  k_step(acc, cur, lid >> 4u, lid & 15u);
+  store_a(STAGE - cur, lid, va);
+  store_b(STAGE - cur, lid, vb);
+  workgroupBarrier();
+}
+
 // Writes one thread row: columns col .. col+3 from v0 and col+64 .. col+67 from v1.
 fn store_row(row: u32, col: u32, v0: vec4<f32>, v1: vec4<f32>) {
   if (row >= params.m) { return; }
@@ -75,72 +138,24 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   let col0 = (w % params.tiles_n) * TILE;
   let tx = lid & 15u;
   let ty = lid >> 4u;
-  // 16 named accumulators (not an array: dynamic indexing would push them to local memory)
-  var c00 = vec4<f32>(0.0);
-  var c01 = vec4<f32>(0.0);
-  var c10 = vec4<f32>(0.0);
-  var c11 = vec4<f32>(0.0);
-  var c20 = vec4<f32>(0.0);
-  var c21 = vec4<f32>(0.0);
-  var c30 = vec4<f32>(0.0);
-  var c31 = vec4<f32>(0.0);
-  var c40 = vec4<f32>(0.0);
-  var c41 = vec4<f32>(0.0);
-  var c50 = vec4<f32>(0.0);
-  var c51 = vec4<f32>(0.0);
-  var c60 = vec4<f32>(0.0);
-  var c61 = vec4<f32>(0.0);
-  var c70 = vec4<f32>(0.0);
-  var c71 = vec4<f32>(0.0);
+  let z = vec4<f32>(0.0);
+  var acc = Acc(z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z);
   let steps = (4u * params.k4 + TILE_K - 1u) / TILE_K;
   store_a(0u, lid, load_a(row0, 0u, lid));
   store_b(0u, lid, load_b(col0, 0u, lid));
   workgroupBarrier();
-  for (var s = 0u; s < steps; s++) {
-    let cur = (s & 1u) * STAGE;
-    let more = s + 1u < steps;
-    var va = vec4<f32>(0.0);
-    var vb = vec4<f32>(0.0);
-    if (more) {
-      va = load_a(row0, (s + 1u) * TILE_K, lid);
-      vb = load_b(col0, (s + 1u) * TILE_K, lid);
-    }
-    for (var kk = 0u; kk < TILE_K; kk++) {
-      let a0 = a_tile[cur + kk * 32u + ty];
-      let a1 = a_tile[cur + kk * 32u + 16u + ty];
-      let b0 = b_tile[cur + kk * 32u + tx];
-      let b1 = b_tile[cur + kk * 32u + 16u + tx];
-      c00 = fma(vec4<f32>(a0.x), b0, c00);
-      c01 = fma(vec4<f32>(a0.x), b1, c01);
-      c10 = fma(vec4<f32>(a0.y), b0, c10);
-      c11 = fma(vec4<f32>(a0.y), b1, c11);
-      c20 = fma(vec4<f32>(a0.z), b0, c20);
-      c21 = fma(vec4<f32>(a0.z), b1, c21);
-      c30 = fma(vec4<f32>(a0.w), b0, c30);
-      c31 = fma(vec4<f32>(a0.w), b1, c31);
-      c40 = fma(vec4<f32>(a1.x), b0, c40);
-      c41 = fma(vec4<f32>(a1.x), b1, c41);
-      c50 = fma(vec4<f32>(a1.y), b0, c50);
-      c51 = fma(vec4<f32>(a1.y), b1, c51);
-      c60 = fma(vec4<f32>(a1.z), b0, c60);
-      c61 = fma(vec4<f32>(a1.z), b1, c61);
-      c70 = fma(vec4<f32>(a1.w), b0, c70);
-      c71 = fma(vec4<f32>(a1.w), b1, c71);
-    }
-    if (more) {
-      store_a(STAGE - cur, lid, va);
-      store_b(STAGE - cur, lid, vb);
-    }
-    workgroupBarrier();
+  for (var s = 0u; s < steps; s += 2u) {
+    step(&acc, s, 0u, row0, col0, lid);
+    if (s + 1u < steps) { step(&acc, s + 1u, STAGE, row0, col0, lid); }
   }
   if (ok) {
-    store_row(row0 + ty * 4u + 0u, col0 + tx * 4u, c00, c01);
-    store_row(row0 + ty * 4u + 1u, col0 + tx * 4u, c10, c11);
-    store_row(row0 + ty * 4u + 2u, col0 + tx * 4u, c20, c21);
-    store_row(row0 + ty * 4u + 3u, col0 + tx * 4u, c30, c31);
-    store_row(row0 + 64u + ty * 4u + 0u, col0 + tx * 4u, c40, c41);
-    store_row(row0 + 64u + ty * 4u + 1u, col0 + tx * 4u, c50, c51);
-    store_row(row0 + 64u + ty * 4u + 2u, col0 + tx * 4u, c60, c61);
-    store_row(row0 + 64u + ty * 4u + 3u, col0 + tx * 4u, c70, c71);
+    store_row(row0 + ty * 4u + 0u, col0 + tx * 4u, acc.c00, acc.c01);
+    store_row(row0 + ty * 4u + 1u, col0 + tx * 4u, acc.c10, acc.c11);
+    store_row(row0 + ty * 4u + 2u, col0 + tx * 4u, acc.c20, acc.c21);
+    store_row(row0 + ty * 4u + 3u, col0 + tx * 4u, acc.c30, acc.c31);
+    store_row(row0 + 64u + ty * 4u + 0u, col0 + tx * 4u, acc.c40, acc.c41);
+    store_row(row0 + 64u + ty * 4u + 1u, col0 + tx * 4u, acc.c50, acc.c51);
+    store_row(row0 + 64u + ty * 4u + 2u, col0 + tx * 4u, acc.c60, acc.c61);
+    store_row(row0 + 64u + ty * 4u + 3u, col0 + tx * 4u, acc.c70, acc.c71);
   }
 }

@@ -1,8 +1,9 @@
 """A tiled fp32 matmul kernel (``shaders/matmul.wgsl``): the benchmark's yardstick.
 
 ``c = a · b`` with a (m, k), b (k, n), c (m, n), row-major float32. Each 256-thread workgroup
-computes a 128 x 128 tile from two stages of workgroup-memory tiles (K step 8), 8 x 8 outputs
-per thread. a and b are read as vec4 rows: they are uploaded zero-padded to whole vec4s.
+computes a 128 x 128 tile from two stages of workgroup-memory tiles (K step 8, written out, the
+step loop unrolled by two), 8 x 8 outputs per thread. a and b are read as vec4 rows: they are
+uploaded zero-padded to whole vec4s.
 """
 
 from __future__ import annotations
