@@ -209,13 +209,13 @@ class _Workspace(threading.local):
                 and all(a.shape == b.shape and np.array_equal(a, b)
                         for a, b in zip(last[1:], inputs, strict=True)))
 
-    def remember(self, name: str, convention: str | None, *inputs: F64) -> None:
-        """Record what the kept result ``name`` was computed from; None: it is not kept
-        (its arrays are about to be overwritten)."""
-        if convention is None:
-            self.sources.pop(name, None)
-        else:
-            self.sources[name] = (convention, *(np.array(a) for a in inputs))
+    def remember(self, name: str, convention: str, *inputs: F64) -> None:
+        """Record what the kept result ``name`` was computed from."""
+        self.sources[name] = (convention, *(np.array(a) for a in inputs))
+
+    def forget(self, name: str) -> None:
+        """The kept result ``name`` is about to be overwritten: it holds nothing reusable."""
+        self.sources.pop(name, None)
 
     def get(self, name: str, shape: tuple[int, ...]) -> F64:
         """The array called ``name``, allocated anew only when its shape changes; its
@@ -336,7 +336,7 @@ def _forward(x: _Inputs, convention: str) -> S6Forward:
     # Ā (and the coefficient) of the last forward, kept, when Δ and A are unchanged.
     steps = (x.delta, x.delta_bias, x.A_log)
     same_steps = keep and ws.holds("a_kept", convention, *steps)
-    ws.remember("a_kept", None)  # until it is filled below
+    ws.forget("a_kept")  # until it is filled below
     prev: F64 | None = None  # h_{t-1}; None before t = 0
     for s in range(0, seq_len, chunk):
         e = min(s + chunk, seq_len)
@@ -473,7 +473,7 @@ def s6_backward(
         g_all, r_all = ws.get("g_kept", full), ws.get("r_kept", full)
         adjoint = (x.delta, x.delta_bias, x.A_log, x.C, dy_)
         same_adjoint = ws.holds("g_kept", convention, *adjoint)
-        ws.remember("g_kept", None)  # until it is filled below
+        ws.forget("g_kept")  # until it is filled below
     else:
         g_all, r_all, same_adjoint = ws.get("g", scratch), ws.get("r", scratch), False
     w_buf = ws.get("w", scratch)
