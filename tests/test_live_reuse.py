@@ -1,7 +1,9 @@
 """Live re-runs skip what a change did not touch, with the same bits as a fresh run.
 
 A dy change runs only the backward on the GPU (the forward's buffers and outputs kept) and
-only the reference's backward; the forward tensors' verdicts stand as they were. The
+only the reference's backward; the forward tensors' verdicts stand as they were. With the
+forward's h stored, a change of u, B or D also keeps S6's adjoint summaries and their
+carry scan (they read only Δ, A, C and dy). The
 reference is computed on the run thread while the GPU computes (no second Python thread).
 """
 
@@ -81,6 +83,30 @@ def test_ssd_dy_change_runs_the_backward_alone_with_fresh_bits(runtime, store_st
     assert list(second.timing) == ["backward"]
     assert _bits_equal(second.outputs, _fresh(k, b, **opts))
     assert _bits_equal(k.run(a, reuse_forward=True, **opts).outputs, _fresh(k, a, **opts))
+
+
+#: Each input of S6, and whether a change of it alone keeps the adjoint summaries.
+ADJOINT_KEPT = {"u": True, "B": True, "D": True, "delta": False, "delta_bias": False,
+                "A_log": False, "C": False, "dy": False}
+
+
+@pytest.mark.parametrize("name", sorted(ADJOINT_KEPT))
+def test_s6_stored_h_keeps_the_adjoint_summaries_only_for_what_they_do_not_read(
+        runtime, name) -> None:
+    if not runtime.has_timestamps:
+        pytest.skip("the passes that ran are counted by their timestamps")
+    k = S6Kernel(runtime)
+    a = S6.build()
+    k.run(a, store_h=True)  # forgets what an earlier test's runs left
+    full = k.run(a, reuse_forward=True, timed=True, store_h=True)
+    b = dict(a, **{name: a[name] * 1.25 + 0.05})
+    second = k.run(b, reuse_forward=True, timed=True, store_h=True)
+    passes = [len(r.timing["backward"].per_dispatch) for r in (full, second)]
+    assert (passes[1] < passes[0]) == ADJOINT_KEPT[name], passes
+    assert _bits_equal(second.outputs, _fresh(k, b, store_h=True))
+    # And back: the summaries kept are the second run's, not the first's.
+    assert _bits_equal(k.run(a, reuse_forward=True, store_h=True).outputs,
+                       _fresh(k, a, store_h=True))
 
 
 def test_a_run_without_reuse_forward_forgets_what_ran(runtime) -> None:

@@ -45,6 +45,18 @@ class KernelResult:
     timing: dict[str, TimedResult] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ReusablePrefix:
+    """The backward's first ``passes`` passes (S6's adjoint summaries and their carry
+    scan, with the forward's h stored) read no input but ``inputs`` and write no buffer but
+    ``buffers``, which no other pass writes: a rerun whose ``inputs`` are unchanged finds in
+    those buffers what the passes would write again (see :meth:`Prepared.rerun`)."""
+
+    passes: int
+    inputs: frozenset[str]
+    buffers: frozenset[str]
+
+
 @dataclass
 class Prepared:
     """An uploaded problem with its dispatch lists (reusable, e.g. by the benchmark).
@@ -67,6 +79,8 @@ class Prepared:
     #: except ones it overwrites whole before any pass reads them and that are no output
     #: (so a second backward finds what the forward left). False: both always run.
     backward_alone: bool = field(default=False, kw_only=True)
+    #: Passes a ``reuse_forward`` rerun may skip (:class:`ReusablePrefix`); None: none.
+    backward_prefix: ReusablePrefix | None = field(default=None, kw_only=True)
     #: The inputs (as uploaded) of the last run made with ``reuse_forward``; None when the
     #: buffers may hold anything else (a run without it, or none yet). ``_kept``: that
     #: run's forward outputs (read-only), when they fit KEEP_OUTPUT_BYTES.
@@ -120,22 +134,32 @@ class Prepared:
         only the backward runs: its own buffers are put back,
         the forward's outputs stay as that run left them (and are not read again: that
         run's arrays, up to :data:`KEEP_OUTPUT_BYTES`, come back), and ``timing`` has
-        "backward" only. The outputs are the same bits as a fresh run's; those of a
-        ``reuse_forward`` run are read-only (they may be shared with the next one's)."""
+        "backward" only. Likewise the :attr:`backward_prefix` passes are skipped, and their
+        buffers kept, when their inputs are unchanged since that run (e.g. S6's adjoint
+        summaries when only u, B or D changed). The outputs are the same bits as a fresh
+        run's; those of a ``reuse_forward`` run are read-only (they may be shared with the
+        next one's)."""
         alone = reuse_forward and self._forward_unchanged(inputs)
+        prefix = self.backward_prefix if reuse_forward and self._prefix_unchanged(inputs) else None
         ran = self._ran if reuse_forward else None  # what the input buffers hold
         for name, array in inputs.items():
             if not (ran is not None and name in ran and _same_bits(array, ran[name])):
                 self.runtime.write(self.buffers[name], array)
         forward_outputs = self._forward_outputs()
+        backward = self.backward_dispatches[prefix.passes:] if prefix else self.backward_dispatches
+        reset = [n for n in self.resets if prefix is None or n not in prefix.buffers]
         if alone:
             bound = self._forward_bound()
             kept = self._kept or {}
             reads = [n for n in self.readbacks if n not in kept]
-            own = [n for n in self.resets if id(self.buffers[n]) not in bound]
-            timings, read = self._run_and_read([self.backward_dispatches], reads, timed, own)
+            own = [n for n in reset if id(self.buffers[n]) not in bound]
+            timings, read = self._run_and_read([backward], reads, timed, own)
             outputs = {n: kept[n] if n in kept else read[n] for n in self.readbacks}
             result = KernelResult(outputs, {"backward": timings[0]})
+        elif prefix is not None:
+            timings, outputs = self._run_and_read([self.forward_dispatches, backward],
+                                                  list(self.readbacks), timed, reset)
+            result = KernelResult(outputs, dict(zip(STAGES, timings, strict=True)))
         else:
             result = self._run(timed, reset=True)
         if reuse_forward:
@@ -171,6 +195,14 @@ class Prepared:
         bound = self._forward_bound()
         return all(_same_bits(a, ran[n]) for n, a in inputs.items()
                    if id(self.buffers[n]) in bound)
+
+    def _prefix_unchanged(self, inputs: Mapping[str, np.ndarray]) -> bool:
+        """Whether the :attr:`backward_prefix` passes may be skipped on ``inputs``: the
+        last run was a ``reuse_forward`` one and their inputs have the same bits."""
+        prefix, ran = self.backward_prefix, self._ran
+        if prefix is None or ran is None or ran.keys() != inputs.keys():
+            return False
+        return all(_same_bits(inputs[n], ran[n]) for n in prefix.inputs)
 
     def _run(self, timed: bool, *, reset: bool) -> KernelResult:
         self._ran = self._kept = None  # rerun() records the runs that may be reused

@@ -44,13 +44,24 @@ from ssmviz.core.families.s6.plan import (
     reduce_levels,
 )
 from ssmviz.core.gpu import POISON_U32, Dispatch, Readback, split_workgroups
-from ssmviz.core.kernels._base import KernelResult, Prepared, ShaderKernel
+from ssmviz.core.kernels._base import KernelResult, Prepared, ReusablePrefix, ShaderKernel
 
 #: Outputs (float32, shapes as in the abi module) and GPU timing per stage.
 S6GpuResult = KernelResult
 
 _PASS_BINDINGS: dict[str, list[str]] = {p.entry: list(p.bindings.values()) for p in S6_ABI.passes}
 _GRADS = ["du", "ddelta", "dA_log", "dB", "dC", "dD", "ddelta_bias"]
+#: What the adjoint-only summaries and their carry scan read (s6_bwd_summary with
+#: FLAG_ADJOINT_ONLY, s6_scan_up/down): Δ's inputs, A and C·dy; not u, B or D.
+ADJOINT_INPUTS = frozenset({"delta", "delta_bias", "A_log", "C", "dy"})
+#: The buffers they write, which no other pass of the stored-h plan writes.
+ADJOINT_BUFFERS = frozenset({"bwd_scan_dt_sums", "bwd_scan_states"})
+
+
+def _adjoint_prefix(plan: Plan, passes: int) -> ReusablePrefix | None:
+    """With the forward's h stored, the backward's first ``passes`` passes (summaries and
+    carry scan) are the adjoint's alone, which a rerun with the same Δ, A, C and dy keeps."""
+    return ReusablePrefix(passes, ADJOINT_INPUTS, ADJOINT_BUFFERS) if plan.bwd_stored else None
 
 
 def _params(**fields: int) -> np.ndarray:
@@ -417,10 +428,11 @@ class S6Kernel(ShaderKernel):
         self._allocate_forward(pb, store_h, backward)
         forward = self._forward(pb, ds, store_h, ckpt)
         backward_list: list[Dispatch] = []
+        adjoint_passes = 0
         if backward:
             pb.buf["dy"] = self.upload(uploads["dy"], "dy")
             self._allocate_backward(pb, store_h)
-            backward_list = self._backward(pb, ds, ckpt)
+            backward_list, adjoint_passes = self._backward(pb, ds, ckpt)
         outputs = ["y", "last_state"] + (["h"] if store_h else []) + (_GRADS if backward else [])
         readbacks = self._readbacks(pb, outputs, backward)
         self.rt.fill_many((b, POISON_U32) for b in pb.poisoned)
@@ -433,7 +445,8 @@ class S6Kernel(ShaderKernel):
         # Checkpoints share bwd_scan_states with the backward's scan: a backward run alone
         # would start from the last backward's scan levels, not from zeros.
         return Prepared(self.rt, pb.buf, forward, backward_list, readbacks, resets=resets,
-                        backward_alone=not ckpt)
+                        backward_alone=not ckpt,
+                        backward_prefix=_adjoint_prefix(plan, adjoint_passes))
 
     @staticmethod
     def _direct_bc(plan: Plan) -> bool:
@@ -506,8 +519,9 @@ class S6Kernel(ShaderKernel):
         pb.scratch("param_partials", sizes["param_partials"], "dA_log/dD/ddelta_bias partials")
         pb.scratch("dummy", 4, "dummy")
 
-    def _backward(self, pb: _Problem, ds: _Dispatches, ckpt: bool) -> list[Dispatch]:
-        """Summaries, carry scan, the output pass, then the dB/dC and parameter sums."""
+    def _backward(self, pb: _Problem, ds: _Dispatches, ckpt: bool) -> tuple[list[Dispatch], int]:
+        """Summaries, carry scan, the output pass, then the dB/dC and parameter sums; and
+        how many passes the summaries and carry scan are."""
         plan, buf = pb.plan, pb.buf
         sz = plan.sz
         bs = plan.bwd_scan()
@@ -519,6 +533,7 @@ class S6Kernel(ShaderKernel):
                       n_cgroups=cdiv(nbc, plan.lanes_c), off_in_s=bs.s_in[0],
                       off_in_S=bs.S[0], flags=FLAG_ADJOINT_ONLY if plan.adjoint_only else 0)]
         out += ds.scan(bs, plan.bwd_scan_sets, bb)
+        summaries = len(out)
         out.append(ds.one(
             "s6_bwd_output_h" if plan.bwd_stored else "s6_bwd_output",
             plan.chunk_workgroups(nkg), bb, **bchunk, n_cgroups=cdiv(nkg, plan.lanes_c),
@@ -538,7 +553,7 @@ class S6Kernel(ShaderKernel):
         out += ds.reduce(buf["param_partials"], plan.par_rows(), plan.par_cols(),
                          (buf["dA_log"], buf["dD"], buf["ddelta_bias"]),
                          sz.d_inner * sz.d_state, sz.d_inner)
-        return out
+        return out, summaries
 
     def _readbacks(self, pb: _Problem, outputs: list[str], backward: bool) -> dict[str, Readback]:
         shapes = _output_shapes(pb.plan.sz)
