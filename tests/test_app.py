@@ -24,6 +24,7 @@ from PySide6.QtCore import QCoreApplication, QEvent, QSettings, Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
 
+from ssmviz.app import heap
 from ssmviz.app.controls import BAD_STYLE
 from ssmviz.app.session import Session
 from ssmviz.app.window import MainWindow
@@ -123,6 +124,22 @@ def test_control_change_reruns_and_updates_plots(qtbot, make_window) -> None:
     assert w.time_plots.curve_data("y_ref")[1].shape == (32,)
     assert w.result.report.sizes["seq_len"] == 32
     assert w.latencies and all(lat > 0 for lat in w.latencies)
+
+
+def test_built_plots_are_frozen_out_of_collections_until_the_window_closes(
+        qtbot, make_window, monkeypatch) -> None:
+    settled: list[int] = []
+    real = heap.settle
+    monkeypatch.setattr(heap, "settle", lambda: (settled.append(gc.get_freeze_count()), real()))
+    w = make_window()  # the first result shown: its plots are settled once painted
+    qtbot.waitUntil(lambda: len(settled) == 1 and gc.get_freeze_count() > 0, timeout=5000)
+    _run(qtbot, w, lambda: w.controls.set_value("signal.frequency", 1.0))
+    QApplication.processEvents()
+    assert len(settled) == 1  # the same plots: nothing to settle again
+    _run(qtbot, w, lambda: w.controls.set_problem(SMALL_SSD))
+    qtbot.waitUntil(lambda: len(settled) == 2, timeout=5000)  # SSD's gradient rows
+    w.shutdown()
+    assert gc.get_freeze_count() == 0  # its objects can be collected again
 
 
 def test_newest_request_wins(qtbot, make_window) -> None:

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ssmviz.app import heap
 from ssmviz.app.controls import ControlsPanel
 from ssmviz.app.derived import Selection, Trace, clamp_selection
 from ssmviz.app.export import export_csv, export_image, export_npz
@@ -141,6 +142,7 @@ class MainWindow(QMainWindow):
         self._view_result: RunResult | None = None  # the run ``view`` was cut from
         #: The generation whose plots are all shown; a counter that cancels stale parts.
         self.applied_generation = 0
+        self._settled_layout: tuple | None = None  # the plots heap.settle() last froze
         self._apply_token = 0
         self._grads_stale = False
         # A tab behind another stays isVisible(); visibilityChanged says when it is seen.
@@ -258,6 +260,10 @@ class MainWindow(QMainWindow):
 
     def _shown(self, result: RunResult) -> None:
         self.applied_generation = result.generation
+        layout = (result.problem.family, tuple(self.grad_plots.rows))
+        if layout != self._settled_layout:  # new plots: once they are painted
+            self._settled_layout = layout
+            QTimer.singleShot(0, heap.settle)
         latency = time.perf_counter() - result.requested_at
         self.latencies.append(latency)
         self.plotsUpdated.emit(result.generation, latency)
@@ -522,6 +528,7 @@ class MainWindow(QMainWindow):
         self.teaching.shutdown()
         self.time_plots.release()
         self.grad_plots.release()
+        heap.release()
 
     def showEvent(self, event: QShowEvent) -> None:  # Qt override
         super().showEvent(event)
