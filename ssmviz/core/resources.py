@@ -39,6 +39,17 @@ def shader_path(name: str) -> Path:
     return path
 
 
+# Every live run builds its kernel objects anew, each reading its shader: the text is kept
+# while the file's size and modification time stay (an edit on disk is read again).
+_SOURCES: dict[Path, tuple[tuple[int, int], str]] = {}
+
+
 def shader_source(name: str) -> str:
-    """Text of ``shaders/<name>``."""
-    return shader_path(name).read_text(encoding="utf-8")
+    """Text of ``shaders/<name>`` as it is on disk now."""
+    path = shader_path(name)
+    st = path.stat()
+    stamp = (st.st_mtime_ns, st.st_size)
+    kept = _SOURCES.get(path)
+    if kept is None or kept[0] != stamp:
+        kept = _SOURCES[path] = (stamp, path.read_text(encoding="utf-8"))
+    return kept[1]
