@@ -95,3 +95,17 @@ def test_a_kept_axis_that_must_move_takes_headroom_and_then_holds(plot) -> None:
     plot.fit_range(1, (-0.2, 0.2), keep=True)  # far smaller data: the axis tightens
     tight = vb.viewRange()[1]
     assert _covers(tight, -0.2, 0.2) and tight[1] - tight[0] < 0.5 * (moved[1] - moved[0])
+
+
+def test_a_shown_title_takes_new_text_without_a_new_layout(qapp, monkeypatch) -> None:
+    p = Plot("du ✓ rel err 2e-07")
+    rows: list[tuple] = []
+    real = p.layout.setRowFixedHeight
+    monkeypatch.setattr(p.layout, "setRowFixedHeight", lambda *a: (rows.append(a), real(*a)))
+    p.setTitle("du ✓ rel err 3e-07")
+    assert p.titleLabel.text == "du ✓ rel err 3e-07" and rows == []
+    p.setTitle(None)  # hidden: pyqtgraph's own, the row folded away
+    assert not p.titleLabel.isVisible() and rows == [(0, 0)]
+    p.setTitle("back")
+    assert p.titleLabel.isVisible() and p.titleLabel.text == "back" and rows[-1] == (0, 30)
+    p.release_menus()

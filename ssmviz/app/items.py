@@ -120,6 +120,15 @@ class Plot(pg.PlotItem):
         self.layout.addItem(self.titleLabel, 0, 1)
         self.setTitle(title)
 
+    def setTitle(self, title: str | None = None, **args: object) -> None:  # pyqtgraph override
+        """A new text for a title already shown only replaces its text: pyqtgraph's sets
+        the title row's height again too, which lays the whole plot out anew (a gradient's
+        title holds its error, new on most runs)."""
+        if title is not None and self.titleLabel.isVisible():
+            self.titleLabel.setText(title, **args)
+            return
+        super().setTitle(title, **args)
+
     def mouseClickEvent(self, ev: object) -> None:  # pyqtgraph override
         if ev.button() == Qt.MouseButton.LeftButton:
             vb = self.getViewBox()
