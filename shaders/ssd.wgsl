@@ -24,10 +24,10 @@
 // pass), so results are bitwise deterministic. params.reverse = 1 reverses the workgroup order
 // of every pass (a race probe: the bits must not change).
 // Matmul-shaped passes: 64 x 64 output tile per 256-thread workgroup, 4 x 4 register block per
-// thread, K step 16, two 4.25 KiB workgroup tiles (rows padded against bank conflicts); factors
-// that depend on a tile row (or column) alone are computed once per tile (or head) into row_f /
-// col_f, those of a K column once per K step, with the same operations as per element (so the
-// same bits).
+// thread, K step 16 (8 in ssd_cb and ssd_mh), two 4.25 KiB workgroup tiles (rows padded against
+// bank conflicts); factors that depend on a tile row (or column) alone are computed once per
+// tile (or head) into row_f / col_f, those of a K column once per K step, with the same
+// operations as per element (so the same bits).
 
 struct Params {
   batch: u32, seq_len: u32, n_heads: u32, d_head: u32,
@@ -118,6 +118,24 @@ fn mm_step(lid: u32) {
   let tx = lane_tx(lid);
   let ty = lane_ty(lid);
   for (var k = 0u; k < TILE_K; k++) {
+    let a = a_tile[k * TILE_ROW + ty];
+    let b = b_tile[k * TILE_ROW + tx];
+    acc0 = fma(vec4<f32>(a.x), b, acc0);
+    acc1 = fma(vec4<f32>(a.y), b, acc1);
+    acc2 = fma(vec4<f32>(a.z), b, acc2);
+    acc3 = fma(vec4<f32>(a.w), b, acc3);
+  }
+}
+
+// The K step of ssd_cb and ssd_mh, whose operands are both K-fast: TILE_K8 = 8 of the 16 rows
+// of the staged tiles (a K step of 8 made these two faster on the H200 and the other passes
+// slower: ssd/NOTES.md, "SSD round 3"). Staging: element e (0..512) of a 64 x 8 operand tile
+// is row e >> 3, k e & 7 (a warp: 8 k of 4 rows, one 32-byte segment a row, 32 banks).
+const TILE_K8: u32 = 8u;
+fn mm_step8(lid: u32) {
+  let tx = lane_tx(lid);
+  let ty = lane_ty(lid);
+  for (var k = 0u; k < TILE_K8; k++) {
     let a = a_tile[k * TILE_ROW + ty];
     let b = b_tile[k * TILE_ROW + tx];
     acc0 = fma(vec4<f32>(a.x), b, acc0);
@@ -288,11 +306,11 @@ fn ssd_cb(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   let need = tj <= ti && ti * TILE < len;
   let kend = select(0u, params.d_state, need);
   acc_zero();
-  for (var k0 = 0u; k0 < kend; k0 += TILE_K) {
-    for (var r = 0u; r < 4u; r++) {
+  for (var k0 = 0u; k0 < kend; k0 += TILE_K8) {
+    for (var r = 0u; r < 2u; r++) {
       let e = lid + WORKGROUP * r;
-      let m = m_fastk(e);
-      let kk = k_fastk(e);
+      let m = e >> 3u;
+      let kk = e & 7u;
       let k = k0 + kk;
       let i = ti * TILE + m;
       let j = tj * TILE + m;
@@ -306,7 +324,7 @@ fn ssd_cb(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
       put_b(kk, m, vb);
     }
     workgroupBarrier();
-    mm_step(lid);
+    mm_step8(lid);
     workgroupBarrier();
   }
   if (ok && need) {
@@ -748,11 +766,11 @@ fn ssd_mh(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     }
     workgroupBarrier();
     acc_zero();
-    for (var k0 = 0u; k0 < kend; k0 += TILE_K) {
-      for (var r = 0u; r < 4u; r++) {
+    for (var k0 = 0u; k0 < kend; k0 += TILE_K8) {
+      for (var r = 0u; r < 2u; r++) {
         let e = lid + WORKGROUP * r;
-        let m = m_fastk(e);
-        let kk = k_fastk(e);
+        let m = e >> 3u;
+        let kk = e & 7u;
         let p = k0 + kk;
         let i = ti * TILE + m;
         let j = tj * TILE + m;
@@ -766,7 +784,7 @@ fn ssd_mh(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
         put_b(kk, m, vb);
       }
       workgroupBarrier();
-      mm_step(lid);
+      mm_step8(lid);
       workgroupBarrier();
     }
     if (need) {
@@ -970,24 +988,31 @@ fn ssd_db(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   }
 }
 
-// Pass B7: one workgroup per (b, t, h) row: finish dx = s_t dx̃ + D dy and the per-step scalars
-// v_t = dy_t·(y_t - D x_t) - s_t (dx̃_t·x_t) (its in-chunk prefix sums give the decay gradient),
+// Pass B7: 64 invocations per (b, t, h) row, DT_ROWS rows (contiguous in memory) per workgroup
+// (faster than a workgroup per row: ssd/NOTES.md, "SSD round 3"): finish dx = s_t dx̃ + D dy
+// and the per-step scalars v_t = dy_t·(y_t - D x_t) - s_t (dx̃_t·x_t) (its in-chunk prefix sums give the decay gradient),
 // e_t = dy_t·x_t (for dD), ds_t = dx̃_t·x_t (for d dt_eff through s_t); fixed-order tree sums.
-var<workgroup> row_dots: array<vec4<f32>, 64>;
+var<workgroup> row_dots: array<vec4<f32>, 256>;
 
-@compute @workgroup_size(64)
+// Rows per workgroup of ssd_dt_elem: WORKGROUP / WORKGROUP_1D (abi.DT_ROWS).
+const DT_ROWS: u32 = 4u;
+
+@compute @workgroup_size(256)
 fn ssd_dt_elem(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
-  let ok = lw < params.total;
-  let w = select(0u, lw, ok);
+  let row = lw * DT_ROWS + (lid >> 6u);
+  let ok = lw < params.total && row < n_bht();
+  let w = select(0u, row, ok);
+  let l = lid & 63u;
+  let base = lid & ~63u;
   let h = w % params.n_heads;
   let t = (w / params.n_heads) % params.seq_len;
   let b = w / (params.n_heads * params.seq_len);
   let d_skip = D[h];
   let scale = in_scale(b, h, t);
   var acc = vec4<f32>(0.0);
-  for (var p = lid; p < params.d_head; p += WORKGROUP_1D) {
+  for (var p = l; p < params.d_head; p += WORKGROUP_1D) {
     let k = x_idx(b, t, h, p);
     let x_v = x[k];
     let dy_v = dy[k];
@@ -998,12 +1023,20 @@ fn ssd_dt_elem(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
   }
   row_dots[lid] = acc;
   workgroupBarrier();
-  for (var st = 32u; st > 0u; st = st >> 1u) {
-    if (lid < st) { row_dots[lid] = row_dots[lid] + row_dots[lid + st]; }
-    workgroupBarrier();
+  // each row's tree sum of its 64 partials (st = 32, 16, ..., 1: the pairs (l, l + st)),
+  // its levels two at a time: the same sums, 3 barriers instead of 6
+  if (l < 16u) {
+    let i = base + l;
+    row_dots[i] = (row_dots[i] + row_dots[i + 32u]) + (row_dots[i + 16u] + row_dots[i + 48u]);
   }
-  if (ok && lid == 0u) {
-    let r = row_dots[0];
+  workgroupBarrier();
+  if (l < 4u) {
+    let i = base + l;
+    row_dots[i] = (row_dots[i] + row_dots[i + 8u]) + (row_dots[i + 4u] + row_dots[i + 12u]);
+  }
+  workgroupBarrier();
+  if (ok && l == 0u) {
+    let r = (row_dots[base] + row_dots[base + 2u]) + (row_dots[base + 1u] + row_dots[base + 3u]);
     let item = bht_idx(b, h, t);
     step_dots[item] = r.x - scale * r.z;
     step_dots[n_bht() + item] = r.y;

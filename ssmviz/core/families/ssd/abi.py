@@ -27,11 +27,14 @@ from ssmviz.core.families.family import DerivedRole, RoleSpec
 SHADER = "ssd.wgsl"
 
 #: Matmul tile of the matrix-form passes: TILE x TILE outputs per workgroup of WORKGROUP
-#: threads (4 x 4 each), K step TILE_K. Must match the constants in ssd.wgsl.
+#: threads (4 x 4 each), K step TILE_K (8 in ssd_cb and ssd_mh, on the same tiles). Must match
+#: the constants in ssd.wgsl.
 TILE = 64
 TILE_K = 16
 WORKGROUP = 256
 WORKGROUP_1D = 64
+#: Rows of ssd_dt_elem per workgroup (64 invocations each). Must match DT_ROWS in ssd.wgsl.
+DT_ROWS = WORKGROUP // WORKGROUP_1D
 #: Floats per K row of a staged tile: TILE, padded by 4 against bank conflicts (TILE_ROW in
 #: ssd.wgsl is this in vec4s).
 TILE_ROW = TILE + 4
@@ -44,7 +47,7 @@ _TILES = 2 * TILE_ROW * TILE_K * 4
 _STORAGE = {"ssd_cb": _TILES, "ssd_chunk_state": _TILES, "ssd_dchunk_state": _TILES,
             "ssd_chunk_out": _TILES + 16 * 64, "ssd_dx": _TILES + 16 * 64,
             "ssd_dc": _TILES + 16 * 64, "ssd_db": _TILES + 16 * 64, "ssd_mh": _TILES + 2 * 16 * 64,
-            "ssd_prep": 16 * 64, "ssd_dt_final": 2 * 16 * 64, "ssd_dt_elem": 16 * 64,
+            "ssd_prep": 16 * 64, "ssd_dt_final": 2 * 16 * 64, "ssd_dt_elem": 16 * WORKGROUP,
             "ssd_dt_boundary": 4 * 64}
 
 INPUTS = ("x", "dt", "A_log", "B", "C", "D", "dt_bias", "dy")
@@ -126,7 +129,7 @@ _TABLE: tuple[tuple[str, str, int, str, dict[int, str]], ...] = (
      {4: "read", 8: "read", 11: "read", 16: "overwrite", 19: "read", 23: "read"}),
     ("ssd_db", "backward", WORKGROUP, "batch*n_chunks*n_groups*n_qtiles*n_ntiles",
      {1: "read", 5: "read", 15: "overwrite", 19: "read", 22: "read", 23: "read"}),
-    ("ssd_dt_elem", "backward", WORKGROUP_1D, "batch*seq_len*n_heads",
+    ("ssd_dt_elem", "backward", WORKGROUP, "ceil(batch*seq_len*n_heads / 4)",
      {1: "read", 6: "read", 8: "read", 9: "read", 12: "read-modify-write", 19: "read",
       24: "overwrite"}),
     ("ssd_dt_boundary", "backward", WORKGROUP_1D, "batch*n_heads*n_chunks",

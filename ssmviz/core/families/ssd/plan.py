@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.families.ssd.abi import TILE, WORKGROUP_1D
+from ssmviz.core.families.ssd.abi import DT_ROWS, TILE, WORKGROUP_1D
 from ssmviz.core.reference._common import CONVENTIONS
 
 
@@ -59,7 +59,7 @@ class Plan:
             "ssd_mh": b * NC * G * nqt * nqt,
             "ssd_dc": b * NC * G * nqt * nnt,
             "ssd_db": b * NC * G * nqt * nnt,
-            "ssd_dt_elem": b * H * self.seq_len,
+            "ssd_dt_elem": cdiv(b * H * self.seq_len, DT_ROWS),
             "ssd_dt_boundary": b * H * NC,
             "ssd_dt_final": b * H * NC,
             "ssd_param_reduce": cdiv(H, WORKGROUP_1D),
