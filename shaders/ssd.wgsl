@@ -990,8 +990,9 @@ fn ssd_db(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
 
 // Pass B7: 64 invocations per (b, t, h) row, DT_ROWS rows (contiguous in memory) per workgroup
 // (faster than a workgroup per row: ssd/NOTES.md, "SSD round 3"): finish dx = s_t dx̃ + D dy
-// and the per-step scalars v_t = dy_t·(y_t - D x_t) - s_t (dx̃_t·x_t) (its in-chunk prefix sums give the decay gradient),
-// e_t = dy_t·x_t (for dD), ds_t = dx̃_t·x_t (for d dt_eff through s_t); fixed-order tree sums.
+// and the per-step scalars v_t = dy_t·(y_t - D x_t) - s_t (dx̃_t·x_t) (its in-chunk prefix
+// sums give the decay gradient), e_t = dy_t·x_t (for dD), ds_t = dx̃_t·x_t (for d dt_eff
+// through s_t); fixed-order tree sums.
 var<workgroup> row_dots: array<vec4<f32>, 256>;
 
 // Rows per workgroup of ssd_dt_elem: WORKGROUP / WORKGROUP_1D (abi.DT_ROWS).
