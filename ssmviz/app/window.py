@@ -263,10 +263,14 @@ class MainWindow(QMainWindow):
         layout = (result.problem.family, tuple(self.grad_plots.rows))
         if layout != self._settled_layout:  # new plots: once they are painted
             self._settled_layout = layout
-            QTimer.singleShot(0, heap.settle)
+            QTimer.singleShot(0, self, self._settle_heap)
         latency = time.perf_counter() - result.requested_at
         self.latencies.append(latency)
         self.plotsUpdated.emit(result.generation, latency)
+
+    def _settle_heap(self) -> None:
+        if not self._closed:  # a closed window's objects must stay collectable
+            heap.settle()
 
     def _current_sel(self, result: RunResult) -> Selection:
         return clamp_selection(result.problem.family, result.inputs, self.controls.selection())
