@@ -128,9 +128,9 @@ def test_control_change_reruns_and_updates_plots(qtbot, make_window) -> None:
 
 def test_built_plots_are_frozen_out_of_collections_until_the_window_closes(
         qtbot, make_window, monkeypatch) -> None:
-    settled: list[int] = []
+    settled: list[None] = []  # one entry per settle
     real = heap.settle
-    monkeypatch.setattr(heap, "settle", lambda: (settled.append(gc.get_freeze_count()), real()))
+    monkeypatch.setattr(heap, "settle", lambda: (settled.append(None), real()))
     w = make_window()  # the first result shown: its plots are settled once painted
     qtbot.waitUntil(lambda: len(settled) == 1 and gc.get_freeze_count() > 0, timeout=5000)
     _run(qtbot, w, lambda: w.controls.set_value("signal.frequency", 1.0))

@@ -3,8 +3,8 @@
 A dy change runs only the backward on the GPU (the forward's buffers and outputs kept) and
 only the reference's backward; the forward tensors' verdicts stand as they were. With the
 forward's h stored, a change of u, B or D also keeps S6's adjoint summaries and their
-carry scan (they read only Δ, A, C and dy). The
-reference is computed on the run thread while the GPU computes (no second Python thread).
+carry scan (they read only Δ, A, C and dy). The reference is computed on the run thread
+while the GPU computes (no second Python thread).
 """
 
 from __future__ import annotations
