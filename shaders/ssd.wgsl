@@ -340,61 +340,190 @@ fn ssd_cb(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   }
 }
 
-// Pass 3: chunk_local[b, c, h] = Σ_s exp(cum_end - cum_s) s_s x_s ⊗ B_s  (P x N, K = chunk).
+// ---------------------------------------------------------------- 64 x 128 two-stage core
+// ssd_chunk_state and ssd_dchunk_state (P x N outputs, K = the chunk's steps, both operands
+// 64-fast in memory): one workgroup computes a 64 (p) x 128 (n) tile, 4 x 8 outputs per
+// invocation (rows ty*4 ..+3, columns tx*4 ..+3 and 64 + tx*4 ..+3), so that each staged A
+// element (an exp and its cumsum loads) serves 128 columns instead of 64. K advances in steps
+// of 8 through two stages (matmul.wgsl's recipe): each invocation loads its next step's
+// elements into registers before the current step's FMAs and stores them into the other
+// stage after them, one barrier a step; loads and stores are unconditional (out of range they
+// give zeros, and the last step's stores are never read), and the step loop is unrolled by two
+// so that the stage offsets are constants. Per step and invocation: 2 elements of A (8 x 64)
+// and 4 of B (8 x 128), all at p or n = lid % 64 (coalesced), k = lid / 64 and 4 + lid / 64.
+// Stages: A in a_tile and B's columns 0..63 in b_tile (8 rows of TILE_ROW vec4s each), B's
+// columns 64..127 in row_dots (8 rows of 16 vec4s, unpadded: its stores are 32 consecutive
+// floats a warp, its reads are broadcasts), so the module's workgroup storage stays as it is.
+// Every output sums its k in order with one fma each, as mm_step does (a zero k past the
+// chunk's end adds an exact +0: an accumulator is never -0).
+const K8_STAGE: u32 = 136u;  // vec4s of one stage of a_tile / b_tile: 8 x TILE_ROW
+const K8_STAGE_HI: u32 = 128u;  // vec4s of one stage of row_dots: 8 x 16
+
+// cR0 / cR1: row R of the invocation's block, columns tx*4 ..+3 / 64 + tx*4 ..+3. Named
+// fields, not an array: a dynamically indexed array would be placed in local memory.
+struct Acc48 {
+  c00: vec4<f32>, c01: vec4<f32>, c10: vec4<f32>, c11: vec4<f32>,
+  c20: vec4<f32>, c21: vec4<f32>, c30: vec4<f32>, c31: vec4<f32>,
+}
+
+// The K row at vec4 offset `at` of a_tile / b_tile and `hi` of row_dots.
+fn mac48(acc: ptr<function, Acc48>, at: u32, hi: u32, ty: u32, tx: u32) {
+  let a = a_tile[at + ty];
+  let b0 = b_tile[at + tx];
+  let b1 = row_dots[hi + tx];
+  (*acc).c00 = fma(vec4<f32>(a.x), b0, (*acc).c00);
+  (*acc).c01 = fma(vec4<f32>(a.x), b1, (*acc).c01);
+  (*acc).c10 = fma(vec4<f32>(a.y), b0, (*acc).c10);
+  (*acc).c11 = fma(vec4<f32>(a.y), b1, (*acc).c11);
+  (*acc).c20 = fma(vec4<f32>(a.z), b0, (*acc).c20);
+  (*acc).c21 = fma(vec4<f32>(a.z), b1, (*acc).c21);
+  (*acc).c30 = fma(vec4<f32>(a.w), b0, (*acc).c30);
+  (*acc).c31 = fma(vec4<f32>(a.w), b1, (*acc).c31);
+}
+
+// The FMAs of one K step from stage st (0 or 1, a constant at each call), k in order.
+fn k_step48(acc: ptr<function, Acc48>, st: u32, lid: u32) {
+  let ty = lane_ty(lid);
+  let tx = lane_tx(lid);
+  let at = st * K8_STAGE;
+  let hi = st * K8_STAGE_HI;
+  mac48(acc, at, hi, ty, tx);
+  mac48(acc, at + TILE_ROW, hi + 16u, ty, tx);
+  mac48(acc, at + 2u * TILE_ROW, hi + 32u, ty, tx);
+  mac48(acc, at + 3u * TILE_ROW, hi + 48u, ty, tx);
+  mac48(acc, at + 4u * TILE_ROW, hi + 64u, ty, tx);
+  mac48(acc, at + 5u * TILE_ROW, hi + 80u, ty, tx);
+  mac48(acc, at + 6u * TILE_ROW, hi + 96u, ty, tx);
+  mac48(acc, at + 7u * TILE_ROW, hi + 112u, ty, tx);
+}
+
+// Stores an invocation's A elements (k = lid / 64 and 4 + lid / 64, row lid % 64) and B
+// elements (the same k, columns lid % 64 and 64 + lid % 64) into stage st.
+fn put48(st: u32, lid: u32, a0: f32, a1: f32, b00: f32, b01: f32, b10: f32, b11: f32) {
+  let m = lid & 63u;
+  let at = st * K8_STAGE + (lid >> 6u) * TILE_ROW + (m >> 2u);
+  let hi = st * K8_STAGE_HI + (lid >> 6u) * 16u + (m >> 2u);
+  a_tile[at][m & 3u] = a0;
+  a_tile[at + 4u * TILE_ROW][m & 3u] = a1;
+  b_tile[at][m & 3u] = b00;
+  b_tile[at + 4u * TILE_ROW][m & 3u] = b10;
+  row_dots[hi][m & 3u] = b01;
+  row_dots[hi + 64u][m & 3u] = b11;
+}
+
+// A workgroup's (b, c, h, group g, first step t0, steps len), its tile's first row p0 and
+// column n0, the invocation's staging row p = p0 + lid % 64 and column n = n0 + lid % 64 (and
+// n + 64), end_hi / end_lo = cum at the chunk's last step.
+struct Tile48 {
+  b: u32, c: u32, h: u32, g: u32, t0: u32, len: u32, p0: u32, n0: u32, p: u32, n: u32,
+  end_hi: f32, end_lo: f32,
+}
+
+fn tile48(w: u32, lid: u32) -> Tile48 {
+  let n_wide = (params.n_ntiles + 1u) / 2u;  // 128-column tiles
+  let nt = w % n_wide;
+  let pt = (w / n_wide) % params.n_ptiles;
+  let z = w / (n_wide * params.n_ptiles);
+  let h = z % params.n_heads;
+  let c = (z / params.n_heads) % params.n_chunks;
+  let b = z / (params.n_heads * params.n_chunks);
+  let t0 = c * params.chunk_len;
+  let len = chunk_len_of(c);
+  let p0 = pt * TILE;
+  let n0 = nt * 2u * TILE;
+  return Tile48(b, c, h, h / (params.n_heads / params.n_groups), t0, len, p0, n0,
+                p0 + (lid & 63u), n0 + (lid & 63u), cum_hi(b, h, t0 + len - 1u),
+                cum_lo(b, h, t0 + len - 1u));
+}
+
+fn acc48_zero() -> Acc48 {
+  let z = vec4<f32>(0.0);
+  return Acc48(z, z, z, z, z, z, z, z);
+}
+
+// Writes one row of the invocation's block: columns n0 .. n0+3 from v0, n0+64 .. from v1.
+fn store_state_row(q: Tile48, p: u32, n0: u32, v0: vec4<f32>, v1: vec4<f32>) {
+  if (p >= params.d_head) { return; }
+  for (var j = 0u; j < 4u; j++) {
+    if (n0 + j < params.d_state) {
+      chunk_local[state_idx(q.b, params.n_chunks, q.c, q.h, p, n0 + j)] = v0[j];
+    }
+    if (n0 + TILE + j < params.d_state) {
+      chunk_local[state_idx(q.b, params.n_chunks, q.c, q.h, p, n0 + TILE + j)] = v1[j];
+    }
+  }
+}
+
+// Writes the invocation's 4 x 8 block of the workgroup's tile into chunk_local.
+fn store_state_block(acc: Acc48, q: Tile48, lid: u32) {
+  let p = q.p0 + lane_ty(lid) * 4u;
+  let n = q.n0 + lane_tx(lid) * 4u;
+  store_state_row(q, p, n, acc.c00, acc.c01);
+  store_state_row(q, p + 1u, n, acc.c10, acc.c11);
+  store_state_row(q, p + 2u, n, acc.c20, acc.c21);
+  store_state_row(q, p + 3u, n, acc.c30, acc.c31);
+}
+
+// Pass 3: chunk_local[b, c, h] = Σ_s exp(cum_end - cum_s) s_s x_s ⊗ B_s  (P x N, K = chunk),
+// 64 x 128 per workgroup (the two-stage core above).
+// A's element of step s at the invocation's row: x_s, cum_s (hi, lo), s_s; past the chunk or
+// d_head (0, cum_end, 0), whose value below is an exact 0.
+fn chunk_state_a(q: Tile48, s: u32) -> vec4<f32> {
+  if (s >= q.len || q.p >= params.d_head) { return vec4<f32>(0.0, q.end_hi, q.end_lo, 0.0); }
+  let t = q.t0 + s;
+  return vec4<f32>(x[x_idx(q.b, t, q.h, q.p)], cum_hi(q.b, q.h, t), cum_lo(q.b, q.h, t),
+                   in_scale(q.b, q.h, t));
+}
+
+// x_s exp(seg(end, s)) s_s, with seg's operations.
+fn chunk_state_a_val(q: Tile48, v: vec4<f32>) -> f32 {
+  return v.x * exp((q.end_hi - v.y) + (q.end_lo - v.z)) * v.w;
+}
+
+fn b_elem(q: Tile48, s: u32, n: u32) -> f32 {
+  if (s >= q.len || n >= params.d_state) { return 0.0; }
+  return B[bc_idx(q.b, q.t0 + s, q.g, n)];
+}
+
+// Stages K step s (k = s * 8 + lid / 64 and 4 more) from already loaded elements into st.
+fn chunk_state_put(q: Tile48, st: u32, lid: u32, a0: vec4<f32>, a1: vec4<f32>, b00: f32,
+                   b01: f32, b10: f32, b11: f32) {
+  put48(st, lid, chunk_state_a_val(q, a0), chunk_state_a_val(q, a1), b00, b01, b10, b11);
+}
+
+// K step s from stage cur: the next step's elements into registers, the FMAs, the elements
+// (A's values computed now) into the other stage, the barrier.
+fn chunk_state_step(acc: ptr<function, Acc48>, q: Tile48, s: u32, cur: u32, lid: u32) {
+  let k = (s + 1u) * TILE_K8 + (lid >> 6u);
+  let a0 = chunk_state_a(q, k);
+  let a1 = chunk_state_a(q, k + 4u);
+  let b00 = b_elem(q, k, q.n);
+  let b01 = b_elem(q, k, q.n + TILE);
+  let b10 = b_elem(q, k + 4u, q.n);
+  let b11 = b_elem(q, k + 4u, q.n + TILE);
+  k_step48(acc, cur, lid);
+  chunk_state_put(q, 1u - cur, lid, a0, a1, b00, b01, b10, b11);
+  workgroupBarrier();
+}
+
 @compute @workgroup_size(256)
 fn ssd_chunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                    @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
   let ok = lw < params.total;
-  let w = select(0u, lw, ok);
-  let nt = w % params.n_ntiles;
-  let pt = (w / params.n_ntiles) % params.n_ptiles;
-  let z = w / (params.n_ntiles * params.n_ptiles);
-  let h = z % params.n_heads;
-  let c = (z / params.n_heads) % params.n_chunks;
-  let b = z / (params.n_heads * params.n_chunks);
-  let g = h / (params.n_heads / params.n_groups);
-  let t0 = c * params.chunk_len;
-  let len = chunk_len_of(c);
-  let tend = t0 + len - 1u;
-  acc_zero();
-  for (var k0 = 0u; k0 < len; k0 += TILE_K) {
-    for (var r = 0u; r < 4u; r++) {
-      let e = lid + WORKGROUP * r;
-      let m = m_fast64(e);
-      let kk = k_fast64(e);
-      let s = k0 + kk;
-      let p = pt * TILE + m;
-      let n = nt * TILE + m;
-      var va = 0.0;
-      var vb = 0.0;
-      if (s < len) {
-        if (p < params.d_head) {
-          let t = t0 + s;
-          va = x[x_idx(b, t, h, p)] * exp(seg(b, h, tend, t)) * in_scale(b, h, t);
-        }
-        if (n < params.d_state) { vb = B[bc_idx(b, t0 + s, g, n)]; }
-      }
-      put_a(kk, m, va);
-      put_b(kk, m, vb);
-    }
-    workgroupBarrier();
-    mm_step(lid);
-    workgroupBarrier();
+  let q = tile48(select(0u, lw, ok), lid);
+  var acc = acc48_zero();
+  let k = lid >> 6u;
+  chunk_state_put(q, 0u, lid, chunk_state_a(q, k), chunk_state_a(q, k + 4u), b_elem(q, k, q.n),
+                  b_elem(q, k, q.n + TILE), b_elem(q, k + 4u, q.n),
+                  b_elem(q, k + 4u, q.n + TILE));
+  workgroupBarrier();
+  let steps = (q.len + TILE_K8 - 1u) / TILE_K8;
+  for (var s = 0u; s < steps; s += 2u) {
+    chunk_state_step(&acc, q, s, 0u, lid);
+    if (s + 1u < steps) { chunk_state_step(&acc, q, s + 1u, 1u, lid); }
   }
-  if (ok) {
-    let tx = lane_tx(lid);
-    let ty = lane_ty(lid);
-    for (var r = 0u; r < 4u; r++) {
-      let p = pt * TILE + ty * 4u + r;
-      for (var q = 0u; q < 4u; q++) {
-        let n = nt * TILE + tx * 4u + q;
-        if (p < params.d_head && n < params.d_state) {
-          chunk_local[state_idx(b, params.n_chunks, c, h, p, n)] = acc_row(r)[q];
-        }
-      }
-    }
-  }
+  if (ok) { store_state_block(acc, q, lid); }
 }
 
 // Pass 4: the recurrence between chunks, one thread per state element (b, h, p, n):

@@ -27,8 +27,9 @@ from ssmviz.core.families.family import DerivedRole, RoleSpec
 SHADER = "ssd.wgsl"
 
 #: Matmul tile of the matrix-form passes: TILE x TILE outputs per workgroup of WORKGROUP
-#: threads (4 x 4 each), K step TILE_K (8 in ssd_cb and ssd_mh, on the same tiles). Must match
-#: the constants in ssd.wgsl.
+#: threads (4 x 4 each), K step TILE_K (8 in ssd_cb and ssd_mh, on the same tiles); ssd_chunk_state
+#: computes TILE x 2·TILE (4 x 8 each) in two stages of K step 8. Must match the constants in
+#: ssd.wgsl.
 TILE = 64
 TILE_K = 16
 WORKGROUP = 256
@@ -41,13 +42,15 @@ TILE_ROW = TILE + 4
 #: The most workgroup storage a matmul pipeline declares: an A and a B tile of TILE_ROW x TILE_K
 #: floats and two 64-row tables of vec4 factors (of the tile's rows and columns).
 WORKGROUP_STORAGE_BYTES = 2 * TILE_ROW * TILE_K * 4 + 2 * 64 * 16
-#: Workgroup storage of each pass that declares any: the matmul tiles, and 64-entry tables of
-#: vec4 factors (row_f, col_f) or of partial sums.
+#: Workgroup storage of each pass that declares any: the matmul tiles, 64-entry tables of
+#: vec4 factors (row_f, col_f) or of partial sums, and ssd_dt_elem's 256-entry vec4 table
+#: (row_dots), which ssd_chunk_state's second stage of B's columns 64..127 reuses.
 _TILES = 2 * TILE_ROW * TILE_K * 4
-_STORAGE = {"ssd_cb": _TILES, "ssd_chunk_state": _TILES, "ssd_dchunk_state": _TILES,
+_ROW_DOTS = 16 * WORKGROUP
+_STORAGE = {"ssd_cb": _TILES, "ssd_chunk_state": _TILES + _ROW_DOTS, "ssd_dchunk_state": _TILES,
             "ssd_chunk_out": _TILES + 16 * 64, "ssd_dx": _TILES + 16 * 64,
             "ssd_dc": _TILES + 16 * 64, "ssd_db": _TILES + 16 * 64, "ssd_mh": _TILES + 2 * 16 * 64,
-            "ssd_prep": 16 * 64, "ssd_dt_final": 2 * 16 * 64, "ssd_dt_elem": 16 * WORKGROUP,
+            "ssd_prep": 16 * 64, "ssd_dt_final": 2 * 16 * 64, "ssd_dt_elem": _ROW_DOTS,
             "ssd_dt_boundary": 4 * 64}
 
 INPUTS = ("x", "dt", "A_log", "B", "C", "D", "dt_bias", "dy")
@@ -111,7 +114,7 @@ _TABLE: tuple[tuple[str, str, int, str, dict[int, str]], ...] = (
      {2: "read", 3: "read", 7: "read", 19: "overwrite"}),
     ("ssd_cb", "forward", WORKGROUP, "batch*n_chunks*n_groups*n_qtiles²",
      {4: "read", 5: "read", 20: "overwrite"}),
-    ("ssd_chunk_state", "forward", WORKGROUP, "batch*n_chunks*n_heads*n_ptiles*n_ntiles",
+    ("ssd_chunk_state", "forward", WORKGROUP, "batch*n_chunks*n_heads*n_ptiles*ceil(n_ntiles / 2)",
      {1: "read", 4: "read", 19: "read", 21: "overwrite"}),
     ("ssd_state_pass", "forward", WORKGROUP_1D, "ceil(batch*n_heads*d_head*d_state / 64)",
      {10: "overwrite", 11: "overwrite", 19: "read", 21: "read"}),
@@ -170,7 +173,8 @@ SSD_ABI = AbiProfile(
     params_notes=[
         "convention 0 = mamba, 1 = builderforce; reverse 1 runs workgroups in reverse order "
         "(race probe); total = workgroups of this dispatch; n_ptiles = ceil(d_head/64), "
-        "n_ntiles = ceil(d_state/64), n_qtiles = ceil(chunk_len/64); chunk_len is clamped "
+        "n_ntiles = ceil(d_state/64) (ssd_chunk_state's 128-column tiles are pairs of them), "
+        "n_qtiles = ceil(chunk_len/64); chunk_len is clamped "
         "to seq_len; the linear workgroup id is wid.x + wid.y * num_workgroups.x",
     ],
 )

@@ -47,10 +47,11 @@ class Plan:
         npt, nnt, nqt = self.tiles
         b, H, G, NC = self.batch, self.n_heads, self.n_groups, self.n_chunks
         pn = self.d_head * self.d_state
+        nnt2 = cdiv(nnt, 2)  # 128-column tiles of d_state (ssd_chunk_state, ssd_dchunk_state)
         return {
             "ssd_prep": b * H * NC,
             "ssd_cb": b * NC * G * nqt * nqt,
-            "ssd_chunk_state": b * NC * H * npt * nnt,
+            "ssd_chunk_state": b * NC * H * npt * nnt2,
             "ssd_state_pass": cdiv(b * H * pn, WORKGROUP_1D),
             "ssd_chunk_out": b * NC * H * nqt * npt,
             "ssd_dchunk_state": b * NC * H * npt * nnt,
