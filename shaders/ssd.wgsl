@@ -25,9 +25,10 @@
 // of every pass (a race probe: the bits must not change).
 // Matmul-shaped passes: 64 x 64 output tile per 256-thread workgroup, 4 x 4 register block per
 // thread, K step 16 (8 in ssd_cb and ssd_mh), two 4.25 KiB workgroup tiles (rows padded against
-// bank conflicts); factors that depend on a tile row (or column) alone are computed once per
-// tile (or head) into row_f / col_f, those of a K column once per K step, with the same
-// operations as per element (so the same bits).
+// bank conflicts); ssd_chunk_state and ssd_dchunk_state instead compute 64 x 128 (4 x 8 per
+// thread) in two stages of K step 8 (see "64 x 128 two-stage core"); factors that depend on a
+// tile row (or column) alone are computed once per tile (or head) into row_f / col_f, those of
+// a K column once per K step, with the same operations as per element (so the same bits).
 
 struct Params {
   batch: u32, seq_len: u32, n_heads: u32, d_head: u32,
@@ -350,7 +351,8 @@ fn ssd_cb(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
 // stage after them, one barrier a step; loads and stores are unconditional (out of range they
 // give zeros, and the last step's stores are never read), and the step loop is unrolled by two
 // so that the stage offsets are constants. Per step and invocation: 2 elements of A (8 x 64)
-// and 4 of B (8 x 128), all at p or n = lid % 64 (coalesced), k = lid / 64 and 4 + lid / 64.
+// and 4 of B (8 x 128; C in ssd_dchunk_state), all at p or n = lid % 64 (coalesced),
+// k = lid / 64 and 4 + lid / 64.
 // Stages: A in a_tile and B's columns 0..63 in b_tile (8 rows of TILE_ROW vec4s each), B's
 // columns 64..127 in row_dots (8 rows of 16 vec4s, unpadded: its stores are 32 consecutive
 // floats a warp, its reads are broadcasts), so the module's workgroup storage stays as it is.
@@ -656,59 +658,63 @@ fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
 
 // ================================================================ backward
 // Pass B1: chunk_local[b, c, h] = Σ_t exp(cum_t) dy_t ⊗ C_t (P x N): the adjoint of the state
-// entering chunk c from the chunk's own outputs.
+// entering chunk c from the chunk's own outputs; 64 x 128 per workgroup (the two-stage core,
+// as ssd_chunk_state).
+// A's element of step s at the invocation's row: dy_s, cum_s (hi, lo); past the chunk or d_head
+// zeros, whose value below is an exact 0.
+fn dchunk_state_a(q: Tile48, s: u32) -> vec3<f32> {
+  if (s >= q.len || q.p >= params.d_head) { return vec3<f32>(0.0); }
+  let t = q.t0 + s;
+  return vec3<f32>(dy[x_idx(q.b, t, q.h, q.p)], cum_hi(q.b, q.h, t), cum_lo(q.b, q.h, t));
+}
+
+// dy_s exp(cum_s), with cum's operations.
+fn dchunk_state_a_val(v: vec3<f32>) -> f32 { return v.x * exp(v.y + v.z); }
+
+fn c_elem(q: Tile48, s: u32, n: u32) -> f32 {
+  if (s >= q.len || n >= params.d_state) { return 0.0; }
+  return C[bc_idx(q.b, q.t0 + s, q.g, n)];
+}
+
+fn dchunk_state_put(st: u32, lid: u32, a0: vec3<f32>, a1: vec3<f32>, b00: f32, b01: f32,
+                    b10: f32, b11: f32) {
+  put48(st, lid, dchunk_state_a_val(a0), dchunk_state_a_val(a1), b00, b01, b10, b11);
+}
+
+// K step s from stage cur, as chunk_state_step.
+fn dchunk_state_step(acc: ptr<function, Acc48>, q: Tile48, s: u32, cur: u32, lid: u32) {
+  let k = (s + 1u) * TILE_K8 + (lid >> 6u);
+  let a0 = dchunk_state_a(q, k);
+  let a1 = dchunk_state_a(q, k + 4u);
+  let b00 = c_elem(q, k, q.n);
+  let b01 = c_elem(q, k, q.n + TILE);
+  let b10 = c_elem(q, k + 4u, q.n);
+  let b11 = c_elem(q, k + 4u, q.n + TILE);
+  k_step48(acc, cur, lid);
+  dchunk_state_put(1u - cur, lid, a0, a1, b00, b01, b10, b11);
+  workgroupBarrier();
+}
+
 @compute @workgroup_size(256)
 fn ssd_dchunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                     @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
   let ok = lw < params.total;
-  let w = select(0u, lw, ok);
-  let nt = w % params.n_ntiles;
-  let pt = (w / params.n_ntiles) % params.n_ptiles;
-  let z = w / (params.n_ntiles * params.n_ptiles);
-  let h = z % params.n_heads;
-  let c = (z / params.n_heads) % params.n_chunks;
-  let b = z / (params.n_heads * params.n_chunks);
-  let g = h / (params.n_heads / params.n_groups);
-  let t0 = c * params.chunk_len;
-  let len = chunk_len_of(c);
+  let q = tile48(select(0u, lw, ok), lid);
+  var acc = acc48_zero();
+  let k = lid >> 6u;
+  dchunk_state_put(0u, lid, dchunk_state_a(q, k), dchunk_state_a(q, k + 4u), c_elem(q, k, q.n),
+                   c_elem(q, k, q.n + TILE), c_elem(q, k + 4u, q.n),
+                   c_elem(q, k + 4u, q.n + TILE));
+  workgroupBarrier();
   // chunk 0's entering state is zero: its adjoint is never used
-  let kend = select(len, 0u, c == 0u);
-  acc_zero();
-  for (var k0 = 0u; k0 < kend; k0 += TILE_K) {
-    for (var r = 0u; r < 4u; r++) {
-      let e = lid + WORKGROUP * r;
-      let m = m_fast64(e);
-      let kk = k_fast64(e);
-      let s = k0 + kk;
-      let p = pt * TILE + m;
-      let n = nt * TILE + m;
-      var va = 0.0;
-      var vb = 0.0;
-      if (s < len) {
-        if (p < params.d_head) { va = dy[x_idx(b, t0 + s, h, p)] * exp(cum(b, h, t0 + s)); }
-        if (n < params.d_state) { vb = C[bc_idx(b, t0 + s, g, n)]; }
-      }
-      put_a(kk, m, va);
-      put_b(kk, m, vb);
-    }
-    workgroupBarrier();
-    mm_step(lid);
-    workgroupBarrier();
+  let kend = select(q.len, 0u, q.c == 0u);
+  let steps = (kend + TILE_K8 - 1u) / TILE_K8;
+  for (var s = 0u; s < steps; s += 2u) {
+    dchunk_state_step(&acc, q, s, 0u, lid);
+    if (s + 1u < steps) { dchunk_state_step(&acc, q, s + 1u, 1u, lid); }
   }
-  if (ok) {
-    let tx = lane_tx(lid);
-    let ty = lane_ty(lid);
-    for (var r = 0u; r < 4u; r++) {
-      let p = pt * TILE + ty * 4u + r;
-      for (var q = 0u; q < 4u; q++) {
-        let n = nt * TILE + tx * 4u + q;
-        if (p < params.d_head && n < params.d_state) {
-          chunk_local[state_idx(b, params.n_chunks, c, h, p, n)] = acc_row(r)[q];
-        }
-      }
-    }
-  }
+  if (ok) { store_state_block(acc, q, lid); }
 }
 
 // Pass B2: reverse recurrence between chunks, one thread per (b, h, p, n):
@@ -1121,7 +1127,8 @@ fn ssd_db(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
 // (faster than a workgroup per row: ssd/NOTES.md, "SSD round 3"): finish dx = s_t dx̃ + D dy
 // and the per-step scalars v_t = dy_t·(y_t - D x_t) - s_t (dx̃_t·x_t) (its in-chunk prefix
 // sums give the decay gradient), e_t = dy_t·x_t (for dD), ds_t = dx̃_t·x_t (for d dt_eff
-// through s_t); fixed-order tree sums.
+// through s_t); fixed-order tree sums. (ssd_chunk_state and ssd_dchunk_state stage B's or C's
+// columns 64..127 in row_dots.)
 var<workgroup> row_dots: array<vec4<f32>, 256>;
 
 // Rows per workgroup of ssd_dt_elem: WORKGROUP / WORKGROUP_1D (abi.DT_ROWS).

@@ -27,9 +27,9 @@ from ssmviz.core.families.family import DerivedRole, RoleSpec
 SHADER = "ssd.wgsl"
 
 #: Matmul tile of the matrix-form passes: TILE x TILE outputs per workgroup of WORKGROUP
-#: threads (4 x 4 each), K step TILE_K (8 in ssd_cb and ssd_mh, on the same tiles); ssd_chunk_state
-#: computes TILE x 2·TILE (4 x 8 each) in two stages of K step 8. Must match the constants in
-#: ssd.wgsl.
+#: threads (4 x 4 each), K step TILE_K (8 in ssd_cb and ssd_mh, on the same tiles);
+#: ssd_chunk_state and ssd_dchunk_state compute TILE x 2·TILE (4 x 8 each) in two stages of
+#: K step 8. Must match the constants in ssd.wgsl.
 TILE = 64
 TILE_K = 16
 WORKGROUP = 256
@@ -44,14 +44,14 @@ TILE_ROW = TILE + 4
 WORKGROUP_STORAGE_BYTES = 2 * TILE_ROW * TILE_K * 4 + 2 * 64 * 16
 #: Workgroup storage of each pass that declares any: the matmul tiles, 64-entry tables of
 #: vec4 factors (row_f, col_f) or of partial sums, and ssd_dt_elem's 256-entry vec4 table
-#: (row_dots), which ssd_chunk_state's second stage of B's columns 64..127 reuses.
+#: (row_dots), in which ssd_chunk_state and ssd_dchunk_state stage B's (C's) columns 64..127.
 _TILES = 2 * TILE_ROW * TILE_K * 4
 _ROW_DOTS = 16 * WORKGROUP
-_STORAGE = {"ssd_cb": _TILES, "ssd_chunk_state": _TILES + _ROW_DOTS, "ssd_dchunk_state": _TILES,
-            "ssd_chunk_out": _TILES + 16 * 64, "ssd_dx": _TILES + 16 * 64,
-            "ssd_dc": _TILES + 16 * 64, "ssd_db": _TILES + 16 * 64, "ssd_mh": _TILES + 2 * 16 * 64,
-            "ssd_prep": 16 * 64, "ssd_dt_final": 2 * 16 * 64, "ssd_dt_elem": _ROW_DOTS,
-            "ssd_dt_boundary": 4 * 64}
+_STORAGE = {"ssd_cb": _TILES, "ssd_chunk_state": _TILES + _ROW_DOTS,
+            "ssd_dchunk_state": _TILES + _ROW_DOTS, "ssd_chunk_out": _TILES + 16 * 64,
+            "ssd_dx": _TILES + 16 * 64, "ssd_dc": _TILES + 16 * 64, "ssd_db": _TILES + 16 * 64,
+            "ssd_mh": _TILES + 2 * 16 * 64, "ssd_prep": 16 * 64, "ssd_dt_final": 2 * 16 * 64,
+            "ssd_dt_elem": _ROW_DOTS, "ssd_dt_boundary": 4 * 64}
 
 INPUTS = ("x", "dt", "A_log", "B", "C", "D", "dt_bias", "dy")
 PARAM_FIELDS = (
@@ -120,7 +120,8 @@ _TABLE: tuple[tuple[str, str, int, str, dict[int, str]], ...] = (
      {10: "overwrite", 11: "overwrite", 19: "read", 21: "read"}),
     ("ssd_chunk_out", "forward", WORKGROUP, "batch*n_chunks*n_heads*n_qtiles*n_ptiles",
      {1: "read", 5: "read", 6: "read", 9: "overwrite", 11: "read", 19: "read", 20: "read"}),
-    ("ssd_dchunk_state", "backward", WORKGROUP, "batch*n_chunks*n_heads*n_ptiles*n_ntiles",
+    ("ssd_dchunk_state", "backward", WORKGROUP,
+     "batch*n_chunks*n_heads*n_ptiles*ceil(n_ntiles / 2)",
      {5: "read", 8: "read", 19: "read", 21: "overwrite"}),
     ("ssd_dstate_pass", "backward", WORKGROUP_1D, "ceil(batch*n_heads*d_head*d_state / 64)",
      {19: "read", 21: "read", 22: "overwrite"}),
@@ -173,7 +174,8 @@ SSD_ABI = AbiProfile(
     params_notes=[
         "convention 0 = mamba, 1 = builderforce; reverse 1 runs workgroups in reverse order "
         "(race probe); total = workgroups of this dispatch; n_ptiles = ceil(d_head/64), "
-        "n_ntiles = ceil(d_state/64) (ssd_chunk_state's 128-column tiles are pairs of them), "
+        "n_ntiles = ceil(d_state/64) (the 128-column tiles of ssd_chunk_state and "
+        "ssd_dchunk_state are pairs of them), "
         "n_qtiles = ceil(chunk_len/64); chunk_len is clamped "
         "to seq_len; the linear workgroup id is wid.x + wid.y * num_workgroups.x",
     ],

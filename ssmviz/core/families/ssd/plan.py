@@ -54,7 +54,7 @@ class Plan:
             "ssd_chunk_state": b * NC * H * npt * nnt2,
             "ssd_state_pass": cdiv(b * H * pn, WORKGROUP_1D),
             "ssd_chunk_out": b * NC * H * nqt * npt,
-            "ssd_dchunk_state": b * NC * H * npt * nnt,
+            "ssd_dchunk_state": b * NC * H * npt * nnt2,
             "ssd_dstate_pass": cdiv(b * H * pn, WORKGROUP_1D),
             "ssd_dx": b * NC * H * nqt * npt,
             "ssd_mh": b * NC * G * nqt * nqt,
