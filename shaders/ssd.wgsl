@@ -413,15 +413,15 @@ fn put48(st: u32, lid: u32, a0: f32, a1: f32, b00: f32, b01: f32, b10: f32, b11:
   row_dots[hi + 64u][m & 3u] = b11;
 }
 
-// A workgroup's (b, c, h, group g, first step t0, steps len), its tile's first row p0 and
-// column n0, the invocation's staging row p = p0 + lid % 64 and column n = n0 + lid % 64 (and
-// n + 64), end_hi / end_lo = cum at the chunk's last step.
+// A workgroup's (b, c, h, group g, first step t0, steps len) and its tile's first row p0 and
+// column n0. Workgroup-uniform only (the uniformity analysis treats a struct as one value, and
+// the step loop's bound comes from it): an invocation's staging row is p0 + lid % 64, its
+// columns n0 + lid % 64 and that + 64.
 struct Tile48 {
-  b: u32, c: u32, h: u32, g: u32, t0: u32, len: u32, p0: u32, n0: u32, p: u32, n: u32,
-  end_hi: f32, end_lo: f32,
+  b: u32, c: u32, h: u32, g: u32, t0: u32, len: u32, p0: u32, n0: u32,
 }
 
-fn tile48(w: u32, lid: u32) -> Tile48 {
+fn tile48(w: u32) -> Tile48 {
   let n_wide = (params.n_ntiles + 1u) / 2u;  // 128-column tiles
   let nt = w % n_wide;
   let pt = (w / n_wide) % params.n_ptiles;
@@ -433,9 +433,7 @@ fn tile48(w: u32, lid: u32) -> Tile48 {
   let len = chunk_len_of(c);
   let p0 = pt * TILE;
   let n0 = nt * 2u * TILE;
-  return Tile48(b, c, h, h / (params.n_heads / params.n_groups), t0, len, p0, n0,
-                p0 + (lid & 63u), n0 + (lid & 63u), cum_hi(b, h, t0 + len - 1u),
-                cum_lo(b, h, t0 + len - 1u));
+  return Tile48(b, c, h, h / (params.n_heads / params.n_groups), t0, len, p0, n0);
 }
 
 fn acc48_zero() -> Acc48 {
@@ -468,18 +466,18 @@ fn store_state_block(acc: Acc48, q: Tile48, lid: u32) {
 
 // Pass 3: chunk_local[b, c, h] = Σ_s exp(cum_end - cum_s) s_s x_s ⊗ B_s  (P x N, K = chunk),
 // 64 x 128 per workgroup (the two-stage core above).
-// A's element of step s at the invocation's row: x_s, cum_s (hi, lo), s_s; past the chunk or
-// d_head (0, cum_end, 0), whose value below is an exact 0.
-fn chunk_state_a(q: Tile48, s: u32) -> vec4<f32> {
-  if (s >= q.len || q.p >= params.d_head) { return vec4<f32>(0.0, q.end_hi, q.end_lo, 0.0); }
+// A's element of step s at row p: x_s, cum_s (hi, lo), s_s; past the chunk or d_head
+// (0, cum_end, 0), whose value below is an exact 0. end = cum_end as (hi, lo).
+fn chunk_state_a(q: Tile48, end: vec2<f32>, s: u32, p: u32) -> vec4<f32> {
+  if (s >= q.len || p >= params.d_head) { return vec4<f32>(0.0, end.x, end.y, 0.0); }
   let t = q.t0 + s;
-  return vec4<f32>(x[x_idx(q.b, t, q.h, q.p)], cum_hi(q.b, q.h, t), cum_lo(q.b, q.h, t),
+  return vec4<f32>(x[x_idx(q.b, t, q.h, p)], cum_hi(q.b, q.h, t), cum_lo(q.b, q.h, t),
                    in_scale(q.b, q.h, t));
 }
 
 // x_s exp(seg(end, s)) s_s, with seg's operations.
-fn chunk_state_a_val(q: Tile48, v: vec4<f32>) -> f32 {
-  return v.x * exp((q.end_hi - v.y) + (q.end_lo - v.z)) * v.w;
+fn chunk_state_a_val(end: vec2<f32>, v: vec4<f32>) -> f32 {
+  return v.x * exp((end.x - v.y) + (end.y - v.z)) * v.w;
 }
 
 fn b_elem(q: Tile48, s: u32, n: u32) -> f32 {
@@ -487,24 +485,30 @@ fn b_elem(q: Tile48, s: u32, n: u32) -> f32 {
   return B[bc_idx(q.b, q.t0 + s, q.g, n)];
 }
 
-// Stages K step s (k = s * 8 + lid / 64 and 4 more) from already loaded elements into st.
-fn chunk_state_put(q: Tile48, st: u32, lid: u32, a0: vec4<f32>, a1: vec4<f32>, b00: f32,
-                   b01: f32, b10: f32, b11: f32) {
-  put48(st, lid, chunk_state_a_val(q, a0), chunk_state_a_val(q, a1), b00, b01, b10, b11);
+// Loads the invocation's elements of the K step whose first k is k0 (A's as raw loads).
+struct Pre48 { a0: vec4<f32>, a1: vec4<f32>, b00: f32, b01: f32, b10: f32, b11: f32, }
+
+fn chunk_state_load(q: Tile48, end: vec2<f32>, k0: u32, lid: u32) -> Pre48 {
+  let k = k0 + (lid >> 6u);
+  let p = q.p0 + (lid & 63u);
+  let n = q.n0 + (lid & 63u);
+  return Pre48(chunk_state_a(q, end, k, p), chunk_state_a(q, end, k + 4u, p), b_elem(q, k, n),
+               b_elem(q, k, n + TILE), b_elem(q, k + 4u, n), b_elem(q, k + 4u, n + TILE));
+}
+
+// Stores loaded elements into stage st, A's values computed now.
+fn chunk_state_put(end: vec2<f32>, st: u32, lid: u32, v: Pre48) {
+  put48(st, lid, chunk_state_a_val(end, v.a0), chunk_state_a_val(end, v.a1), v.b00, v.b01,
+        v.b10, v.b11);
 }
 
 // K step s from stage cur: the next step's elements into registers, the FMAs, the elements
-// (A's values computed now) into the other stage, the barrier.
-fn chunk_state_step(acc: ptr<function, Acc48>, q: Tile48, s: u32, cur: u32, lid: u32) {
-  let k = (s + 1u) * TILE_K8 + (lid >> 6u);
-  let a0 = chunk_state_a(q, k);
-  let a1 = chunk_state_a(q, k + 4u);
-  let b00 = b_elem(q, k, q.n);
-  let b01 = b_elem(q, k, q.n + TILE);
-  let b10 = b_elem(q, k + 4u, q.n);
-  let b11 = b_elem(q, k + 4u, q.n + TILE);
+// into the other stage, the barrier.
+fn chunk_state_step(acc: ptr<function, Acc48>, q: Tile48, end: vec2<f32>, s: u32, cur: u32,
+                    lid: u32) {
+  let v = chunk_state_load(q, end, (s + 1u) * TILE_K8, lid);
   k_step48(acc, cur, lid);
-  chunk_state_put(q, 1u - cur, lid, a0, a1, b00, b01, b10, b11);
+  chunk_state_put(end, 1u - cur, lid, v);
   workgroupBarrier();
 }
 
@@ -513,17 +517,16 @@ fn ssd_chunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
                    @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
   let ok = lw < params.total;
-  let q = tile48(select(0u, lw, ok), lid);
+  let q = tile48(select(0u, lw, ok));
+  let tend = q.t0 + q.len - 1u;
+  let end = vec2<f32>(cum_hi(q.b, q.h, tend), cum_lo(q.b, q.h, tend));
   var acc = acc48_zero();
-  let k = lid >> 6u;
-  chunk_state_put(q, 0u, lid, chunk_state_a(q, k), chunk_state_a(q, k + 4u), b_elem(q, k, q.n),
-                  b_elem(q, k, q.n + TILE), b_elem(q, k + 4u, q.n),
-                  b_elem(q, k + 4u, q.n + TILE));
+  chunk_state_put(end, 0u, lid, chunk_state_load(q, end, 0u, lid));
   workgroupBarrier();
   let steps = (q.len + TILE_K8 - 1u) / TILE_K8;
   for (var s = 0u; s < steps; s += 2u) {
-    chunk_state_step(&acc, q, s, 0u, lid);
-    if (s + 1u < steps) { chunk_state_step(&acc, q, s + 1u, 1u, lid); }
+    chunk_state_step(&acc, q, end, s, 0u, lid);
+    if (s + 1u < steps) { chunk_state_step(&acc, q, end, s + 1u, 1u, lid); }
   }
   if (ok) { store_state_block(acc, q, lid); }
 }
@@ -660,12 +663,12 @@ fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
 // Pass B1: chunk_local[b, c, h] = Σ_t exp(cum_t) dy_t ⊗ C_t (P x N): the adjoint of the state
 // entering chunk c from the chunk's own outputs; 64 x 128 per workgroup (the two-stage core,
 // as ssd_chunk_state).
-// A's element of step s at the invocation's row: dy_s, cum_s (hi, lo); past the chunk or d_head
-// zeros, whose value below is an exact 0.
-fn dchunk_state_a(q: Tile48, s: u32) -> vec3<f32> {
-  if (s >= q.len || q.p >= params.d_head) { return vec3<f32>(0.0); }
+// A's element of step s at row p: dy_s, cum_s (hi, lo); past the chunk or d_head zeros,
+// whose value below is an exact 0.
+fn dchunk_state_a(q: Tile48, s: u32, p: u32) -> vec3<f32> {
+  if (s >= q.len || p >= params.d_head) { return vec3<f32>(0.0); }
   let t = q.t0 + s;
-  return vec3<f32>(dy[x_idx(q.b, t, q.h, q.p)], cum_hi(q.b, q.h, t), cum_lo(q.b, q.h, t));
+  return vec3<f32>(dy[x_idx(q.b, t, q.h, p)], cum_hi(q.b, q.h, t), cum_lo(q.b, q.h, t));
 }
 
 // dy_s exp(cum_s), with cum's operations.
@@ -676,22 +679,26 @@ fn c_elem(q: Tile48, s: u32, n: u32) -> f32 {
   return C[bc_idx(q.b, q.t0 + s, q.g, n)];
 }
 
-fn dchunk_state_put(st: u32, lid: u32, a0: vec3<f32>, a1: vec3<f32>, b00: f32, b01: f32,
-                    b10: f32, b11: f32) {
-  put48(st, lid, dchunk_state_a_val(a0), dchunk_state_a_val(a1), b00, b01, b10, b11);
+// As chunk_state_load (A's element in a0.xyz, a1.xyz).
+fn dchunk_state_load(q: Tile48, k0: u32, lid: u32) -> Pre48 {
+  let k = k0 + (lid >> 6u);
+  let p = q.p0 + (lid & 63u);
+  let n = q.n0 + (lid & 63u);
+  return Pre48(vec4<f32>(dchunk_state_a(q, k, p), 0.0),
+               vec4<f32>(dchunk_state_a(q, k + 4u, p), 0.0), c_elem(q, k, n),
+               c_elem(q, k, n + TILE), c_elem(q, k + 4u, n), c_elem(q, k + 4u, n + TILE));
+}
+
+fn dchunk_state_put(st: u32, lid: u32, v: Pre48) {
+  put48(st, lid, dchunk_state_a_val(v.a0.xyz), dchunk_state_a_val(v.a1.xyz), v.b00, v.b01,
+        v.b10, v.b11);
 }
 
 // K step s from stage cur, as chunk_state_step.
 fn dchunk_state_step(acc: ptr<function, Acc48>, q: Tile48, s: u32, cur: u32, lid: u32) {
-  let k = (s + 1u) * TILE_K8 + (lid >> 6u);
-  let a0 = dchunk_state_a(q, k);
-  let a1 = dchunk_state_a(q, k + 4u);
-  let b00 = c_elem(q, k, q.n);
-  let b01 = c_elem(q, k, q.n + TILE);
-  let b10 = c_elem(q, k + 4u, q.n);
-  let b11 = c_elem(q, k + 4u, q.n + TILE);
+  let v = dchunk_state_load(q, (s + 1u) * TILE_K8, lid);
   k_step48(acc, cur, lid);
-  dchunk_state_put(1u - cur, lid, a0, a1, b00, b01, b10, b11);
+  dchunk_state_put(1u - cur, lid, v);
   workgroupBarrier();
 }
 
@@ -700,12 +707,9 @@ fn ssd_dchunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
                     @builtin(local_invocation_index) lid: u32) {
   let lw = wg_linear(wid, nwg);
   let ok = lw < params.total;
-  let q = tile48(select(0u, lw, ok), lid);
+  let q = tile48(select(0u, lw, ok));
   var acc = acc48_zero();
-  let k = lid >> 6u;
-  dchunk_state_put(0u, lid, dchunk_state_a(q, k), dchunk_state_a(q, k + 4u), c_elem(q, k, q.n),
-                   c_elem(q, k, q.n + TILE), c_elem(q, k + 4u, q.n),
-                   c_elem(q, k + 4u, q.n + TILE));
+  dchunk_state_put(0u, lid, dchunk_state_load(q, 0u, lid));
   workgroupBarrier();
   // chunk 0's entering state is zero: its adjoint is never used
   let kend = select(q.len, 0u, q.c == 0u);
