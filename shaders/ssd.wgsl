@@ -485,9 +485,12 @@ fn b_elem(q: Tile48, s: u32, n: u32) -> f32 {
   return B[bc_idx(q.b, q.t0 + s, q.g, n)];
 }
 
-// Loads the invocation's elements of the K step whose first k is k0 (A's as raw loads).
-struct Pre48 { a0: vec4<f32>, a1: vec4<f32>, b00: f32, b01: f32, b10: f32, b11: f32, }
+// An invocation's prefetched elements of one K step: A's two (as raw loads) and B's four.
+struct Pre48 {
+  a0: vec4<f32>, a1: vec4<f32>, b00: f32, b01: f32, b10: f32, b11: f32,
+}
 
+// Loads the invocation's elements of the K step whose first k is k0.
 fn chunk_state_load(q: Tile48, end: vec2<f32>, k0: u32, lid: u32) -> Pre48 {
   let k = k0 + (lid >> 6u);
   let p = q.p0 + (lid & 63u);
