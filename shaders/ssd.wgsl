@@ -622,7 +622,8 @@ fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
       put_b(k_fast64(e), m_fast64(e), vb);
     }
     workgroupBarrier();
-    mm_step(lid);
+    // a warp holds 16 consecutive rows: its terms past its last row are zero, skipped
+    if (k0 < ti * TILE + (lid >> 6u) * 16u + 16u) { mm_step(lid); }
     workgroupBarrier();
   }
   for (var k0 = 0u; k0 < kend2; k0 += TILE_K) {
@@ -806,7 +807,8 @@ fn ssd_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
       put_b(k_fast64(e), m_fast64(e), vb);
     }
     workgroupBarrier();
-    mm_step(lid);
+    // a warp's terms before its first row are zero, skipped
+    if (k0 + TILE_K > si * TILE + (lid >> 6u) * 16u) { mm_step(lid); }
     workgroupBarrier();
   }
   for (var k0 = 0u; k0 < kend2; k0 += TILE_K) {
