@@ -485,24 +485,27 @@ fn b_elem(q: Tile48, s: u32, n: u32) -> f32 {
   return B[bc_idx(q.b, q.t0 + s, q.g, n)];
 }
 
-// An invocation's prefetched elements of one K step: A's two (as raw loads) and B's four.
+// An invocation's prefetched elements of one K step: A's two and B's four. ssd_chunk_state
+// computes A's values at the load (in a0.x, a1.x), ssd_dchunk_state keeps A's raw loads and
+// computes after the FMAs: on the H200 each was faster that way (ssd/NOTES.md, "SSD round 5").
 struct Pre48 {
   a0: vec4<f32>, a1: vec4<f32>, b00: f32, b01: f32, b10: f32, b11: f32,
 }
 
-// Loads the invocation's elements of the K step whose first k is k0.
+// Loads the invocation's elements of the K step whose first k is k0, A's values computed.
 fn chunk_state_load(q: Tile48, end: vec2<f32>, k0: u32, lid: u32) -> Pre48 {
   let k = k0 + (lid >> 6u);
   let p = q.p0 + (lid & 63u);
   let n = q.n0 + (lid & 63u);
-  return Pre48(chunk_state_a(q, end, k, p), chunk_state_a(q, end, k + 4u, p), b_elem(q, k, n),
+  let a0 = chunk_state_a_val(end, chunk_state_a(q, end, k, p));
+  let a1 = chunk_state_a_val(end, chunk_state_a(q, end, k + 4u, p));
+  return Pre48(vec4<f32>(a0), vec4<f32>(a1), b_elem(q, k, n),
                b_elem(q, k, n + TILE), b_elem(q, k + 4u, n), b_elem(q, k + 4u, n + TILE));
 }
 
-// Stores loaded elements into stage st, A's values computed now.
-fn chunk_state_put(end: vec2<f32>, st: u32, lid: u32, v: Pre48) {
-  put48(st, lid, chunk_state_a_val(end, v.a0), chunk_state_a_val(end, v.a1), v.b00, v.b01,
-        v.b10, v.b11);
+// Stores loaded elements into stage st.
+fn chunk_state_put(st: u32, lid: u32, v: Pre48) {
+  put48(st, lid, v.a0.x, v.a1.x, v.b00, v.b01, v.b10, v.b11);
 }
 
 // K step s from stage cur: the next step's elements into registers, the FMAs, the elements
@@ -511,7 +514,7 @@ fn chunk_state_step(acc: ptr<function, Acc48>, q: Tile48, end: vec2<f32>, s: u32
                     lid: u32) {
   let v = chunk_state_load(q, end, (s + 1u) * TILE_K8, lid);
   k_step48(acc, cur, lid);
-  chunk_state_put(end, 1u - cur, lid, v);
+  chunk_state_put(1u - cur, lid, v);
   workgroupBarrier();
 }
 
@@ -524,7 +527,7 @@ fn ssd_chunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
   let tend = q.t0 + q.len - 1u;
   let end = vec2<f32>(cum_hi(q.b, q.h, tend), cum_lo(q.b, q.h, tend));
   var acc = acc48_zero();
-  chunk_state_put(end, 0u, lid, chunk_state_load(q, end, 0u, lid));
+  chunk_state_put(0u, lid, chunk_state_load(q, end, 0u, lid));
   workgroupBarrier();
   let steps = (q.len + TILE_K8 - 1u) / TILE_K8;
   for (var s = 0u; s < steps; s += 2u) {
