@@ -142,6 +142,20 @@ def test_built_plots_are_frozen_out_of_collections_until_the_window_closes(
     assert gc.get_freeze_count() == 0  # its objects can be collected again
 
 
+def test_the_heap_settles_only_once_the_window_is_idle(qtbot, make_window, monkeypatch) -> None:
+    # heap.settle's full collection holds the GIL for tens of ms: it must not land while a
+    # run (e.g. a kernel the user waits on) is in flight.
+    w = make_window()
+    qtbot.waitUntil(lambda: not w._settle_timer.isActive(), timeout=5000)
+    settled: list[bool] = []  # scheduler.waiting at each settle
+    monkeypatch.setattr(heap, "settle", lambda: settled.append(w.scheduler.waiting))
+    w.run_now()
+    assert w.scheduler.waiting
+    w._settle_timer.start(0)  # as a newly built layout asks
+    qtbot.waitUntil(lambda: bool(settled), timeout=RUN_TIMEOUT_MS)
+    assert settled == [False]
+
+
 def test_newest_request_wins(qtbot, make_window) -> None:
     w = make_window()
     for freq in (2.0, 3.0, 5.0):

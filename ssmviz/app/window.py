@@ -47,6 +47,8 @@ PLAY_INTERVAL_MS = 40
 PLAY_TICKS = 250
 #: A result longer than this is shown in parts, one event-loop turn each.
 SPLIT_ABOVE = 8192
+#: How often a heap settle that found the window busy looks again.
+SETTLE_RETRY_MS = 250
 
 
 def app_settings() -> QSettings:
@@ -143,6 +145,10 @@ class MainWindow(QMainWindow):
         #: The generation whose plots are all shown; a counter that cancels stale parts.
         self.applied_generation = 0
         self._settled_layout: tuple | None = None  # the plots heap.settle() last froze
+        # heap.settle()'s full collection (tens of ms holding the GIL) waits for an idle
+        # window: never in the middle of a run, a drag or a kernel the user waits on.
+        self._settle_timer = QTimer(self, singleShot=True, interval=0)
+        self._settle_timer.timeout.connect(self._settle_heap)
         self._apply_token = 0
         self._grads_stale = False
         # A tab behind another stays isVisible(); visibilityChanged says when it is seen.
@@ -263,14 +269,18 @@ class MainWindow(QMainWindow):
         layout = (result.problem.family, tuple(self.grad_plots.rows))
         if layout != self._settled_layout:  # new plots: once they are painted
             self._settled_layout = layout
-            QTimer.singleShot(0, self, self._settle_heap)
+            self._settle_timer.start(0)
         latency = time.perf_counter() - result.requested_at
         self.latencies.append(latency)
         self.plotsUpdated.emit(result.generation, latency)
 
     def _settle_heap(self) -> None:
-        if not self._closed:  # a closed window's objects must stay collectable
-            heap.settle()
+        if self._closed:  # a closed window's objects must stay collectable
+            return
+        if self.scheduler.waiting or self.view_worker.busy:
+            self._settle_timer.start(SETTLE_RETRY_MS)  # not idle yet: look again later
+            return
+        heap.settle()
 
     def _current_sel(self, result: RunResult) -> Selection:
         return clamp_selection(result.problem.family, result.inputs, self.controls.selection())
@@ -526,6 +536,7 @@ class MainWindow(QMainWindow):
             return
         self._closed = True
         self.play_timer.stop()
+        self._settle_timer.stop()
         self.shader_panel.shutdown()
         self.scheduler.shutdown()
         self.view_worker.stop()
