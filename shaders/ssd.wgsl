@@ -686,7 +686,8 @@ fn c_elem(q: Tile48, s: u32, n: u32) -> f32 {
   return C[bc_idx(q.b, q.t0 + s, q.g, n)];
 }
 
-// As chunk_state_load (A's element in a0.xyz, a1.xyz).
+// Loads the invocation's elements of the K step whose first k is k0, A's as raw loads (in
+// a0.xyz, a1.xyz: its value is computed at the store, after the FMAs).
 fn dchunk_state_load(q: Tile48, k0: u32, lid: u32) -> Pre48 {
   let k = k0 + (lid >> 6u);
   let p = q.p0 + (lid & 63u);
