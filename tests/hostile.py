@@ -1,10 +1,13 @@
 """Kernels that hang or crash ssmviz's compiler/driver, made from the shipped reference.
 
 lavapipe stops every loop of an invocation after 65535 iterations in all (a spin loop
-only burns that budget), so :func:`spin_kernel` spins with a loop of 65000 iterations
-whose body is a long chain of integer mixing steps that nothing can fold. Measured on
-the 2-core CI machine: a one-run check of it (no probes, --timeout 100) took 104 s, so
-its forward_scan dispatch runs for tens of seconds, far past the tests' 2-3 s deadlines.
+only burns that budget; nested loops share it), so :func:`spin_kernel` spins with a loop
+of 65000 iterations whose body is a long chain of integer mixing steps that nothing can
+fold, each with a data-dependent integer division (the CPU has no vector division:
+lavapipe runs it lane by lane). Measured on the 2-core machine (2026-12-03): 256
+one-invocation workgroups of that loop took 69 s with the division and 6.7 s without,
+and without it a one-run check of the tiny problem (1, 20, 3, 2) finished inside the
+tests' 2 s deadline; with it every invocation spins far past the tests' 2-3 s deadlines.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ def spin_kernel(steps: int = 400) -> str:
     """builderforce_reference.js whose `forward_scan` spins for minutes."""
     src = REFERENCE.read_text(encoding="utf-8")
     assert src.count(_ANCHOR) == 1
-    body = "\n".join("    spin = (spin ^ (spin >> 13u)) * 1540483477u;" for _ in range(steps))
+    body = "\n".join("    spin = (spin ^ (spin >> 13u)) * 1540483477u + spin / ((spin & 15u) + 3u);"
+                     for _ in range(steps))
     spin = ("  var spin = lid.x + wid.x;\n"
             "  for (var i1 = 0u; i1 < 65000u; i1 = i1 + 1u) {\n" + body + "\n  }\n"
             "  if (spin == 7u) { return; }\n")
