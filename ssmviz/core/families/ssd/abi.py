@@ -175,9 +175,8 @@ SSD_ABI = AbiProfile(
         "convention 0 = mamba, 1 = builderforce; reverse 1 runs workgroups in reverse order "
         "(race probe); total = workgroups of this dispatch; n_ptiles = ceil(d_head/64), "
         "n_ntiles = ceil(d_state/64) (the 128-column tiles of ssd_chunk_state and "
-        "ssd_dchunk_state are pairs of them), "
-        "n_qtiles = ceil(chunk_len/64); chunk_len is clamped "
-        "to seq_len; the linear workgroup id is wid.x + wid.y * num_workgroups.x",
+        "ssd_dchunk_state are pairs of them), n_qtiles = ceil(chunk_len/64); chunk_len is "
+        "clamped to seq_len; the linear workgroup id is wid.x + wid.y * num_workgroups.x",
     ],
 )
 
