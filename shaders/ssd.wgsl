@@ -24,11 +24,12 @@
 // pass), so results are bitwise deterministic. params.reverse = 1 reverses the workgroup order
 // of every pass (a race probe: the bits must not change).
 // Matmul-shaped passes: 64 x 64 output tile per 256-thread workgroup, 4 x 4 register block per
-// thread, K step 16 (8 in ssd_cb and ssd_mh), two 4.25 KiB workgroup tiles (rows padded against
-// bank conflicts); ssd_chunk_state and ssd_dchunk_state instead compute 64 x 128 (4 x 8 per
-// thread) in two stages of K step 8 (see "64 x 128 two-stage core"); factors that depend on a
-// tile row (or column) alone are computed once per tile (or head) into row_f / col_f, those of
-// a K column once per K step, with the same operations as per element (so the same bits).
+// thread, K step 16 (8 in ssd_cb), two 4.25 KiB workgroup tiles (rows padded against bank
+// conflicts); ssd_chunk_state and ssd_dchunk_state instead compute 64 x 128 (4 x 8 per thread)
+// in two stages of K step 8 (see "64 x 128 two-stage core"), and ssd_mh runs its (head, K step)
+// steps through two stages of K step 16 (see ssd_mh); factors that depend on a tile row alone
+// are computed once per tile (or head) into row_f, those of a K column once per K step, with
+// the same operations as per element (so the same bits).
 
 struct Params {
   batch: u32, seq_len: u32, n_heads: u32, d_head: u32,
@@ -79,7 +80,8 @@ const WORKGROUP_1D: u32 = 64u;
 const TILE_ROW: u32 = 17u;
 var<workgroup> a_tile: array<vec4<f32>, 272>;  // [k][i / 4], 16 x 64 (+4 pad) floats
 var<workgroup> b_tile: array<vec4<f32>, 272>;  // [k][j / 4], 16 x 64 (+4 pad) floats
-// Per-row (and per-column) factors of a tile's operands, computed once per tile or head.
+// Per-row factors of a tile's operands, computed once per tile or head (row_f), and
+// ssd_dt_final's second table (col_f).
 var<workgroup> row_f: array<vec4<f32>, 64>;
 var<workgroup> col_f: array<vec4<f32>, 64>;
 // Accumulator rows ty*4 + r, columns tx*4 + c. Four named vectors, not an array: a
@@ -128,9 +130,9 @@ fn mm_step(lid: u32) {
   }
 }
 
-// The K step of ssd_cb and ssd_mh, whose operands are both K-fast: TILE_K8 = 8 of the 16 rows
-// of the staged tiles (a K step of 8 made these two faster on the H200 and the other passes
-// slower: ssd/NOTES.md, "SSD round 3"). Staging: element e (0..512) of a 64 x 8 operand tile
+// The K step of ssd_cb, whose operands are both K-fast: TILE_K8 = 8 of the 16 rows of the
+// staged tiles (a K step of 8 made it faster on the H200 and the other passes slower:
+// ssd/NOTES.md, "SSD round 3"). Staging: element e (0..512) of a 64 x 8 operand tile
 // is row e >> 3, k e & 7 (a warp: 8 k of 4 rows, one 32-byte segment a row, 32 banks).
 const TILE_K8: u32 = 8u;
 fn mm_step8(lid: u32) {
@@ -847,28 +849,142 @@ fn ssd_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   }
 }
 
-// Decay weights exp(seg(t, s)) of row i for columns j0 .. j0+3 (0 where s > t or out of chunk).
-// Decay weights exp(seg(t, s)) of tile row mi for tile columns mj0 .. mj0+3 (0 where s > t or
-// out of chunk), from the head's cumsums of the tile's rows (row_f.xy) and columns (col_f.yz).
-fn decay4(ti: u32, tj: u32, len: u32, mi: u32, mj0: u32) -> vec4<f32> {
+// Pass B4: dcb[b, c, g][t, s] = Σ_{h in g} (dy_{h,t} · s_{h,s} x_{h,s}) decay_h[t, s] for
+// s <= t (0 above), the gradient of cb: per head a K = d_head tile product, scaled by that
+// head's decay and summed in head order. dC and dB then need it once per group instead of
+// once per head.
+// The (head, K step of 16) steps run as one two-stage sequence (matmul.wgsl's recipe: the next
+// step's elements loaded into registers before the FMAs, stored into the other stage after
+// them, one barrier a step). mh_a / mh_b hold dy and s·x as [stage][k][row / 4] vec4s whose
+// column is XOR-swizzled by k & 7, so that the transposed stores (8 k x 4 rows a warp) and the
+// vec4 reads both fall in distinct banks without padding (16 KiB in all, the pass's only
+// workgroup storage). The decay factors come from the cumsums, loaded into registers each step
+// (no per-head table, no per-head barrier); x·s is computed at the store.
+var<workgroup> mh_a: array<vec4<f32>, 512>;
+var<workgroup> mh_b: array<vec4<f32>, 512>;
+const MH_K: u32 = 16u;      // k (of d_head) a step
+const MH_STAGE: u32 = 256u;  // vec4s of one stage: MH_K x 64 floats
+// vec4 of (k, tile row m) in a stage.
+fn mh_at(k: u32, m: u32) -> u32 { return k * 16u + ((m >> 2u) ^ (k & 7u)); }
+
+// exp(seg(t, s)) of row i (its cumsum hi, lo) for columns j0 .. j0+3 (theirs in ch, cl), with
+// seg's operations; 0 where s > t or past the chunk.
+fn mh_decay4(i: u32, len: u32, rh: f32, rl: f32, j0: u32, ch: vec4<f32>, cl: vec4<f32>)
+    -> vec4<f32> {
   var d = vec4<f32>(0.0);
-  let i = ti * TILE + mi;
   if (i < len) {
-    let rf = row_f[mi];
     for (var q = 0u; q < 4u; q++) {
-      if (tj * TILE + mj0 + q <= i) {
-        let cf = col_f[mj0 + q];
-        d[q] = exp((rf.x - cf.y) + (rf.y - cf.z));
-      }
+      if (j0 + q <= i) { d[q] = exp((rh - ch[q]) + (rl - cl[q])); }
     }
   }
   return d;
 }
 
-// Pass B4: dcb[b, c, g][t, s] = Σ_{h in g} (dy_{h,t} · s_{h,s} x_{h,s}) decay_h[t, s] for
-// s <= t (0 above), the gradient of cb: per head a K = d_head tile product, scaled by that
-// head's decay and summed in head order. dC and dB then need it once per group instead of
-// once per head.
+// One step's staged elements of an invocation: k = 8 r + lid % 8 (r < MH_K / 8, component r) of
+// rows lid / 8 (a0 of dy, b0 of x) and 32 + lid / 8 (a1, b1); sc = the input scale of those two
+// rows of x. Out of range (past the chunk or d_head) they are exact zeros.
+struct MhPre { a0: vec2<f32>, a1: vec2<f32>, b0: vec2<f32>, b1: vec2<f32>, sc: vec2<f32> }
+
+// A workgroup's (b, g, first step t0, steps len, row and column tiles ti, tj, K steps a head kb):
+// workgroup-uniform only, as the step loop's bound comes from it (see Tile48).
+struct MhTile { b: u32, g: u32, t0: u32, len: u32, ti: u32, tj: u32, kb: u32 }
+
+// dy (mh_ld) and x (mh_lx) of chunk step i, head h, p at clamped indices; 0 out of range.
+fn mh_ld(tl: MhTile, i: u32, h: u32, p: u32) -> f32 {
+  let ok = i < tl.len && p < params.d_head;
+  let v = dy[x_idx(tl.b, tl.t0 + min(i, tl.len - 1u), h, min(p, params.d_head - 1u))];
+  return select(0.0, v, ok);
+}
+fn mh_lx(tl: MhTile, j: u32, h: u32, p: u32) -> f32 {
+  let ok = j < tl.len && p < params.d_head;
+  let v = x[x_idx(tl.b, tl.t0 + min(j, tl.len - 1u), h, min(p, params.d_head - 1u))];
+  return select(0.0, v, ok);
+}
+
+// Step s's elements (head s / kb, k from (s % kb) · MH_K); the loads are unconditional.
+fn mh_load(tl: MhTile, s: u32, lid: u32) -> MhPre {
+  let hpg = params.n_heads / params.n_groups;
+  let h = tl.g * hpg + s / tl.kb;
+  let p = (s % tl.kb) * MH_K + (lid & 7u);
+  let ia = tl.ti * TILE + (lid >> 3u);
+  let jb = tl.tj * TILE + (lid >> 3u);
+  var r: MhPre;
+  for (var q = 0u; q < MH_K / 8u; q++) {
+    r.a0[q] = mh_ld(tl, ia, h, p + 8u * q);
+    r.a1[q] = mh_ld(tl, ia + 32u, h, p + 8u * q);
+    r.b0[q] = mh_lx(tl, jb, h, p + 8u * q);
+    r.b1[q] = mh_lx(tl, jb + 32u, h, p + 8u * q);
+  }
+  r.sc = vec2<f32>(in_scale(tl.b, h, tl.t0 + min(jb, tl.len - 1u)),
+                   in_scale(tl.b, h, tl.t0 + min(jb + 32u, tl.len - 1u)));
+  return r;
+}
+
+// Stores an invocation's staged elements into the stage at st (x times its row's scale).
+fn mh_put(st: u32, pre: MhPre, lid: u32) {
+  let m = lid >> 3u;
+  let k = lid & 7u;
+  let c = m & 3u;
+  for (var r = 0u; r < MH_K / 8u; r++) {
+    let kk = k + 8u * r;
+    let at = st + mh_at(kk, m);
+    let at1 = st + mh_at(kk, m + 32u);
+    mh_a[at][c] = pre.a0[r];
+    mh_a[at1][c] = pre.a1[r];
+    mh_b[at][c] = pre.b0[r] * pre.sc.x;
+    mh_b[at1][c] = pre.b1[r] * pre.sc.y;
+  }
+}
+
+// The FMAs of one step from the stage at st, k in order (the invocation's 4 x 4 block).
+fn mh_fma(st: u32, ty: u32, tx: u32) {
+  for (var k = 0u; k < MH_K; k++) {
+    let a = mh_a[st + k * 16u + (ty ^ (k & 7u))];
+    let bb = mh_b[st + k * 16u + (tx ^ (k & 7u))];
+    acc0 = fma(vec4<f32>(a.x), bb, acc0);
+    acc1 = fma(vec4<f32>(a.y), bb, acc1);
+    acc2 = fma(vec4<f32>(a.z), bb, acc2);
+    acc3 = fma(vec4<f32>(a.w), bb, acc3);
+  }
+}
+
+// The invocation's decay-weighted sums over the heads (rows i0 .. i0+3).
+struct MhOut { m0: vec4<f32>, m1: vec4<f32>, m2: vec4<f32>, m3: vec4<f32> }
+
+// Step s from stage cur: the next step's elements into registers, the FMAs, the elements into
+// the other stage, the barrier, and at a head's last step its decay-weighted sum.
+fn mh_step(o: ptr<function, MhOut>, tl: MhTile, s: u32, steps: u32, cur: u32, lid: u32) {
+  let tx = lane_tx(lid);
+  let ty = lane_ty(lid);
+  let kk = s % tl.kb;
+  let nxt = mh_load(tl, min(s + 1u, steps - 1u), lid);
+  let h = tl.g * (params.n_heads / params.n_groups) + s / tl.kb;
+  let i0 = tl.ti * TILE + ty * 4u;
+  let j0 = tl.tj * TILE + tx * 4u;
+  var rh = vec4<f32>(0.0);
+  var rl = vec4<f32>(0.0);
+  var ch = vec4<f32>(0.0);
+  var cl = vec4<f32>(0.0);
+  for (var r = 0u; r < 4u; r++) {
+    let ir = tl.t0 + min(i0 + r, tl.len - 1u);
+    rh[r] = cum_hi(tl.b, h, ir);
+    rl[r] = cum_lo(tl.b, h, ir);
+    let jr = tl.t0 + min(j0 + r, tl.len - 1u);
+    ch[r] = cum_hi(tl.b, h, jr);
+    cl[r] = cum_lo(tl.b, h, jr);
+  }
+  if (kk == 0u) { acc_zero(); }
+  mh_fma(cur, ty, tx);
+  mh_put(MH_STAGE - cur, nxt, lid);
+  workgroupBarrier();
+  if (kk + 1u == tl.kb) {
+    (*o).m0 = fma(acc0, mh_decay4(i0, tl.len, rh.x, rl.x, j0, ch, cl), (*o).m0);
+    (*o).m1 = fma(acc1, mh_decay4(i0 + 1u, tl.len, rh.y, rl.y, j0, ch, cl), (*o).m1);
+    (*o).m2 = fma(acc2, mh_decay4(i0 + 2u, tl.len, rh.z, rl.z, j0, ch, cl), (*o).m2);
+    (*o).m3 = fma(acc3, mh_decay4(i0 + 3u, tl.len, rh.w, rl.w, j0, ch, cl), (*o).m3);
+  }
+}
+
 @compute @workgroup_size(256)
 fn ssd_mh(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
           @builtin(local_invocation_index) lid: u32) {
@@ -876,80 +992,36 @@ fn ssd_mh(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   let ok = lw < params.total;
   let w = select(0u, lw, ok);
   let nq = params.n_qtiles;
-  let tj = w % nq;
-  let ti = (w / nq) % nq;
+  var tl: MhTile;
+  tl.tj = w % nq;
+  tl.ti = (w / nq) % nq;
   let z = w / (nq * nq);
-  let g = z % params.n_groups;
+  tl.g = z % params.n_groups;
   let c = (z / params.n_groups) % params.n_chunks;
-  let b = z / (params.n_groups * params.n_chunks);
-  let hpg = params.n_heads / params.n_groups;
-  let t0 = c * params.chunk_len;
-  let len = chunk_len_of(c);
-  let need = tj <= ti && ti * TILE < len;
-  let kend = select(0u, params.d_head, need);
-  let tx = lane_tx(lid);
-  let ty = lane_ty(lid);
-  let i0 = ti * TILE + ty * 4u;
-  let j0 = tj * TILE + tx * 4u;
-  var m0 = vec4<f32>(0.0);
-  var m1 = vec4<f32>(0.0);
-  var m2 = vec4<f32>(0.0);
-  var m3 = vec4<f32>(0.0);
-  for (var hh = 0u; hh < hpg; hh++) {
-    let h = g * hpg + hh;
-    // the head's cumsums of the tile's rows and columns and its input scale of the columns
-    // (after the previous head's decay weights read them)
-    workgroupBarrier();
-    if (lid < TILE) {
-      let i = ti * TILE + lid;
-      let s = tj * TILE + lid;
-      var rf = vec4<f32>(0.0);
-      var cf = vec4<f32>(0.0);
-      if (i < len) { rf = vec4<f32>(cum_hi(b, h, t0 + i), cum_lo(b, h, t0 + i), 0.0, 0.0); }
-      if (s < len) {
-        cf = vec4<f32>(in_scale(b, h, t0 + s), cum_hi(b, h, t0 + s), cum_lo(b, h, t0 + s), 0.0);
-      }
-      row_f[lid] = rf;
-      col_f[lid] = cf;
-    }
-    workgroupBarrier();
-    acc_zero();
-    for (var k0 = 0u; k0 < kend; k0 += TILE_K8) {
-      for (var r = 0u; r < 2u; r++) {
-        let e = lid + WORKGROUP * r;
-        let m = e >> 3u;
-        let kk = e & 7u;
-        let p = k0 + kk;
-        let i = ti * TILE + m;
-        let j = tj * TILE + m;
-        var va = 0.0;
-        var vb = 0.0;
-        if (p < params.d_head) {
-          if (i < len) { va = dy[x_idx(b, t0 + i, h, p)]; }
-          if (j < len) { vb = x[x_idx(b, t0 + j, h, p)] * col_f[m].x; }
-        }
-        put_a(kk, m, va);
-        put_b(kk, m, vb);
-      }
-      workgroupBarrier();
-      mm_step8(lid);
-      workgroupBarrier();
-    }
-    if (need) {
-      m0 = fma(acc0, decay4(ti, tj, len, ty * 4u, tx * 4u), m0);
-      m1 = fma(acc1, decay4(ti, tj, len, ty * 4u + 1u, tx * 4u), m1);
-      m2 = fma(acc2, decay4(ti, tj, len, ty * 4u + 2u, tx * 4u), m2);
-      m3 = fma(acc3, decay4(ti, tj, len, ty * 4u + 3u, tx * 4u), m3);
-    }
+  tl.b = z / (params.n_groups * params.n_chunks);
+  tl.t0 = c * params.chunk_len;
+  tl.len = chunk_len_of(c);
+  tl.kb = (params.d_head + MH_K - 1u) / MH_K;
+  let need = tl.tj <= tl.ti && tl.ti * TILE < tl.len;
+  let steps = select(0u, (params.n_heads / params.n_groups) * tl.kb, need);
+  let zero = vec4<f32>(0.0);
+  var o = MhOut(zero, zero, zero, zero);
+  mh_put(0u, mh_load(tl, 0u, lid), lid);
+  workgroupBarrier();
+  for (var s = 0u; s < steps; s += 2u) {
+    mh_step(&o, tl, s, steps, 0u, lid);
+    if (s + 1u < steps) { mh_step(&o, tl, s + 1u, steps, MH_STAGE, lid); }
   }
   if (ok && need) {
+    let i0 = tl.ti * TILE + lane_ty(lid) * 4u;
+    let j0 = tl.tj * TILE + lane_tx(lid) * 4u;
     for (var r = 0u; r < 4u; r++) {
-      var v = m3;
-      if (r == 0u) { v = m0; } else if (r == 1u) { v = m1; } else if (r == 2u) { v = m2; }
+      var v = o.m3;
+      if (r == 0u) { v = o.m0; } else if (r == 1u) { v = o.m1; } else if (r == 2u) { v = o.m2; }
       let i = i0 + r;
       for (var q = 0u; q < 4u; q++) {
         let j = j0 + q;
-        if (i < len && j < len) { dcb[cb_idx(b, c, g, i, j)] = v[q]; }
+        if (i < tl.len && j < tl.len) { dcb[cb_idx(tl.b, c, tl.g, i, j)] = v[q]; }
       }
     }
   }

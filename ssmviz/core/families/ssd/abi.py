@@ -27,31 +27,33 @@ from ssmviz.core.families.family import DerivedRole, RoleSpec
 SHADER = "ssd.wgsl"
 
 #: Matmul tile of the matrix-form passes: TILE x TILE outputs per workgroup of WORKGROUP
-#: threads (4 x 4 each), K step TILE_K (8 in ssd_cb and ssd_mh, on the same tiles);
-#: ssd_chunk_state and ssd_dchunk_state compute TILE x 2·TILE (4 x 8 each) in two stages of
-#: K step 8. Must match the constants in ssd.wgsl.
+#: threads (4 x 4 each), K step TILE_K (8 in ssd_cb, on the same tiles); ssd_chunk_state and
+#: ssd_dchunk_state compute TILE x 2·TILE (4 x 8 each) in two stages of K step 8, ssd_mh
+#: TILE x TILE in two stages of K step MH_K. Must match the constants in ssd.wgsl.
 TILE = 64
 TILE_K = 16
 WORKGROUP = 256
 WORKGROUP_1D = 64
 #: Rows of ssd_dt_elem per workgroup (64 invocations each). Must match DT_ROWS in ssd.wgsl.
 DT_ROWS = WORKGROUP // WORKGROUP_1D
+#: ssd_mh's K step (MH_K in ssd.wgsl): two stages of an A and a B tile of MH_K x TILE floats.
+MH_K = 16
 #: Floats per K row of a staged tile: TILE, padded by 4 against bank conflicts (TILE_ROW in
 #: ssd.wgsl is this in vec4s).
 TILE_ROW = TILE + 4
-#: The most workgroup storage a matmul pipeline declares: an A and a B tile of TILE_ROW x TILE_K
-#: floats and two 64-row tables of vec4 factors (of the tile's rows and columns).
-WORKGROUP_STORAGE_BYTES = 2 * TILE_ROW * TILE_K * 4 + 2 * 64 * 16
 #: Workgroup storage of each pass that declares any: the matmul tiles, 64-entry tables of
-#: vec4 factors (row_f, col_f) or of partial sums, and ssd_dt_elem's 256-entry vec4 table
-#: (row_dots), in which ssd_chunk_state and ssd_dchunk_state stage B's (C's) columns 64..127.
+#: vec4 factors (row_f, col_f) or of partial sums, ssd_dt_elem's 256-entry vec4 table
+#: (row_dots), in which ssd_chunk_state and ssd_dchunk_state stage B's (C's) columns 64..127,
+#: and ssd_mh's own two stages (mh_a, mh_b: WebGPU's default 16 KiB exactly).
 _TILES = 2 * TILE_ROW * TILE_K * 4
 _ROW_DOTS = 16 * WORKGROUP
 _STORAGE = {"ssd_cb": _TILES, "ssd_chunk_state": _TILES + _ROW_DOTS,
             "ssd_dchunk_state": _TILES + _ROW_DOTS, "ssd_chunk_out": _TILES + 16 * 64,
             "ssd_dx": _TILES + 16 * 64, "ssd_dc": _TILES + 16 * 64, "ssd_db": _TILES + 16 * 64,
-            "ssd_mh": _TILES + 2 * 16 * 64, "ssd_prep": 16 * 64, "ssd_dt_final": 2 * 16 * 64,
+            "ssd_mh": 2 * 2 * MH_K * TILE * 4, "ssd_prep": 16 * 64, "ssd_dt_final": 2 * 16 * 64,
             "ssd_dt_elem": _ROW_DOTS, "ssd_dt_boundary": 4 * 64}
+#: The most workgroup storage one of the passes declares (ssd_mh's).
+WORKGROUP_STORAGE_BYTES = max(_STORAGE.values())
 
 INPUTS = ("x", "dt", "A_log", "B", "C", "D", "dt_bias", "dy")
 PARAM_FIELDS = (
