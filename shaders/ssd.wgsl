@@ -952,7 +952,9 @@ fn mh_fma(st: u32, ty: u32, tx: u32) {
 struct MhOut { m0: vec4<f32>, m1: vec4<f32>, m2: vec4<f32>, m3: vec4<f32> }
 
 // Step s from stage cur: the next step's elements into registers, the FMAs, the elements into
-// the other stage, the barrier, and at a head's last step its decay-weighted sum.
+// the other stage, the barrier, and at a head's last step its decay-weighted sum. The head's
+// cumsums are loaded every step although only its last step uses them: a load under an `if`
+// put its latency on the step in S6 (families/s6/NOTES.md, 'Fifth round'; not timed here).
 fn mh_step(o: ptr<function, MhOut>, tl: MhTile, s: u32, steps: u32, cur: u32, lid: u32) {
   let tx = lane_tx(lid);
   let ty = lane_ty(lid);
