@@ -28,8 +28,11 @@
 // conflicts); ssd_chunk_state and ssd_dchunk_state instead compute 64 x 128 (4 x 8 per thread)
 // in two stages of K step 8 (see "64 x 128 two-stage core"), and ssd_mh runs its (head, K step)
 // steps through two stages of K step 16 (see ssd_mh); factors that depend on a tile row alone
-// are computed once per tile (or head) into row_f, those of a K column once per K step, with
-// the same operations as per element (so the same bits).
+// are computed once per tile (or head) into row_f (in ssd_chunk_out and ssd_dx, into the
+// registers of the invocations that stage that row, which saves a barrier and the table),
+// those of a K column once per K step, with the same operations as per element (so the same
+// bits). Hot loads are unconditional at a clamped index, masked by select: no divergent
+// branch around a load.
 
 struct Params {
   batch: u32, seq_len: u32, n_heads: u32, d_head: u32,
@@ -564,6 +567,31 @@ fn ssd_state_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
   final_state[item] = s;
 }
 
+// The accumulators' rows 32 hf .. 32 hf + 31 of the tile staged row-major (64 floats a row;
+// rows 0..15 in a_tile, 16..31 in b_tile), so that the tile's stores to global memory are
+// coalesced (consecutive invocations, consecutive floats).
+fn stage_half(hf: u32, lid: u32) {
+  let ty = lane_ty(lid);
+  let tx = lane_tx(lid);
+  if ((ty >> 3u) == hf) {
+    for (var r = 0u; r < 4u; r++) {
+      let row = (ty & 7u) * 4u + r;
+      if (row < 16u) {
+        a_tile[row * 16u + tx] = acc_row(r);
+      } else {
+        b_tile[(row - 16u) * 16u + tx] = acc_row(r);
+      }
+    }
+  }
+}
+
+// Float f (0 .. 2047, row-major) of the staged half.
+fn staged(f: u32) -> f32 {
+  let v = f >> 2u;
+  if (v < 256u) { return a_tile[v][f & 3u]; }
+  return b_tile[v - 256u][f & 3u];
+}
+
 // Pass 5: y = (C Bᵀ ∘ decay ∘ s) x + diag(exp(cum)) C S_inᵀ + D x  per (b, c, h), tile (t, p).
 @compute @workgroup_size(256)
 fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -585,86 +613,85 @@ fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
   let kend1 = select(0u, min(len, ti * TILE + TILE), live);
   let kend2 = select(0u, params.d_state, live && c > 0u);
   let slots = params.n_chunks + 1u;
-  // the tile's rows: cum_hi, cum_lo and exp(cum)
-  if (lid < TILE) {
-    let ir = ti * TILE + lid;
-    var rf = vec4<f32>(0.0);
-    if (ir < len) {
-      let hi = cum_hi(b, h, t0 + ir);
-      let lo = cum_lo(b, h, t0 + ir);
-      rf = vec4<f32>(hi, lo, exp(hi + lo), 0.0);
-    }
-    row_f[lid] = rf;
-  }
-  workgroupBarrier();
   acc_zero();
+  let mrow = m_fastk(lid);
+  let kcol = k_fastk(lid);
+  let ir0 = ti * TILE + mrow;
+  let last = len - 1u;
+  // the cumsums (hi, lo) of this invocation's 4 staging rows ir0 + 16 r
+  let rh = vec4<f32>(cum_hi(b, h, t0 + min(ir0, last)), cum_hi(b, h, t0 + min(ir0 + 16u, last)),
+                     cum_hi(b, h, t0 + min(ir0 + 32u, last)),
+                     cum_hi(b, h, t0 + min(ir0 + 48u, last)));
+  let rl = vec4<f32>(cum_lo(b, h, t0 + min(ir0, last)), cum_lo(b, h, t0 + min(ir0 + 16u, last)),
+                     cum_lo(b, h, t0 + min(ir0 + 32u, last)),
+                     cum_lo(b, h, t0 + min(ir0 + 48u, last)));
+  let pcol = pt * TILE + m_fast64(lid);
+  let pc = min(pcol, params.d_head - 1u);
   for (var k0 = 0u; k0 < kend1; k0 += TILE_K) {
-    // this invocation's K column of the a_tile (the same for its 4 elements)
-    let sa = k0 + k_fastk(lid);
-    var hs = 0.0;
-    var ls = 0.0;
-    var ss = 0.0;
-    if (sa < len) {
-      hs = cum_hi(b, h, t0 + sa);
-      ls = cum_lo(b, h, t0 + sa);
-      ss = in_scale(b, h, t0 + sa);
-    }
+    let sa = k0 + kcol;
+    let sc = t0 + min(sa, last);
+    let hs = cum_hi(b, h, sc);
+    let ls = cum_lo(b, h, sc);
+    let ss = in_scale(b, h, sc);
+    let cr = cb_idx(b, c, g, 0u, min(sa, last));
+    let v0 = cb[cr + min(ir0, last) * params.chunk_len] * exp((rh.x - hs) + (rl.x - ls)) * ss;
+    let v1 = cb[cr + min(ir0 + 16u, last) * params.chunk_len] * exp((rh.y - hs) + (rl.y - ls)) * ss;
+    let v2 = cb[cr + min(ir0 + 32u, last) * params.chunk_len] * exp((rh.z - hs) + (rl.z - ls)) * ss;
+    let v3 = cb[cr + min(ir0 + 48u, last) * params.chunk_len] * exp((rh.w - hs) + (rl.w - ls)) * ss;
+    put_a(kcol, mrow, select(0.0, v0, ir0 < len && sa <= ir0));
+    put_a(kcol, mrow + 16u, select(0.0, v1, ir0 + 16u < len && sa <= ir0 + 16u));
+    put_a(kcol, mrow + 32u, select(0.0, v2, ir0 + 32u < len && sa <= ir0 + 32u));
+    put_a(kcol, mrow + 48u, select(0.0, v3, ir0 + 48u < len && sa <= ir0 + 48u));
     for (var r = 0u; r < 4u; r++) {
-      let e = lid + WORKGROUP * r;
-      // a_tile: CB[i, s] decay[i, s] s_s, row-contiguous in s
-      let ia = ti * TILE + m_fastk(e);
-      var va = 0.0;
-      if (ia < len && sa <= ia) {
-        let f = row_f[m_fastk(e)];
-        va = cb[cb_idx(b, c, g, ia, sa)] * exp((f.x - hs) + (f.y - ls)) * ss;
-      }
-      put_a(k_fastk(e), m_fastk(e), va);
-      // b_tile: x[s, p], contiguous in p
-      let sb = k0 + k_fast64(e);
-      let p = pt * TILE + m_fast64(e);
-      var vb = 0.0;
-      if (sb < len && p < params.d_head) { vb = x[x_idx(b, t0 + sb, h, p)]; }
-      put_b(k_fast64(e), m_fast64(e), vb);
+      let sb = k0 + (lid >> 6u) + 4u * r;
+      let vb = x[x_idx(b, t0 + min(sb, last), h, pc)];
+      put_b((lid >> 6u) + 4u * r, m_fast64(lid), select(0.0, vb, sb < len && pcol < params.d_head));
     }
     workgroupBarrier();
     // a warp holds 16 consecutive rows: its terms past its last row are zero, skipped
     if (k0 < ti * TILE + (lid >> 6u) * 16u + 16u) { mm_step(lid); }
     workgroupBarrier();
   }
+  let re = vec4<f32>(exp(rh.x + rl.x), exp(rh.y + rl.y), exp(rh.z + rl.z), exp(rh.w + rl.w));
+  let p0 = pt * TILE + mrow;
   for (var k0 = 0u; k0 < kend2; k0 += TILE_K) {
+    let n = k0 + kcol;
+    let nc = min(n, params.d_state - 1u);
+    let nok = n < params.d_state;
+    put_a(kcol, mrow, select(0.0, C[bc_idx(b, t0 + min(ir0, last), g, nc)] * re.x,
+                             ir0 < len && nok));
+    put_a(kcol, mrow + 16u, select(0.0, C[bc_idx(b, t0 + min(ir0 + 16u, last), g, nc)] * re.y,
+                                   ir0 + 16u < len && nok));
+    put_a(kcol, mrow + 32u, select(0.0, C[bc_idx(b, t0 + min(ir0 + 32u, last), g, nc)] * re.z,
+                                   ir0 + 32u < len && nok));
+    put_a(kcol, mrow + 48u, select(0.0, C[bc_idx(b, t0 + min(ir0 + 48u, last), g, nc)] * re.w,
+                                   ir0 + 48u < len && nok));
     for (var r = 0u; r < 4u; r++) {
-      let e = lid + WORKGROUP * r;
-      let i = ti * TILE + m_fastk(e);
-      let n = k0 + k_fastk(e);
-      var va = 0.0;
-      if (i < len && n < params.d_state) { va = C[bc_idx(b, t0 + i, g, n)] * row_f[m_fastk(e)].z; }
-      put_a(k_fastk(e), m_fastk(e), va);
-      // b_tile: S_in[p, n], contiguous in n (= k)
-      let p = pt * TILE + m_fastk(e);
-      var vb = 0.0;
-      if (p < params.d_head && n < params.d_state) {
-        vb = chunk_states[state_idx(b, slots, c, h, p, n)];
-      }
-      put_b(k_fastk(e), m_fastk(e), vb);
+      let p = p0 + 16u * r;
+      let vb = chunk_states[state_idx(b, slots, c, h, min(p, params.d_head - 1u), nc)];
+      put_b(kcol, mrow + 16u * r, select(0.0, vb, p < params.d_head && nok));
     }
     workgroupBarrier();
     mm_step(lid);
     workgroupBarrier();
   }
-  if (ok && live) {
-    let tx = lane_tx(lid);
-    let ty = lane_ty(lid);
-    let d_skip = D[h];
-    for (var r = 0u; r < 4u; r++) {
-      let i = ti * TILE + ty * 4u + r;
-      for (var q = 0u; q < 4u; q++) {
-        let p = pt * TILE + tx * 4u + q;
+  // y through the staging tiles, half a tile at a time: coalesced stores (and loads of x)
+  let d_skip = D[h];
+  for (var hf = 0u; hf < 2u; hf++) {
+    stage_half(hf, lid);
+    workgroupBarrier();
+    if (ok && live) {
+      for (var k = 0u; k < 8u; k++) {
+        let f = lid + WORKGROUP * k;
+        let i = ti * TILE + 32u * hf + (f >> 6u);
+        let p = pt * TILE + (f & 63u);
         if (i < len && p < params.d_head) {
-          let k = x_idx(b, t0 + i, h, p);
-          y[k] = fma(d_skip, x[k], acc_row(r)[q]);
+          let kk = x_idx(b, t0 + i, h, p);
+          y[kk] = fma(d_skip, x[kk], staged(f));
         }
       }
     }
+    workgroupBarrier();
   }
 }
 
@@ -675,17 +702,18 @@ fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
 // A's element of step s at row p: dy_s, cum_s (hi, lo); past the chunk or d_head zeros,
 // whose value below is an exact 0.
 fn dchunk_state_a(q: Tile48, s: u32, p: u32) -> vec3<f32> {
-  if (s >= q.len || p >= params.d_head) { return vec3<f32>(0.0); }
-  let t = q.t0 + s;
-  return vec3<f32>(dy[x_idx(q.b, t, q.h, p)], cum_hi(q.b, q.h, t), cum_lo(q.b, q.h, t));
+  let t = q.t0 + min(s, q.len - 1u);
+  let v = vec3<f32>(dy[x_idx(q.b, t, q.h, min(p, params.d_head - 1u))], cum_hi(q.b, q.h, t),
+                    cum_lo(q.b, q.h, t));
+  return select(vec3<f32>(0.0), v, s < q.len && p < params.d_head);
 }
 
 // dy_s exp(cum_s), with cum's operations.
 fn dchunk_state_a_val(v: vec3<f32>) -> f32 { return v.x * exp(v.y + v.z); }
 
 fn c_elem(q: Tile48, s: u32, n: u32) -> f32 {
-  if (s >= q.len || n >= params.d_state) { return 0.0; }
-  return C[bc_idx(q.b, q.t0 + s, q.g, n)];
+  let v = C[bc_idx(q.b, q.t0 + min(s, q.len - 1u), q.g, min(n, params.d_state - 1u))];
+  return select(0.0, v, s < q.len && n < params.d_state);
 }
 
 // Loads the invocation's elements of the K step whose first k is k0, A's as raw loads (in
@@ -778,59 +806,58 @@ fn ssd_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   // anti-causal: rows s of this tile see t >= si*64 only
   let kbeg1 = select(len, si * TILE, live);
   let kend2 = select(0u, params.d_state, live && c + 1u < params.n_chunks);
+  let last = len - 1u;
   // this invocation's row s of the a_tile in the first product (the same for its 4
-  // elements), and the rows' exp(cum_end - cum_s) for the second
+  // elements), and the exp(cum_end - cum_s) of its 4 staging rows in the second
   let sa = si * TILE + m_fast64(lid);
-  var hs = 0.0;
-  var ls = 0.0;
-  if (sa < len) {
-    hs = cum_hi(b, h, t0 + sa);
-    ls = cum_lo(b, h, t0 + sa);
-  }
-  if (lid < TILE) {
-    let sr = si * TILE + lid;
-    var rf = vec4<f32>(0.0);
-    if (sr < len) { rf.x = exp(seg(b, h, tend, t0 + sr)); }
-    row_f[lid] = rf;
-  }
-  workgroupBarrier();
+  let sac = t0 + min(sa, last);
+  let hs = cum_hi(b, h, sac);
+  let ls = cum_lo(b, h, sac);
+  let mrow = m_fastk(lid);
+  let kcol = k_fastk(lid);
+  let sr0 = si * TILE + mrow;
+  let re = vec4<f32>(exp(seg(b, h, tend, t0 + min(sr0, last))),
+                     exp(seg(b, h, tend, t0 + min(sr0 + 16u, last))),
+                     exp(seg(b, h, tend, t0 + min(sr0 + 32u, last))),
+                     exp(seg(b, h, tend, t0 + min(sr0 + 48u, last))));
+  let pcol = pt * TILE + m_fast64(lid);
+  let pc = min(pcol, params.d_head - 1u);
   acc_zero();
   for (var k0 = kbeg1; k0 < len; k0 += TILE_K) {
     for (var r = 0u; r < 4u; r++) {
-      let e = lid + WORKGROUP * r;
       // a_tile[s, t] = CB[t, s] decay[t, s]: contiguous in s (= rows)
-      let ta = k0 + k_fast64(e);
-      var va = 0.0;
-      if (ta < len && sa <= ta) {
-        let ht = cum_hi(b, h, t0 + ta);
-        let lt = cum_lo(b, h, t0 + ta);
-        va = cb[cb_idx(b, c, g, ta, sa)] * exp((ht - hs) + (lt - ls));
-      }
-      put_a(k_fast64(e), m_fast64(e), va);
-      let p = pt * TILE + m_fast64(e);
-      var vb = 0.0;
-      if (ta < len && p < params.d_head) { vb = dy[x_idx(b, t0 + ta, h, p)]; }
-      put_b(k_fast64(e), m_fast64(e), vb);
+      let ta = k0 + (lid >> 6u) + 4u * r;
+      let tc = min(ta, last);
+      let ht = cum_hi(b, h, t0 + tc);
+      let lt = cum_lo(b, h, t0 + tc);
+      let va = cb[cb_idx(b, c, g, tc, min(sa, last))] * exp((ht - hs) + (lt - ls));
+      let kr = (lid >> 6u) + 4u * r;
+      put_a(kr, m_fast64(lid), select(0.0, va, ta < len && sa <= ta));
+      let vb = dy[x_idx(b, t0 + tc, h, pc)];
+      put_b(kr, m_fast64(lid), select(0.0, vb, ta < len && pcol < params.d_head));
     }
     workgroupBarrier();
     // a warp's terms before its first row are zero, skipped
     if (k0 + TILE_K > si * TILE + (lid >> 6u) * 16u) { mm_step(lid); }
     workgroupBarrier();
   }
+  let p0 = pt * TILE + mrow;
   for (var k0 = 0u; k0 < kend2; k0 += TILE_K) {
+    let n = k0 + kcol;
+    let nc = min(n, params.d_state - 1u);
+    let nok = n < params.d_state;
+    put_a(kcol, mrow, select(0.0, B[bc_idx(b, t0 + min(sr0, last), g, nc)] * re.x,
+                             sr0 < len && nok));
+    put_a(kcol, mrow + 16u, select(0.0, B[bc_idx(b, t0 + min(sr0 + 16u, last), g, nc)] * re.y,
+                                   sr0 + 16u < len && nok));
+    put_a(kcol, mrow + 32u, select(0.0, B[bc_idx(b, t0 + min(sr0 + 32u, last), g, nc)] * re.z,
+                                   sr0 + 32u < len && nok));
+    put_a(kcol, mrow + 48u, select(0.0, B[bc_idx(b, t0 + min(sr0 + 48u, last), g, nc)] * re.w,
+                                   sr0 + 48u < len && nok));
     for (var r = 0u; r < 4u; r++) {
-      let e = lid + WORKGROUP * r;
-      let s = si * TILE + m_fastk(e);
-      let n = k0 + k_fastk(e);
-      var va = 0.0;
-      if (s < len && n < params.d_state) { va = B[bc_idx(b, t0 + s, g, n)] * row_f[m_fastk(e)].x; }
-      put_a(k_fastk(e), m_fastk(e), va);
-      let p = pt * TILE + m_fastk(e);
-      var vb = 0.0;
-      if (p < params.d_head && n < params.d_state) {
-        vb = dstates[state_idx(b, params.n_chunks, c, h, p, n)];
-      }
-      put_b(k_fastk(e), m_fastk(e), vb);
+      let p = p0 + 16u * r;
+      let vb = dstates[state_idx(b, params.n_chunks, c, h, min(p, params.d_head - 1u), nc)];
+      put_b(kcol, mrow + 16u * r, select(0.0, vb, p < params.d_head && nok));
     }
     workgroupBarrier();
     mm_step(lid);
