@@ -228,8 +228,8 @@ def test_poison_check_reports_unwritten_on_a_reused_preparation(runtime, runtime
 def test_ssd_outputs_poisoned_again_before_a_reused_run(runtime, runtime_cache) -> None:
     source = _skips_y_where_u_is(
         shader_source("ssd.wgsl"),
-        "y[k] = fma(d_skip, x[k], acc_row(r)[q]);",
-        "if (x[k] != 12345.0) { y[k] = fma(d_skip, x[k], acc_row(r)[q]); }",
+        "y[kk] = fma(d_skip, x[kk], staged(f));",
+        "if (x[kk] != 12345.0) { y[kk] = fma(d_skip, x[kk], staged(f)); }",
     )
     kernel = SSDKernel(runtime, source=source)
     x = _inputs("ssd", 1, **SSD_SIZES)
