@@ -758,7 +758,9 @@ fn s6_fwd_output(
 // and walks the sequence in tiles of 32 steps staged in workgroup memory (the next
 // tile's loads are in flight in registers while a tile is computed; Δ = softplus is
 // computed once per element as it is stored). Invocation (d, τ, q) takes states
-// 4q..4q+3 of channel d over the 8-step sub-chunk τ of the tile:
+// 4q..4q+3 of channel d over the 8-step sub-chunk τ of the tile; a warp holds one τ
+// (16 channels x 2 quads), so that its reads of Δ and u and its stores of y shares are
+// free of bank conflicts:
 //   1. from h = 0 it sweeps its 8 steps, keeping per step yl = C·h_local (+ D·u) and
 //      w = C ⊙ P (P = running product of Ā), and ends with (P_end, h_local_end);
 //   2. the 4 sub-chunk summaries are exchanged in workgroup memory; each invocation
@@ -843,13 +845,16 @@ fn one_step(prev: OneStep, s: u32, dt_lane: u32, q: u32, A: vec4<f32>, E: vec4<f
     let dt = o_dt[s * OL + dt_lane];
     let uv = o_u[s * OL + dt_lane];
     let a = exp2(dt * E);
-    var k = vec4<f32>(dt);
-    if (zoh) {
-        k = zoh_coef4(dt * A, a, dt, iA);
-    }
     let cv = o_c[s * OQ + q];
+    let bv = o_b[s * OQ + q];
+    var bu: vec4<f32>;
+    if (zoh) {
+        bu = zoh_coef4(dt * A, a, dt, iA) * (bv * uv);
+    } else {
+        bu = bv * (dt * uv);  // Δ·u once, not Δ per state (3 multiplies fewer a step)
+    }
     var r: OneStep;
-    r.h = a * prev.h + k * (o_b[s * OQ + q] * uv);
+    r.h = a * prev.h + bu;
     r.p = prev.p * a;
     r.w = cv * r.p;
     r.yl = d_skip * uv + dot(cv, r.h);
@@ -864,8 +869,8 @@ fn s6_fwd_onepass(
 ) {
     let w = wg_linear(wid, nwg);
     let lane = lid % OL;
-    let tau = (lid / OL) % 4u;
-    let q = lid / (4u * OL);
+    let q = (lid / OL) % OQ;
+    let tau = lid / (OQ * OL);
     let dblk = w % params.n_dblocks;
     let b = w / params.n_dblocks;
     let d0 = dblk * OL;
@@ -918,16 +923,18 @@ fn s6_fwd_onepass(
         if (dok && has_ckpt() && t0 + s0 < params.seq_len) {  // the state entering this sub-chunk
             st_ck4(b, (t0 + s0) / SUB, d, 4u * q, cin);
         }
-        // 3. y shares with the carry-in.
+        // 3. y shares with the carry-in. Row s of o_y holds quad q's share at q ^ (s & 1), so
+        //    that step 4's reads (rows s and s + 1 in a warp) fall in distinct banks too.
         let yo = (s0 * OQ + q) * OL + lane;
+        let yx = (s0 * OQ + (q ^ 1u)) * OL + lane;
         o_y[yo] = r0.yl + dot(r0.w, cin);
-        o_y[yo + OQ * OL] = r1.yl + dot(r1.w, cin);
+        o_y[yx + OQ * OL] = r1.yl + dot(r1.w, cin);
         o_y[yo + 2u * OQ * OL] = r2.yl + dot(r2.w, cin);
-        o_y[yo + 3u * OQ * OL] = r3.yl + dot(r3.w, cin);
+        o_y[yx + 3u * OQ * OL] = r3.yl + dot(r3.w, cin);
         o_y[yo + 4u * OQ * OL] = r4.yl + dot(r4.w, cin);
-        o_y[yo + 5u * OQ * OL] = r5.yl + dot(r5.w, cin);
+        o_y[yx + 5u * OQ * OL] = r5.yl + dot(r5.w, cin);
         o_y[yo + 6u * OQ * OL] = r6.yl + dot(r6.w, cin);
-        o_y[yo + 7u * OQ * OL] = r7.yl + dot(r7.w, cin);
+        o_y[yx + 7u * OQ * OL] = r7.yl + dot(r7.w, cin);
         workgroupBarrier();
         // 4. y = sum of the quads' shares (2 outputs per invocation), then the next tile.
         for (var j = 0u; j < 2u; j++) {
@@ -937,8 +944,9 @@ fn s6_fwd_onepass(
             let t = t0 + s;
             if (wok && dd < params.d_inner && t < params.seq_len) {
                 let o = s * OQ * OL + e % OL;
-                y[act_idx(b, t, dd)] =
-                    ((o_y[o] + o_y[o + OL]) + o_y[o + 2u * OL]) + o_y[o + 3u * OL];
+                let x = s & 1u;
+                y[act_idx(b, t, dd)] = ((o_y[o + x * OL] + o_y[o + (1u ^ x) * OL])
+                                        + o_y[o + (2u ^ x) * OL]) + o_y[o + (3u ^ x) * OL];
             }
         }
         one_store(nxt, lid);
