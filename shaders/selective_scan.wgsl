@@ -426,9 +426,13 @@ fn st_par4(base: u32, n: u32, v: vec4<f32>) {
     if (n + 3u < ds) { param_partials[base + n + 3u] = v.w; }
 }
 
-// One forward step of 4 states: h = Ā·h + B̄·u, with bu = B·u and E = A·log2(e)
-// (Ā = exp2(Δ·E): one multiply less per state than exp(Δ·A)).
-fn fwd_q(h: vec4<f32>, E: vec4<f32>, iA: vec4<f32>, dt: f32, bu: vec4<f32>,
+// One forward step of 4 states: h = Ā·h + B̄·u for the states' B (bv) and the step's u
+// (Ā = exp2(Δ·E), E = A·log2(e): one multiply less per state than exp(Δ·A)). B̄·u is
+// B·(coef·u), coef = Δ or zero-order hold's: with mamba's coef, a splat of Δ once the
+// convention is a pipeline constant, Δ·u is one multiply a step. Both conventions go through
+// the same expressions, so that a pipeline with the convention folded and one reading it
+// from Params give the same bits.
+fn fwd_q(h: vec4<f32>, E: vec4<f32>, iA: vec4<f32>, dt: f32, bv: vec4<f32>, uv: f32,
          zoh: bool) -> vec4<f32> {
     let x2 = dt * E;
     let a = exp2(x2);
@@ -436,7 +440,7 @@ fn fwd_q(h: vec4<f32>, E: vec4<f32>, iA: vec4<f32>, dt: f32, bu: vec4<f32>,
     if (zoh) {
         coef = zoh_coef4(x2 * LN2, a, dt, iA);
     }
-    return a * h + coef * bu;
+    return a * h + bv * (coef * uv);
 }
 
 // One reverse step of 4 states given h_{t-1} (hp) and gc = Ā_{t+1}·g_{t+1}.
@@ -461,11 +465,12 @@ fn bwd_q(hp: vec4<f32>, A: vec4<f32>, E: vec4<f32>, iA: vec4<f32>, gc: vec4<f32>
         dx_ddt = a * bv * uv;
         dx_dA = bv * uv * zoh_coef_dA4(x, a, dt, iA);
     }
-    let ht = a * hp + coef * bv * uv;
+    let cu = coef * uv;  // mamba: Δ·u, one multiply (as in fwd_q)
+    let ht = a * hp + bv * cu;
     let g = cv * dyv + gc;
     var r: BwdQ;
     r.gc = a * g;
-    r.dB = g * coef * uv;
+    r.dB = g * cu;
     r.dC = dyv * ht;
     r.dA = g * (dt * a * hp + dx_dA);
     r.du = dot(g, coef * bv);
@@ -660,10 +665,10 @@ fn s6_fwd_summary(
             let dt = softplus(cur.z);
             let uv = cur.u;
             sacc = sacc + dt;
-            h0 = fwd_q(h0, ta.E0, ta.iA0, dt, cur.b0 * uv, zoh);
-            h1 = fwd_q(h1, ta.E1, ta.iA1, dt, cur.b1 * uv, zoh);
-            h2 = fwd_q(h2, ta.E2, ta.iA2, dt, cur.b2 * uv, zoh);
-            h3 = fwd_q(h3, ta.E3, ta.iA3, dt, cur.b3 * uv, zoh);
+            h0 = fwd_q(h0, ta.E0, ta.iA0, dt, cur.b0, uv, zoh);
+            h1 = fwd_q(h1, ta.E1, ta.iA1, dt, cur.b1, uv, zoh);
+            h2 = fwd_q(h2, ta.E2, ta.iA2, dt, cur.b2, uv, zoh);
+            h3 = fwd_q(h3, ta.E3, ta.iA3, dt, cur.b3, uv, zoh);
         }
         ssum = sacc;
         let base = params.off_in_S + s_idx(ln.b, params.n_chunks, ln.c, ln.d) * ds;
@@ -723,10 +728,10 @@ fn s6_fwd_output(
             }
             let dt = softplus(cur.z);
             let uv = cur.u;
-            h0 = fwd_q(h0, ta.E0, ta.iA0, dt, cur.b0 * uv, zoh);
-            h1 = fwd_q(h1, ta.E1, ta.iA1, dt, cur.b1 * uv, zoh);
-            h2 = fwd_q(h2, ta.E2, ta.iA2, dt, cur.b2 * uv, zoh);
-            h3 = fwd_q(h3, ta.E3, ta.iA3, dt, cur.b3 * uv, zoh);
+            h0 = fwd_q(h0, ta.E0, ta.iA0, dt, cur.b0, uv, zoh);
+            h1 = fwd_q(h1, ta.E1, ta.iA1, dt, cur.b1, uv, zoh);
+            h2 = fwd_q(h2, ta.E2, ta.iA2, dt, cur.b2, uv, zoh);
+            h3 = fwd_q(h3, ta.E3, ta.iA3, dt, cur.b3, uv, zoh);
             let acc = dot(cur.c0, h0) + dot(cur.c1, h1) + dot(cur.c2, h2) + dot(cur.c3, h3);
             if (tile == 0u) {
                 y[i] = d_skip * uv + acc;
@@ -845,16 +850,13 @@ fn one_step(prev: OneStep, s: u32, dt_lane: u32, q: u32, A: vec4<f32>, E: vec4<f
     let dt = o_dt[s * OL + dt_lane];
     let uv = o_u[s * OL + dt_lane];
     let a = exp2(dt * E);
-    let cv = o_c[s * OQ + q];
-    let bv = o_b[s * OQ + q];
-    var bu: vec4<f32>;
+    var k = vec4<f32>(dt);
     if (zoh) {
-        bu = zoh_coef4(dt * A, a, dt, iA) * (bv * uv);
-    } else {
-        bu = bv * (dt * uv);  // Δ·u once, not Δ per state (3 multiplies fewer a step)
+        k = zoh_coef4(dt * A, a, dt, iA);
     }
+    let cv = o_c[s * OQ + q];
     var r: OneStep;
-    r.h = a * prev.h + bu;
+    r.h = a * prev.h + o_b[s * OQ + q] * (k * uv);  // as fwd_q: mamba's Δ·u once a step
     r.p = prev.p * a;
     r.w = cv * r.p;
     r.yl = d_skip * uv + dot(cv, r.h);
@@ -1080,10 +1082,10 @@ fn s6_bwd_summary(
             let dt = softplus(cur.z);
             let uv = cur.u;
             sacc = sacc + dt;
-            h0 = fwd_q(h0, ta.E0, ta.iA0, dt, cur.b0 * uv, zoh);
-            h1 = fwd_q(h1, ta.E1, ta.iA1, dt, cur.b1 * uv, zoh);
-            h2 = fwd_q(h2, ta.E2, ta.iA2, dt, cur.b2 * uv, zoh);
-            h3 = fwd_q(h3, ta.E3, ta.iA3, dt, cur.b3 * uv, zoh);
+            h0 = fwd_q(h0, ta.E0, ta.iA0, dt, cur.b0, uv, zoh);
+            h1 = fwd_q(h1, ta.E1, ta.iA1, dt, cur.b1, uv, zoh);
+            h2 = fwd_q(h2, ta.E2, ta.iA2, dt, cur.b2, uv, zoh);
+            h3 = fwd_q(h3, ta.E3, ta.iA3, dt, cur.b3, uv, zoh);
         }
         // g here is Ā_t·g_t, the amount handed to step t-1.
         var g0 = vec4<f32>(0.0);
@@ -1346,10 +1348,10 @@ fn s6_bwd_output(
                     let dt = softplus(delta_raw(i, d));
                     let uv = u[i];
                     let bb = bc_row(b, t0 + jc);
-                    h0 = fwd_q(h0, ta.E0, ta.iA0, dt, ld_B4(bb, bt, 0u) * uv, zoh);
-                    h1 = fwd_q(h1, ta.E1, ta.iA1, dt, ld_B4(bb, bt, 1u) * uv, zoh);
-                    h2 = fwd_q(h2, ta.E2, ta.iA2, dt, ld_B4(bb, bt, 2u) * uv, zoh);
-                    h3 = fwd_q(h3, ta.E3, ta.iA3, dt, ld_B4(bb, bt, 3u) * uv, zoh);
+                    h0 = fwd_q(h0, ta.E0, ta.iA0, dt, ld_B4(bb, bt, 0u), uv, zoh);
+                    h1 = fwd_q(h1, ta.E1, ta.iA1, dt, ld_B4(bb, bt, 1u), uv, zoh);
+                    h2 = fwd_q(h2, ta.E2, ta.iA2, dt, ld_B4(bb, bt, 2u), uv, zoh);
+                    h3 = fwd_q(h3, ta.E3, ta.iA3, dt, ld_B4(bb, bt, 3u), uv, zoh);
                 }
             }
             var nk0 = vec4<f32>(0.0);
@@ -1416,10 +1418,10 @@ fn s6_bwd_output(
                     dt_hist[j] = dt;
                     u_hist[j] = uv;
                     let bb = bc_row(b, tv);
-                    h0 = select(h0, fwd_q(h0, ta.E0, ta.iA0, dt, ld_B4(bb, bt, 0u) * uv, zoh), v);
-                    h1 = select(h1, fwd_q(h1, ta.E1, ta.iA1, dt, ld_B4(bb, bt, 1u) * uv, zoh), v);
-                    h2 = select(h2, fwd_q(h2, ta.E2, ta.iA2, dt, ld_B4(bb, bt, 2u) * uv, zoh), v);
-                    h3 = select(h3, fwd_q(h3, ta.E3, ta.iA3, dt, ld_B4(bb, bt, 3u) * uv, zoh), v);
+                    h0 = select(h0, fwd_q(h0, ta.E0, ta.iA0, dt, ld_B4(bb, bt, 0u), uv, zoh), v);
+                    h1 = select(h1, fwd_q(h1, ta.E1, ta.iA1, dt, ld_B4(bb, bt, 1u), uv, zoh), v);
+                    h2 = select(h2, fwd_q(h2, ta.E2, ta.iA2, dt, ld_B4(bb, bt, 2u), uv, zoh), v);
+                    h3 = select(h3, fwd_q(h3, ta.E3, ta.iA3, dt, ld_B4(bb, bt, 3u), uv, zoh), v);
                 }
                 // Reverse sweep of the sub-chunk with the adjoint.
                 for (var j1 = SUB; j1 > 0u; j1--) {
