@@ -28,11 +28,11 @@
 // conflicts); ssd_chunk_state and ssd_dchunk_state instead compute 64 x 128 (4 x 8 per thread)
 // in two stages of K step 8 (see "64 x 128 two-stage core"), and ssd_mh runs its (head, K step)
 // steps through two stages of K step 16 (see ssd_mh); factors that depend on a tile row alone
-// are computed once per tile (or head) into row_f (in ssd_chunk_out and ssd_dx, into the
-// registers of the invocations that stage that row, which saves a barrier and the table),
-// those of a K column once per K step, with the same operations as per element (so the same
-// bits). Hot loads are unconditional at a clamped index, masked by select: no divergent
-// branch around a load.
+// are computed once per tile (or head) into row_f (in ssd_dx, into the registers of the
+// invocations that stage that row, which saves a barrier and the table), those of a K column
+// once per K step, with the same operations as per element (so the same bits); ssd_chunk_out
+// splits its decays at the tile's first row instead (see there). Hot loads are unconditional
+// at a clamped index, masked by select: no divergent branch around a load.
 
 struct Params {
   batch: u32, seq_len: u32, n_heads: u32, d_head: u32,
@@ -593,6 +593,14 @@ fn staged(f: u32) -> f32 {
 }
 
 // Pass 5: y = (C Bᵀ ∘ decay ∘ s) x + diag(exp(cum)) C S_inᵀ + D x  per (b, c, h), tile (t, p).
+// With T0 the tile's first row, decay[t, s] = decay[t, T0] decay[T0, s] for s < T0 <= t and
+// exp(cum_t) = decay[t, T0] exp(cum_T0), all factors <= 1 (no overflow; one that underflows
+// bounds a term below fp32's range). So the state part (A = C, B = S_in exp(cum_T0)) and the
+// columns before the tile (A = cb decay[T0, s] s_s: one exp per K column, B = x) take no decay
+// per element, and the row factor decay[t, T0] scales the accumulators once; only the tile's
+// own columns (s >= T0) take a decay per element, from a table of the tile's rows (fewer
+// instructions and registers: ssd/NOTES.md, "SSD round 9"). A and B rows past len or d_head
+// are clamped, not masked: they only feed accumulators that are never stored.
 @compute @workgroup_size(256)
 fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) lid: u32) {
@@ -608,71 +616,95 @@ fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
   let g = h / (params.n_heads / params.n_groups);
   let t0 = c * params.chunk_len;
   let len = chunk_len_of(c);
-  let live = ti * TILE < len;
-  // causal: rows of this tile see columns s < ti*64 + 64 only
-  let kend1 = select(0u, min(len, ti * TILE + TILE), live);
-  let kend2 = select(0u, params.d_state, live && c > 0u);
+  let tr = ti * TILE;
+  let live = tr < len;
+  let last = len - 1u;
   let slots = params.n_chunks + 1u;
+  let ref_h = cum_hi(b, h, t0 + min(tr, last));
+  let ref_l = cum_lo(b, h, t0 + min(tr, last));
+  let kend_state = select(0u, params.d_state, live && c > 0u);
+  let kend_off = select(0u, tr, live);
+  let kend_diag = select(0u, min(len, tr + TILE), live);
   acc_zero();
   let mrow = m_fastk(lid);
   let kcol = k_fastk(lid);
-  let ir0 = ti * TILE + mrow;
-  let last = len - 1u;
-  // the cumsums (hi, lo) of this invocation's 4 staging rows ir0 + 16 r
-  let rh = vec4<f32>(cum_hi(b, h, t0 + min(ir0, last)), cum_hi(b, h, t0 + min(ir0 + 16u, last)),
-                     cum_hi(b, h, t0 + min(ir0 + 32u, last)),
-                     cum_hi(b, h, t0 + min(ir0 + 48u, last)));
-  let rl = vec4<f32>(cum_lo(b, h, t0 + min(ir0, last)), cum_lo(b, h, t0 + min(ir0 + 16u, last)),
-                     cum_lo(b, h, t0 + min(ir0 + 32u, last)),
-                     cum_lo(b, h, t0 + min(ir0 + 48u, last)));
-  let pcol = pt * TILE + m_fast64(lid);
-  let pc = min(pcol, params.d_head - 1u);
-  for (var k0 = 0u; k0 < kend1; k0 += TILE_K) {
-    let sa = k0 + kcol;
-    let sc = t0 + min(sa, last);
-    let hs = cum_hi(b, h, sc);
-    let ls = cum_lo(b, h, sc);
-    let ss = in_scale(b, h, sc);
-    let cr = cb_idx(b, c, g, 0u, min(sa, last));
-    let v0 = cb[cr + min(ir0, last) * params.chunk_len] * exp((rh.x - hs) + (rl.x - ls)) * ss;
-    let v1 = cb[cr + min(ir0 + 16u, last) * params.chunk_len] * exp((rh.y - hs) + (rl.y - ls)) * ss;
-    let v2 = cb[cr + min(ir0 + 32u, last) * params.chunk_len] * exp((rh.z - hs) + (rl.z - ls)) * ss;
-    let v3 = cb[cr + min(ir0 + 48u, last) * params.chunk_len] * exp((rh.w - hs) + (rl.w - ls)) * ss;
-    put_a(kcol, mrow, select(0.0, v0, ir0 < len && sa <= ir0));
-    put_a(kcol, mrow + 16u, select(0.0, v1, ir0 + 16u < len && sa <= ir0 + 16u));
-    put_a(kcol, mrow + 32u, select(0.0, v2, ir0 + 32u < len && sa <= ir0 + 32u));
-    put_a(kcol, mrow + 48u, select(0.0, v3, ir0 + 48u < len && sa <= ir0 + 48u));
-    for (var r = 0u; r < 4u; r++) {
-      let sb = k0 + (lid >> 6u) + 4u * r;
-      let vb = x[x_idx(b, t0 + min(sb, last), h, pc)];
-      put_b((lid >> 6u) + 4u * r, m_fast64(lid), select(0.0, vb, sb < len && pcol < params.d_head));
-    }
-    workgroupBarrier();
-    // a warp holds 16 consecutive rows: its terms past its last row are zero, skipped
-    if (k0 < ti * TILE + (lid >> 6u) * 16u + 16u) { mm_step(lid); }
-    workgroupBarrier();
-  }
-  let re = vec4<f32>(exp(rh.x + rl.x), exp(rh.y + rl.y), exp(rh.z + rl.z), exp(rh.w + rl.w));
+  let ir0 = tr + mrow;
+  let pm = params.d_head - 1u;
+  let px = min(pt * TILE + m_fast64(lid), pm);
+  // state part: A = C, B = S_in exp(cum_T0)
+  let eref = exp(ref_h + ref_l);
   let p0 = pt * TILE + mrow;
-  for (var k0 = 0u; k0 < kend2; k0 += TILE_K) {
-    let n = k0 + kcol;
-    let nc = min(n, params.d_state - 1u);
-    let nok = n < params.d_state;
-    put_a(kcol, mrow, select(0.0, C[bc_idx(b, t0 + min(ir0, last), g, nc)] * re.x,
-                             ir0 < len && nok));
-    put_a(kcol, mrow + 16u, select(0.0, C[bc_idx(b, t0 + min(ir0 + 16u, last), g, nc)] * re.y,
-                                   ir0 + 16u < len && nok));
-    put_a(kcol, mrow + 32u, select(0.0, C[bc_idx(b, t0 + min(ir0 + 32u, last), g, nc)] * re.z,
-                                   ir0 + 32u < len && nok));
-    put_a(kcol, mrow + 48u, select(0.0, C[bc_idx(b, t0 + min(ir0 + 48u, last), g, nc)] * re.w,
-                                   ir0 + 48u < len && nok));
+  for (var k0 = 0u; k0 < kend_state; k0 += TILE_K) {
+    let nc = min(k0 + kcol, params.d_state - 1u);
+    let nok = k0 + kcol < params.d_state;
     for (var r = 0u; r < 4u; r++) {
-      let p = p0 + 16u * r;
-      let vb = chunk_states[state_idx(b, slots, c, h, min(p, params.d_head - 1u), nc)];
-      put_b(kcol, mrow + 16u * r, select(0.0, vb, p < params.d_head && nok));
+      put_a(kcol, mrow + 16u * r, select(0.0, C[bc_idx(b, t0 + min(ir0 + 16u * r, last), g, nc)], nok));
+      let vb = chunk_states[state_idx(b, slots, c, h, min(p0 + 16u * r, pm), nc)];
+      put_b(kcol, mrow + 16u * r, select(0.0, vb * eref, nok));
     }
     workgroupBarrier();
     mm_step(lid);
+    workgroupBarrier();
+  }
+  // columns s < T0: A = cb decay[T0, s] s_s (one factor per K column), B = x
+  for (var k0 = 0u; k0 < kend_off; k0 += TILE_K) {
+    let ts = t0 + k0 + kcol;
+    let f = exp((ref_h - cum_hi(b, h, ts)) + (ref_l - cum_lo(b, h, ts))) * in_scale(b, h, ts);
+    let cr = cb_idx(b, c, g, 0u, k0 + kcol);
+    for (var r = 0u; r < 4u; r++) {
+      put_a(kcol, mrow + 16u * r, cb[cr + min(ir0 + 16u * r, last) * params.chunk_len] * f);
+      let sb = (lid >> 6u) + 4u * r;
+      put_b(sb, m_fast64(lid), x[x_idx(b, t0 + k0 + sb, h, px)]);
+    }
+    workgroupBarrier();
+    mm_step(lid);
+    workgroupBarrier();
+  }
+  // the row factor decay[t, T0] of the invocation's accumulator rows
+  let ty = lane_ty(lid);
+  for (var r = 0u; r < 4u; r++) {
+    let tt = t0 + min(tr + ty * 4u + r, last);
+    let f = exp((cum_hi(b, h, tt) - ref_h) + (cum_lo(b, h, tt) - ref_l));
+    switch r {
+      case 0u: { acc0 *= f; }
+      case 1u: { acc1 *= f; }
+      case 2u: { acc2 *= f; }
+      default: { acc3 *= f; }
+    }
+  }
+  // the tile's own columns: A = cb decay s (causal), B = x; the rows' cumsums (hi, lo) in a
+  // table, not in registers (the pass's register count sets its residency)
+  if (lid < TILE) {
+    let tt = t0 + min(tr + lid, last);
+    row_f[lid] = vec4<f32>(cum_hi(b, h, tt), cum_lo(b, h, tt), in_scale(b, h, tt), 0.0);
+  }
+  workgroupBarrier();
+  for (var k0 = tr; k0 < kend_diag; k0 += TILE_K) {
+    let sa = k0 + kcol;
+    let qs = row_f[sa - tr];
+    let hs = qs.x;
+    let ls = qs.y;
+    let ss = qs.z;
+    let cr = cb_idx(b, c, g, 0u, min(sa, last));
+    let q0 = row_f[mrow];
+    let q1 = row_f[mrow + 16u];
+    let q2 = row_f[mrow + 32u];
+    let q3 = row_f[mrow + 48u];
+    let v0 = cb[cr + min(ir0 + 0u, last) * params.chunk_len] * exp((q0.x - hs) + (q0.y - ls)) * ss;
+    let v1 = cb[cr + min(ir0 + 16u, last) * params.chunk_len] * exp((q1.x - hs) + (q1.y - ls)) * ss;
+    let v2 = cb[cr + min(ir0 + 32u, last) * params.chunk_len] * exp((q2.x - hs) + (q2.y - ls)) * ss;
+    let v3 = cb[cr + min(ir0 + 48u, last) * params.chunk_len] * exp((q3.x - hs) + (q3.y - ls)) * ss;
+    put_a(kcol, mrow, select(0.0, v0, sa <= ir0));
+    put_a(kcol, mrow + 16u, select(0.0, v1, sa <= ir0 + 16u));
+    put_a(kcol, mrow + 32u, select(0.0, v2, sa <= ir0 + 32u));
+    put_a(kcol, mrow + 48u, select(0.0, v3, sa <= ir0 + 48u));
+    for (var r = 0u; r < 4u; r++) {
+      let sb = (lid >> 6u) + 4u * r;
+      put_b(sb, m_fast64(lid), x[x_idx(b, t0 + min(k0 + sb, last), h, px)]);
+    }
+    workgroupBarrier();
+    // a warp holds 16 consecutive rows: its terms past its last row are zero, skipped
+    if (k0 < tr + (lid >> 6u) * 16u + 16u) { mm_step(lid); }
     workgroupBarrier();
   }
   // y through the staging tiles, half a tile at a time: coalesced stores (and loads of x)

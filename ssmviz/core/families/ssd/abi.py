@@ -48,7 +48,7 @@ TILE_ROW = TILE + 4
 _TILES = 2 * TILE_ROW * TILE_K * 4
 _ROW_DOTS = 16 * WORKGROUP
 _STORAGE = {"ssd_cb": _TILES, "ssd_chunk_state": _TILES + _ROW_DOTS,
-            "ssd_dchunk_state": _TILES + _ROW_DOTS, "ssd_chunk_out": _TILES,
+            "ssd_dchunk_state": _TILES + _ROW_DOTS, "ssd_chunk_out": _TILES + 16 * 64,
             "ssd_dx": _TILES, "ssd_dc": _TILES + 16 * 64, "ssd_db": _TILES + 16 * 64,
             "ssd_mh": 2 * 2 * MH_K * TILE * 4, "ssd_prep": 16 * 64, "ssd_dt_final": 2 * 16 * 64,
             "ssd_dt_elem": _ROW_DOTS, "ssd_dt_boundary": 4 * 64}
