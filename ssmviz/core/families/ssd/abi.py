@@ -46,11 +46,12 @@ TILE_ROW = TILE + 4
 #: (row_dots), in which ssd_chunk_state and ssd_dchunk_state stage B's (C's) columns 64..127,
 #: and ssd_mh's own two stages (mh_a, mh_b: WebGPU's default 16 KiB exactly).
 _TILES = 2 * TILE_ROW * TILE_K * 4
+_TABLE = 16 * 64  # one 64-entry vec4 table (row_f or col_f)
 _ROW_DOTS = 16 * WORKGROUP
 _STORAGE = {"ssd_cb": _TILES, "ssd_chunk_state": _TILES + _ROW_DOTS,
-            "ssd_dchunk_state": _TILES + _ROW_DOTS, "ssd_chunk_out": _TILES + 16 * 64,
-            "ssd_dx": _TILES, "ssd_dc": _TILES + 16 * 64, "ssd_db": _TILES + 16 * 64,
-            "ssd_mh": 2 * 2 * MH_K * TILE * 4, "ssd_prep": 16 * 64, "ssd_dt_final": 2 * 16 * 64,
+            "ssd_dchunk_state": _TILES + _ROW_DOTS, "ssd_chunk_out": _TILES + _TABLE,
+            "ssd_dx": _TILES, "ssd_dc": _TILES + _TABLE, "ssd_db": _TILES + _TABLE,
+            "ssd_mh": 2 * 2 * MH_K * TILE * 4, "ssd_prep": _TABLE, "ssd_dt_final": 2 * _TABLE,
             "ssd_dt_elem": _ROW_DOTS, "ssd_dt_boundary": 4 * 64}
 #: The most workgroup storage one of the passes declares (ssd_mh's).
 WORKGROUP_STORAGE_BYTES = max(_STORAGE.values())
