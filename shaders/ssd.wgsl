@@ -13,7 +13,8 @@
 //   dcb (batch, NC, G, Q, Q) = gradient of cb (summed over the group's heads);
 //   step_dots (3, batch, H, L) = v, e, ds (see ssd_dt_elem); boundary_da (batch, H, NC) = decay
 //   gradient across each chunk boundary; param_partials (3, batch, NC, H) = per-chunk partial
-//   sums of dA_log, ddt_bias, dD.
+//   sums of dA_log, ddt_bias, dD; tile_states (batch, NC, ceil(Q / 64) - 1, H, P, ceil(N / 4)
+//   vec4s) = the chunk's own part of the state entering each of its 64-row tiles but the first.
 // decay[t, s] = exp(a_{s+1} + ... + a_t) (s <= t, same chunk; a_t = log Ā_t) is the causal
 // decay mask (the paper's L; here L is seq_len).
 //
@@ -68,6 +69,7 @@ struct Params {
 @group(0) @binding(24) var<storage, read_write> step_dots: array<f32>;
 @group(0) @binding(25) var<storage, read_write> boundary_da: array<f32>;
 @group(0) @binding(26) var<storage, read_write> param_partials: array<f32>;
+@group(0) @binding(27) var<storage, read_write> tile_states: array<vec4<f32>>;
 
 // params.convention (the order of reference._common.CONVENTIONS); 1 = builderforce.
 const CONV_MAMBA: u32 = 0u;
@@ -213,6 +215,12 @@ fn bc_idx(b: u32, t: u32, g: u32, n: u32) -> u32 {
 // (batch, slots, H, P, N) state arrays.
 fn state_idx(b: u32, slots: u32, c: u32, h: u32, p: u32, n: u32) -> u32 {
   return (((b * slots + c) * params.n_heads + h) * params.d_head + p) * params.d_state + n;
+}
+// tile_states (batch, NC, n_qtiles - 1, H, P, ceil(N / 4)) vec4s: slot j = the chunk's own
+// part of the state entering its tile j + 1 (see ssd_chunk_state); the vec4 holding n.
+fn tile_state_idx(b: u32, c: u32, j: u32, h: u32, p: u32, n: u32) -> u32 {
+  let slot = (b * params.n_chunks + c) * (params.n_qtiles - 1u) + j;
+  return ((slot * params.n_heads + h) * params.d_head + p) * ((params.d_state + 3u) / 4u) + n / 4u;
 }
 fn cb_idx(b: u32, c: u32, g: u32, i: u32, j: u32) -> u32 {
   let row = ((b * params.n_chunks + c) * params.n_groups + g) * params.chunk_len + i;
@@ -446,7 +454,9 @@ fn acc48_zero() -> Acc48 {
   return Acc48(z, z, z, z, z, z, z, z);
 }
 
-// Writes one row of the invocation's block: columns n0 .. n0+3 from v0, n0+64 .. from v1.
+// Writes one row of the invocation's block: columns n0 .. n0+3 from v0, n0+64 .. from v1,
+// into chunk_local (store_state_row) or tile_states' slot `tile` (store_tile_row): two
+// functions, so that ssd_dchunk_state does not name tile_states (a pass binds what it names).
 fn store_state_row(q: Tile48, p: u32, n0: u32, v0: vec4<f32>, v1: vec4<f32>) {
   if (p >= params.d_head) { return; }
   for (var j = 0u; j < 4u; j++) {
@@ -456,6 +466,15 @@ fn store_state_row(q: Tile48, p: u32, n0: u32, v0: vec4<f32>, v1: vec4<f32>) {
     if (n0 + TILE + j < params.d_state) {
       chunk_local[state_idx(q.b, params.n_chunks, q.c, q.h, p, n0 + TILE + j)] = v1[j];
     }
+  }
+}
+// (tile_states holds whole vec4s: one store each, past d_state the exact zeros of B's zero
+// columns.)
+fn store_tile_row(q: Tile48, tile: u32, p: u32, n0: u32, v0: vec4<f32>, v1: vec4<f32>) {
+  if (p >= params.d_head) { return; }
+  if (n0 < params.d_state) { tile_states[tile_state_idx(q.b, q.c, tile, q.h, p, n0)] = v0; }
+  if (n0 + TILE < params.d_state) {
+    tile_states[tile_state_idx(q.b, q.c, tile, q.h, p, n0 + TILE)] = v1;
   }
 }
 
@@ -469,10 +488,36 @@ fn store_state_block(acc: Acc48, q: Tile48, lid: u32) {
   store_state_row(q, p + 3u, n, acc.c30, acc.c31);
 }
 
+// ... into tile_states' slot `tile`.
+fn store_tile_block(acc: Acc48, q: Tile48, tile: u32, lid: u32) {
+  let p = q.p0 + lane_ty(lid) * 4u;
+  let n = q.n0 + lane_tx(lid) * 4u;
+  store_tile_row(q, tile, p, n, acc.c00, acc.c01);
+  store_tile_row(q, tile, p + 1u, n, acc.c10, acc.c11);
+  store_tile_row(q, tile, p + 2u, n, acc.c20, acc.c21);
+  store_tile_row(q, tile, p + 3u, n, acc.c30, acc.c31);
+}
+
+fn acc48_scale(acc: ptr<function, Acc48>, f: f32) {
+  (*acc).c00 *= f;
+  (*acc).c01 *= f;
+  (*acc).c10 *= f;
+  (*acc).c11 *= f;
+  (*acc).c20 *= f;
+  (*acc).c21 *= f;
+  (*acc).c30 *= f;
+  (*acc).c31 *= f;
+}
+
 // Pass 3: chunk_local[b, c, h] = Σ_s exp(cum_end - cum_s) s_s x_s ⊗ B_s  (P x N, K = chunk),
-// 64 x 128 per workgroup (the two-stage core above).
+// 64 x 128 per workgroup (the two-stage core above), and on the way the chunk's own part of
+// the state entering each of its 64-row tiles T0 = 64 (j + 1) < len:
+// tile_states[b, c, j, h] = Σ_{s < T0} exp(cum_T0 - cum_s) s_s x_s ⊗ B_s, so that
+// ssd_chunk_out needs no causal product left of a tile's own columns. The steps go in 64-step
+// blocks, each against its reference step (the next block's first, or the chunk's last):
+// at a block's end the sum is stored and scaled by exp(cum_ref' - cum_ref) <= 1.
 // A's element of step s at row p: x_s, cum_s (hi, lo), s_s; past the chunk or d_head
-// (0, cum_end, 0), whose value below is an exact 0. end = cum_end as (hi, lo).
+// (0, cum_end, 0), whose value below is an exact 0. end = the reference's cum as (hi, lo).
 fn chunk_state_a(q: Tile48, end: vec2<f32>, s: u32, p: u32) -> vec4<f32> {
   if (s >= q.len || p >= params.d_head) { return vec4<f32>(0.0, end.x, end.y, 0.0); }
   let t = q.t0 + s;
@@ -513,11 +558,27 @@ fn chunk_state_put(st: u32, lid: u32, v: Pre48) {
   put48(st, lid, v.a0.x, v.a1.x, v.b00, v.b01, v.b10, v.b11);
 }
 
-// K step s from stage cur: the next step's elements into registers, the FMAs, the elements
-// into the other stage, the barrier.
-fn chunk_state_step(acc: ptr<function, Acc48>, q: Tile48, end: vec2<f32>, s: u32, cur: u32,
-                    lid: u32) {
-  let v = chunk_state_load(q, end, (s + 1u) * TILE_K8, lid);
+// The cum (hi, lo) of K step s's reference step: the first step of the next 64-step block,
+// or the chunk's last step.
+fn block_ref(q: Tile48, s: u32) -> vec2<f32> {
+  let t = q.t0 + min((s / BLOCK_STEPS + 1u) * TILE, q.len - 1u);
+  return vec2<f32>(cum_hi(q.b, q.h, t), cum_lo(q.b, q.h, t));
+}
+const BLOCK_STEPS: u32 = 8u;  // K steps of TILE_K8 in a 64-step block
+
+// K step s from stage cur: when s begins a block after the first, the tile state out and the
+// sum moved to the new reference (before the prefetch, so that little else is live); the
+// next step's elements into registers (against the next block's reference when step s + 1
+// begins one), the FMAs, the elements into the other stage, the barrier.
+fn chunk_state_step(acc: ptr<function, Acc48>, q: Tile48, ok: bool, end: ptr<function, vec2<f32>>,
+                    s: u32, cur: u32, lid: u32) {
+  if (s % BLOCK_STEPS == 0u && s > 0u) {
+    if (ok) { store_tile_block(*acc, q, s / BLOCK_STEPS - 1u, lid); }
+    let d = block_ref(q, s - 1u);
+    acc48_scale(acc, exp(((*end).x - d.x) + ((*end).y - d.y)));
+  }
+  if ((s + 1u) % BLOCK_STEPS == 0u) { *end = block_ref(q, s + 1u); }
+  let v = chunk_state_load(q, *end, (s + 1u) * TILE_K8, lid);
   k_step48(acc, cur, lid);
   chunk_state_put(1u - cur, lid, v);
   workgroupBarrier();
@@ -529,15 +590,14 @@ fn ssd_chunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
   let lw = wg_linear(wid, nwg);
   let ok = lw < params.total;
   let q = tile48(select(0u, lw, ok));
-  let tend = q.t0 + q.len - 1u;
-  let end = vec2<f32>(cum_hi(q.b, q.h, tend), cum_lo(q.b, q.h, tend));
   var acc = acc48_zero();
+  var end = block_ref(q, 0u);
   chunk_state_put(0u, lid, chunk_state_load(q, end, 0u, lid));
   workgroupBarrier();
   let steps = (q.len + TILE_K8 - 1u) / TILE_K8;
   for (var s = 0u; s < steps; s += 2u) {
-    chunk_state_step(&acc, q, end, s, 0u, lid);
-    if (s + 1u < steps) { chunk_state_step(&acc, q, end, s + 1u, 1u, lid); }
+    chunk_state_step(&acc, q, ok, &end, s, 0u, lid);
+    if (s + 1u < steps) { chunk_state_step(&acc, q, ok, &end, s + 1u, 1u, lid); }
   }
   if (ok) { store_state_block(acc, q, lid); }
 }
@@ -595,12 +655,12 @@ fn staged(f: u32) -> f32 {
 // Pass 5: y = (C Bᵀ ∘ decay ∘ s) x + diag(exp(cum)) C S_inᵀ + D x  per (b, c, h), tile (t, p).
 // With T0 the tile's first row, decay[t, s] = decay[t, T0] decay[T0, s] for s < T0 <= t and
 // exp(cum_t) = decay[t, T0] exp(cum_T0), all factors <= 1 (no overflow; one that underflows
-// bounds a term below fp32's range). So the state part (A = C, B = S_in exp(cum_T0)) and the
-// columns before the tile (A = cb decay[T0, s] s_s: one exp per K column, B = x) take no decay
-// per element, and the row factor decay[t, T0] scales the accumulators once; only the tile's
-// own columns (s >= T0) take a decay per element, from a table of the tile's rows (fewer
-// instructions and registers: ssd/NOTES.md, "SSD round 9"). A and B rows past len or d_head
-// are clamped, not masked: they only feed accumulators that are never stored.
+// bounds a term below fp32's range). So everything left of the tile's own columns is
+// decay[t, T0] C_t G, G = S_in exp(cum_T0) + tile_states[T0] the state entering T0 (A = C,
+// B = G): the row factor decay[t, T0] scales the accumulators once, and no causal product
+// runs over the columns s < T0 (ssd/NOTES.md, "SSD round 10"). Only the tile's own columns
+// (s >= T0) take a decay per element, from a table of the tile's rows. A and B rows past len
+// or d_head are clamped, not masked: they only feed accumulators that are never stored.
 @compute @workgroup_size(256)
 fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) lid: u32) {
@@ -622,8 +682,7 @@ fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
   let slots = params.n_chunks + 1u;
   let ref_h = cum_hi(b, h, t0 + min(tr, last));
   let ref_l = cum_lo(b, h, t0 + min(tr, last));
-  let kend_state = select(0u, params.d_state, live && c > 0u);
-  let kend_off = select(0u, tr, live);
+  let kend_state = select(0u, params.d_state, live && (c > 0u || ti > 0u));
   let kend_diag = select(0u, min(len, tr + TILE), live);
   acc_zero();
   let mrow = m_fastk(lid);
@@ -631,31 +690,21 @@ fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
   let ir0 = tr + mrow;
   let pm = params.d_head - 1u;
   let px = min(pt * TILE + m_fast64(lid), pm);
-  // state part: A = C, B = S_in exp(cum_T0)
+  // the state entering T0: A = C, B = S_in exp(cum_T0) + tile_states[T0] (none at T0 = 0)
   let eref = exp(ref_h + ref_l);
   let p0 = pt * TILE + mrow;
+  let jt = max(ti, 1u) - 1u;
   for (var k0 = 0u; k0 < kend_state; k0 += TILE_K) {
     let nc = min(k0 + kcol, params.d_state - 1u);
     let nok = k0 + kcol < params.d_state;
     for (var r = 0u; r < 4u; r++) {
       let va = C[bc_idx(b, t0 + min(ir0 + 16u * r, last), g, nc)];
       put_a(kcol, mrow + 16u * r, select(0.0, va, nok));
-      let vb = chunk_states[state_idx(b, slots, c, h, min(p0 + 16u * r, pm), nc)];
-      put_b(kcol, mrow + 16u * r, select(0.0, vb * eref, nok));
-    }
-    workgroupBarrier();
-    mm_step(lid);
-    workgroupBarrier();
-  }
-  // columns s < T0: A = cb decay[T0, s] s_s (one factor per K column), B = x
-  for (var k0 = 0u; k0 < kend_off; k0 += TILE_K) {
-    let ts = t0 + k0 + kcol;
-    let f = exp((ref_h - cum_hi(b, h, ts)) + (ref_l - cum_lo(b, h, ts))) * in_scale(b, h, ts);
-    let cr = cb_idx(b, c, g, 0u, k0 + kcol);
-    for (var r = 0u; r < 4u; r++) {
-      put_a(kcol, mrow + 16u * r, cb[cr + min(ir0 + 16u * r, last) * params.chunk_len] * f);
-      let sb = (lid >> 6u) + 4u * r;
-      put_b(sb, m_fast64(lid), x[x_idx(b, t0 + k0 + sb, h, px)]);
+      let pr = min(p0 + 16u * r, pm);
+      var own = 0.0;
+      if (ti > 0u) { own = tile_states[tile_state_idx(b, c, jt, h, pr, nc)][nc & 3u]; }
+      let vb = fma(chunk_states[state_idx(b, slots, c, h, pr, nc)], eref, own);
+      put_b(kcol, mrow + 16u * r, select(0.0, vb, nok));
     }
     workgroupBarrier();
     mm_step(lid);

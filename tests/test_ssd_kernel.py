@@ -80,6 +80,9 @@ CASES = [
     (2, 5, 2, 8, 1, 16, 1, "mamba"),
     (1, 130, 4, 65, 2, 129, 64, "builderforce"),
     (1, 37, 6, 80, 3, 20, 500, "mamba"),
+    # several 64-row tiles a chunk (tile_states) with a ragged last tile and chunk, d_state
+    # neither a multiple of 4 nor of 128, two d_head tiles
+    (1, 300, 4, 72, 2, 130, 200, "builderforce"),
 ]
 
 
@@ -224,6 +227,11 @@ def test_flops_one_chunk_closed_form() -> None:
     fwd = b * tri * 2 * N + b * H * (2 * T * P * N + 2 * P * N + tri * 2 * P + T * 2 * P)
     assert f["forward"] == fwd
     assert f["backward"] > f["forward"]
+    # One chunk of two 64-row tiles: the output is the tiles' own triangles plus the second
+    # tile's rows from the state entering it.
+    g = SSDKernel.flops(1, 128, 1, P, N, 128)
+    cb, tiles = 128 * 129 // 2 * 2 * N, 2 * (64 * 65 // 2) * 2 * P
+    assert g["forward"] == cb + 2 * 128 * P * N + 2 * P * N + tiles + 64 * 2 * N * P + 128 * 2 * P
     # A longer chunk does more intra-chunk work on the same sequence.
     assert SSDKernel.flops(1, 1024, 2, 8, 16, 256)["forward"] > SSDKernel.flops(
         1, 1024, 2, 8, 16, 16)["forward"]

@@ -107,9 +107,13 @@ BUFFERS: dict[int, BufferSpec] = {
              "backward", layout="decay gradient across each boundary"),
     26: _buf("param_partials", ["scratch"], ["3", "batch", "n_chunks", "n_heads"], "scratch",
              "backward", layout="dA_log, ddt_bias, dD partials"),
+    27: _buf("tile_states", ["scratch"],
+             ["batch", "n_chunks", "n_qtiles - 1", "n_heads", "d_head", "ceil(d_state / 4)"],
+             "scratch", layout="vec4s: the chunk's own part of the state entering each of its "
+             "64-row tiles but the first"),
 }
 #: Buffers every prepare allocates (outputs and scratch), by binding index.
-WRITTEN = range(9, 27)
+WRITTEN = range(9, 28)
 
 # (entry point, stage, workgroup size, dispatch formula, {binding: access}).
 _TABLE: tuple[tuple[str, str, int, str, dict[int, str]], ...] = (
@@ -118,11 +122,12 @@ _TABLE: tuple[tuple[str, str, int, str, dict[int, str]], ...] = (
     ("ssd_cb", "forward", WORKGROUP, "batch*n_chunks*n_groups*n_qtiles²",
      {4: "read", 5: "read", 20: "overwrite"}),
     ("ssd_chunk_state", "forward", WORKGROUP, "batch*n_chunks*n_heads*n_ptiles*ceil(n_ntiles / 2)",
-     {1: "read", 4: "read", 19: "read", 21: "overwrite"}),
+     {1: "read", 4: "read", 19: "read", 21: "overwrite", 27: "overwrite"}),
     ("ssd_state_pass", "forward", WORKGROUP_1D, "ceil(batch*n_heads*d_head*d_state / 64)",
      {10: "overwrite", 11: "overwrite", 19: "read", 21: "read"}),
     ("ssd_chunk_out", "forward", WORKGROUP, "batch*n_chunks*n_heads*n_qtiles*n_ptiles",
-     {1: "read", 5: "read", 6: "read", 9: "overwrite", 11: "read", 19: "read", 20: "read"}),
+     {1: "read", 5: "read", 6: "read", 9: "overwrite", 11: "read", 19: "read", 20: "read",
+      27: "read"}),
     ("ssd_dchunk_state", "backward", WORKGROUP,
      "batch*n_chunks*n_heads*n_ptiles*ceil(n_ntiles / 2)",
      {5: "read", 8: "read", 19: "read", 21: "overwrite"}),

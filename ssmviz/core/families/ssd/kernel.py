@@ -20,6 +20,7 @@ from ssmviz.core.families.ssd.abi import (
     INPUTS,
     SHADER,
     SSD_ABI,
+    TILE,
     WORKGROUP,
     WORKGROUP_STORAGE_BYTES,
     WRITTEN,
@@ -204,28 +205,33 @@ class SSDKernel(ShaderKernel):
     @staticmethod
     def flops(batch: int, seq_len: int, n_heads: int, d_head: int, d_state: int,
               chunk_len: int, n_groups: int = 1) -> dict[str, int]:
-        """Floating-point operations of the chunked algorithm (a multiply-add counts as 2).
+        """Floating-point operations of the kernels' chunked algorithm (a multiply-add counts
+        as 2).
 
-        Counted per chunk of length L (the last may be shorter), with NC chunks:
-        forward = C Bᵀ lower triangle per group (L(L+1)/2 · 2N) + chunk states (2LPN per head)
-        + inter-chunk recurrence (2PN per head per chunk) + intra-chunk output
-        (L(L+1)/2 · 2P per head) + output from entering states (2LNP per head, chunks ≥ 1)
-        + D skip (2P per step and head).
+        Counted per chunk of length L (the last may be shorter), with NC chunks, each cut
+        into 64-row tiles (TILE; the last may be shorter):
+        forward = C Bᵀ lower triangle per group (L(L+1)/2 · 2N) + chunk states, with the
+        chunk's own part of the state entering each tile on the way (2LPN per head)
+        + inter-chunk recurrence (2PN per head per chunk) + intra-tile output (l(l+1)/2 · 2P
+        per tile of l rows and head) + output from the state entering each tile (2NP per row
+        and head, all rows but chunk 0's first tile) + D skip (2P per step and head).
         backward = adjoint chunk states (2LPN, chunks ≥ 1) + reverse recurrence + dx̃
         (L(L+1)/2 · 2P + 2LNP per head) + dy·xᵀ (L(L+1)/2 · 2P per head, summed into its group)
         + dC and dB (L(L+1)/2 · 2N per group + 2LPN per head, each) + per-step scalars (6P per
-        step and head). Elementwise exps and tile padding are not counted.
+        step and head). Elementwise exps, rescales and tile padding are not counted.
         """
         chunk_len = max(1, min(chunk_len, seq_len))
         nc = cdiv(seq_len, chunk_len)
         lens = [min(chunk_len, seq_len - c * chunk_len) for c in range(nc)]
         tri = sum(n * (n + 1) // 2 for n in lens)
+        tile_tri = sum(m * (m + 1) // 2 for n in lens
+                       for m in [TILE] * (n // TILE) + [n % TILE] * (n % TILE > 0))
         lin = sum(lens)
         lin_after_first = lin - lens[0]
         lin_before_last = lin - lens[-1]
         b, H, P, N, G = batch, n_heads, d_head, d_state, n_groups
         fwd = (b * G * tri * 2 * N + b * H * lin * 2 * P * N + b * H * nc * 2 * P * N
-               + b * H * tri * 2 * P + b * H * lin_after_first * 2 * N * P
+               + b * H * tile_tri * 2 * P + b * H * (lin - min(TILE, lens[0])) * 2 * N * P
                + b * seq_len * H * 2 * P)
         bwd = (b * H * lin_after_first * 2 * P * N + b * H * (nc - 1) * 2 * P * N
                + b * H * (tri * 2 * P + lin_before_last * 2 * N * P)
