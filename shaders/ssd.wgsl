@@ -220,7 +220,8 @@ fn state_idx(b: u32, slots: u32, c: u32, h: u32, p: u32, n: u32) -> u32 {
 // part of the state entering its tile j + 1 (see ssd_chunk_state); the vec4 holding n.
 fn tile_state_idx(b: u32, c: u32, j: u32, h: u32, p: u32, n: u32) -> u32 {
   let slot = (b * params.n_chunks + c) * (params.n_qtiles - 1u) + j;
-  return ((slot * params.n_heads + h) * params.d_head + p) * ((params.d_state + 3u) / 4u) + n / 4u;
+  let row = (slot * params.n_heads + h) * params.d_head + p;
+  return row * ((params.d_state + 3u) / 4u) + n / 4u;
 }
 fn cb_idx(b: u32, c: u32, g: u32, i: u32, j: u32) -> u32 {
   let row = ((b * params.n_chunks + c) * params.n_groups + g) * params.chunk_len + i;
@@ -558,20 +559,21 @@ fn chunk_state_put(st: u32, lid: u32, v: Pre48) {
   put48(st, lid, v.a0.x, v.a1.x, v.b00, v.b01, v.b10, v.b11);
 }
 
+const BLOCK_STEPS: u32 = 8u;  // K steps of TILE_K8 in a 64-step block
+
 // The cum (hi, lo) of K step s's reference step: the first step of the next 64-step block,
 // or the chunk's last step.
 fn block_ref(q: Tile48, s: u32) -> vec2<f32> {
   let t = q.t0 + min((s / BLOCK_STEPS + 1u) * TILE, q.len - 1u);
   return vec2<f32>(cum_hi(q.b, q.h, t), cum_lo(q.b, q.h, t));
 }
-const BLOCK_STEPS: u32 = 8u;  // K steps of TILE_K8 in a 64-step block
 
 // K step s from stage cur: when s begins a block after the first, the tile state out and the
 // sum moved to the new reference (before the prefetch, so that little else is live); the
 // next step's elements into registers (against the next block's reference when step s + 1
 // begins one), the FMAs, the elements into the other stage, the barrier.
-fn chunk_state_step(acc: ptr<function, Acc48>, q: Tile48, ok: bool, end: ptr<function, vec2<f32>>,
-                    s: u32, cur: u32, lid: u32) {
+fn chunk_state_step(acc: ptr<function, Acc48>, q: Tile48, ok: bool,
+                    end: ptr<function, vec2<f32>>, s: u32, cur: u32, lid: u32) {
   if (s % BLOCK_STEPS == 0u && s > 0u) {
     if (ok) { store_tile_block(*acc, q, s / BLOCK_STEPS - 1u, lid); }
     let d = block_ref(q, s - 1u);
@@ -693,7 +695,6 @@ fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
   // the state entering T0: A = C, B = S_in exp(cum_T0) + tile_states[T0] (none at T0 = 0)
   let eref = exp(ref_h + ref_l);
   let p0 = pt * TILE + mrow;
-  let jt = max(ti, 1u) - 1u;
   for (var k0 = 0u; k0 < kend_state; k0 += TILE_K) {
     let nc = min(k0 + kcol, params.d_state - 1u);
     let nok = k0 + kcol < params.d_state;
@@ -702,7 +703,7 @@ fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
       put_a(kcol, mrow + 16u * r, select(0.0, va, nok));
       let pr = min(p0 + 16u * r, pm);
       var own = 0.0;
-      if (ti > 0u) { own = tile_states[tile_state_idx(b, c, jt, h, pr, nc)][nc & 3u]; }
+      if (ti > 0u) { own = tile_states[tile_state_idx(b, c, ti - 1u, h, pr, nc)][nc & 3u]; }
       let vb = fma(chunk_states[state_idx(b, slots, c, h, pr, nc)], eref, own);
       put_b(kcol, mrow + 16u * r, select(0.0, vb, nok));
     }
