@@ -5,7 +5,8 @@
 // g = h / (H / G). Layouts (row-major f32):
 //   x, y, dy, dx (batch, L, H, P); dt, ddt (batch, L, H); B, C, dB, dC (batch, L, G, N);
 //   A_log, D, dt_bias and their grads (H,); chunk_states (batch, NC + 1, H, P, N), slot c =
-//   state entering chunk c (slot 0 zeros, slot NC the final state); final_state (batch, H, P, N).
+//   state entering chunk c (slot 0 zeros, slot NC the final state; written only when
+//   params.store_states); final_state (batch, H, P, N).
 // Scratch: cumsum_scale (3, batch, H, L) = in-chunk cumsum of log Ā as hi + lo (two-sum, so that
 //   segment sums cum_t - cum_s stay exact to fp32 even when cum is large) and the input scale
 //   s_t; cb (batch, NC, G, Q, Q) = C Bᵀ per chunk; chunk_local (batch, NC, H, P, N);
@@ -14,7 +15,9 @@
 //   step_dots (3, batch, H, L) = v, e, ds (see ssd_dt_elem); boundary_da (batch, H, NC) = decay
 //   gradient across each chunk boundary; param_partials (3, batch, NC, H) = per-chunk partial
 //   sums of dA_log, ddt_bias, dD; tile_states (batch, NC, ceil(Q / 64) - 1, H, P, ceil(N / 4)
-//   vec4s) = the chunk's own part of the state entering each of its 64-row tiles but the first.
+//   vec4s) = the chunk's own part of the state entering each of its 64-row tiles but the first;
+//   states_in (batch, NC, H, P, ceil(N / 4) vec4s) = the state entering chunk c (what the
+//   passes read: whole vec4s for ssd_chunk_out's loads).
 // decay[t, s] = exp(a_{s+1} + ... + a_t) (s <= t, same chunk; a_t = log Ā_t) is the causal
 // decay mask (the paper's L; here L is seq_len).
 //
@@ -70,6 +73,7 @@ struct Params {
 @group(0) @binding(25) var<storage, read_write> boundary_da: array<f32>;
 @group(0) @binding(26) var<storage, read_write> param_partials: array<f32>;
 @group(0) @binding(27) var<storage, read_write> tile_states: array<vec4<f32>>;
+@group(0) @binding(28) var<storage, read_write> states_in: array<vec4<f32>>;
 
 // params.convention (the order of reference._common.CONVENTIONS); 1 = builderforce.
 const CONV_MAMBA: u32 = 0u;
@@ -158,6 +162,10 @@ fn mm_step8(lid: u32) {
 // k = 0..7 (one 32-byte segment of a row) of 4 rows, bit 5 of e picks k 8..15, so that k does
 // not depend on e's bits above 7 (an invocation's 4 elements share their k).
 fn m_fast64(e: u32) -> u32 { return e & 63u; }
+// A K-fast operand staged as one vec4 of k per invocation: row g_row, k g_quad*4 ..+3; a
+// warp takes 16 rows x 2 vec4s (32-byte segments), and its transposed stores fall in 32 banks.
+fn g_row(lid: u32) -> u32 { return ((lid >> 1u) & 15u) | (((lid >> 5u) & 3u) << 4u); }
+fn g_quad(lid: u32) -> u32 { return (lid & 1u) | ((lid >> 7u) << 1u); }
 fn k_fast64(e: u32) -> u32 { return e >> 6u; }
 fn m_fastk(e: u32) -> u32 { return ((e >> 3u) & 3u) | ((e >> 6u) << 2u); }
 fn k_fastk(e: u32) -> u32 { return (e & 7u) | (((e >> 5u) & 1u) << 3u); }
@@ -216,12 +224,19 @@ fn bc_idx(b: u32, t: u32, g: u32, n: u32) -> u32 {
 fn state_idx(b: u32, slots: u32, c: u32, h: u32, p: u32, n: u32) -> u32 {
   return (((b * slots + c) * params.n_heads + h) * params.d_head + p) * params.d_state + n;
 }
+// (slots, H, P, ceil(N / 4)) vec4 state arrays: the vec4 holding n of slot `slot`.
+fn state4_idx(slot: u32, h: u32, p: u32, n: u32) -> u32 {
+  return ((slot * params.n_heads + h) * params.d_head + p) * ((params.d_state + 3u) / 4u) + n / 4u;
+}
 // tile_states (batch, NC, n_qtiles - 1, H, P, ceil(N / 4)) vec4s: slot j = the chunk's own
-// part of the state entering its tile j + 1 (see ssd_chunk_state); the vec4 holding n.
+// part of the state entering its tile j + 1 (see ssd_chunk_state).
 fn tile_state_idx(b: u32, c: u32, j: u32, h: u32, p: u32, n: u32) -> u32 {
-  let slot = (b * params.n_chunks + c) * (params.n_qtiles - 1u) + j;
-  let row = (slot * params.n_heads + h) * params.d_head + p;
-  return row * ((params.d_state + 3u) / 4u) + n / 4u;
+  return state4_idx((b * params.n_chunks + c) * (params.n_qtiles - 1u) + j, h, p, n);
+}
+// states_in (batch, NC, H, P, ceil(N / 4)) vec4s: chunk_states' slot c (the state entering
+// chunk c) as whole vec4s, for ssd_chunk_out's vec4 loads.
+fn state_in_idx(b: u32, c: u32, h: u32, p: u32, n: u32) -> u32 {
+  return state4_idx(b * params.n_chunks + c, h, p, n);
 }
 fn cb_idx(b: u32, c: u32, g: u32, i: u32, j: u32) -> u32 {
   let row = ((b * params.n_chunks + c) * params.n_groups + g) * params.chunk_len + i;
@@ -605,7 +620,8 @@ fn ssd_chunk_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
 }
 
 // Pass 4: the recurrence between chunks, one thread per state element (b, h, p, n):
-// S[c + 1] = exp(cum_end_c) S[c] + chunk_local[c]; S[0] = 0.
+// S[c + 1] = exp(cum_end_c) S[c] + chunk_local[c]; S[0] = 0. S[c] goes to states_in, which
+// the later passes read; chunk_states (S[0 .. NC]) is written only when it is returned.
 @compute @workgroup_size(64)
 fn ssd_state_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                   @builtin(local_invocation_index) lid: u32) {
@@ -619,12 +635,14 @@ fn ssd_state_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
   let h = bh % params.n_heads;
   let b = bh / params.n_heads;
   let slots = params.n_chunks + 1u;
+  let keep = params.store_states != 0u;
   var s = 0.0;
-  chunk_states[state_idx(b, slots, 0u, h, p, n)] = 0.0;
+  if (keep) { chunk_states[state_idx(b, slots, 0u, h, p, n)] = 0.0; }
   for (var c = 0u; c < params.n_chunks; c++) {
+    states_in[state_in_idx(b, c, h, p, n)][n & 3u] = s;
     let tend = c * params.chunk_len + chunk_len_of(c) - 1u;
     s = fma(exp(cum(b, h, tend)), s, chunk_local[state_idx(b, params.n_chunks, c, h, p, n)]);
-    chunk_states[state_idx(b, slots, c + 1u, h, p, n)] = s;
+    if (keep) { chunk_states[state_idx(b, slots, c + 1u, h, p, n)] = s; }
   }
   final_state[item] = s;
 }
@@ -681,7 +699,6 @@ fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
   let tr = ti * TILE;
   let live = tr < len;
   let last = len - 1u;
-  let slots = params.n_chunks + 1u;
   let ref_h = cum_hi(b, h, t0 + min(tr, last));
   let ref_l = cum_lo(b, h, t0 + min(tr, last));
   let kend_state = select(0u, params.d_state, live && (c > 0u || ti > 0u));
@@ -692,20 +709,25 @@ fn ssd_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
   let ir0 = tr + mrow;
   let pm = params.d_head - 1u;
   let px = min(pt * TILE + m_fast64(lid), pm);
-  // the state entering T0: A = C, B = S_in exp(cum_T0) + tile_states[T0] (none at T0 = 0)
+  // the state entering T0: A = C, B = S_in exp(cum_T0) + tile_states[T0] (none at T0 = 0),
+  // B as one vec4 of n per invocation (g_row, g_quad)
   let eref = exp(ref_h + ref_l);
-  let p0 = pt * TILE + mrow;
+  let gq = 4u * g_quad(lid);
+  let pg = min(pt * TILE + g_row(lid), pm);
   for (var k0 = 0u; k0 < kend_state; k0 += TILE_K) {
     let nc = min(k0 + kcol, params.d_state - 1u);
     let nok = k0 + kcol < params.d_state;
     for (var r = 0u; r < 4u; r++) {
       let va = C[bc_idx(b, t0 + min(ir0 + 16u * r, last), g, nc)];
       put_a(kcol, mrow + 16u * r, select(0.0, va, nok));
-      let pr = min(p0 + 16u * r, pm);
-      var own = 0.0;
-      if (ti > 0u) { own = tile_states[tile_state_idx(b, c, ti - 1u, h, pr, nc)][nc & 3u]; }
-      let vb = fma(chunk_states[state_idx(b, slots, c, h, pr, nc)], eref, own);
-      put_b(kcol, mrow + 16u * r, select(0.0, vb, nok));
+    }
+    let ng = k0 + gq;
+    let ngc = min(ng, params.d_state - 1u);
+    var own = vec4<f32>(0.0);
+    if (ti > 0u) { own = tile_states[tile_state_idx(b, c, ti - 1u, h, pg, ngc)]; }
+    let gv = fma(states_in[state_in_idx(b, c, h, pg, ngc)], vec4<f32>(eref), own);
+    for (var j = 0u; j < 4u; j++) {
+      put_b(gq + j, g_row(lid), select(0.0, gv[j], ng + j < params.d_state));
     }
     workgroupBarrier();
     mm_step(lid);
@@ -1158,7 +1180,6 @@ fn ssd_dc(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   let live = ti * TILE < len;
   let kend1 = select(0u, min(len, ti * TILE + TILE), live);
   let kend2 = select(0u, params.d_head, live && c > 0u);
-  let slots = params.n_chunks + 1u;
   acc_zero();
   for (var k0 = 0u; k0 < kend1; k0 += TILE_K) {
     for (var r = 0u; r < 4u; r++) {
@@ -1205,7 +1226,7 @@ fn ssd_dc(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
         let n = nt * TILE + m_fast64(e);
         var vb = 0.0;
         if (pb < params.d_head && n < params.d_state) {
-          vb = chunk_states[state_idx(b, slots, c, h, pb, n)];
+          vb = states_in[state_in_idx(b, c, h, pb, n)][n & 3u];
         }
         put_b(k_fast64(e), m_fast64(e), vb);
       }
@@ -1377,7 +1398,7 @@ fn ssd_dt_elem(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
 }
 
 // Pass B8: per (b, h, chunk c), one workgroup: the decay gradient carried across the boundary
-// after chunk c, <dstates[c], chunk_states[c + 1]> = Σ of all pairs (s <= end_c < t), summed
+// after chunk c, <dstates[c], S[c + 1]> = Σ of all pairs (s <= end_c < t), summed
 // directly (no cancellation), in a fixed order (strided partials, then a tree).
 var<workgroup> pair_sums: array<f32, 64>;
 
@@ -1399,7 +1420,7 @@ fn ssd_dt_boundary(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     let p = e / params.d_state;
     let n = e % params.d_state;
     s = fma(dstates[state_idx(b, params.n_chunks, c, h, p, n)],
-            chunk_states[state_idx(b, params.n_chunks + 1u, c + 1u, h, p, n)], s);
+            states_in[state_in_idx(b, c + 1u, h, p, n)][n & 3u], s);
   }
   pair_sums[lid] = s;
   workgroupBarrier();

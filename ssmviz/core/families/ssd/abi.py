@@ -111,9 +111,12 @@ BUFFERS: dict[int, BufferSpec] = {
              ["batch", "n_chunks", "n_qtiles - 1", "n_heads", "d_head", "ceil(d_state / 4)"],
              "scratch", layout="vec4s: the chunk's own part of the state entering each of its "
              "64-row tiles but the first"),
+    28: _buf("states_in", ["scratch"],
+             ["batch", "n_chunks", "n_heads", "d_head", "ceil(d_state / 4)"], "scratch",
+             layout="vec4s: the state entering each chunk (chunk_states' slots 0 .. n_chunks - 1)"),
 }
 #: Buffers every prepare allocates (outputs and scratch), by binding index.
-WRITTEN = range(9, 28)
+WRITTEN = range(9, 29)
 
 # (entry point, stage, workgroup size, dispatch formula, {binding: access}).
 _TABLE: tuple[tuple[str, str, int, str, dict[int, str]], ...] = (
@@ -124,10 +127,10 @@ _TABLE: tuple[tuple[str, str, int, str, dict[int, str]], ...] = (
     ("ssd_chunk_state", "forward", WORKGROUP, "batch*n_chunks*n_heads*n_ptiles*ceil(n_ntiles / 2)",
      {1: "read", 4: "read", 19: "read", 21: "overwrite", 27: "overwrite"}),
     ("ssd_state_pass", "forward", WORKGROUP_1D, "ceil(batch*n_heads*d_head*d_state / 64)",
-     {10: "overwrite", 11: "overwrite", 19: "read", 21: "read"}),
+     {10: "overwrite", 11: "overwrite", 19: "read", 21: "read", 28: "overwrite"}),
     ("ssd_chunk_out", "forward", WORKGROUP, "batch*n_chunks*n_heads*n_qtiles*n_ptiles",
-     {1: "read", 5: "read", 6: "read", 9: "overwrite", 11: "read", 19: "read", 20: "read",
-      27: "read"}),
+     {1: "read", 5: "read", 6: "read", 9: "overwrite", 19: "read", 20: "read", 27: "read",
+      28: "read"}),
     ("ssd_dchunk_state", "backward", WORKGROUP,
      "batch*n_chunks*n_heads*n_ptiles*ceil(n_ntiles / 2)",
      {5: "read", 8: "read", 19: "read", 21: "overwrite"}),
@@ -138,14 +141,14 @@ _TABLE: tuple[tuple[str, str, int, str, dict[int, str]], ...] = (
     ("ssd_mh", "backward", WORKGROUP, "batch*n_chunks*n_groups*n_qtiles²",
      {1: "read", 8: "read", 19: "read", 23: "overwrite"}),
     ("ssd_dc", "backward", WORKGROUP, "batch*n_chunks*n_groups*n_qtiles*n_ntiles",
-     {4: "read", 8: "read", 11: "read", 16: "overwrite", 19: "read", 23: "read"}),
+     {4: "read", 8: "read", 16: "overwrite", 19: "read", 23: "read", 28: "read"}),
     ("ssd_db", "backward", WORKGROUP, "batch*n_chunks*n_groups*n_qtiles*n_ntiles",
      {1: "read", 5: "read", 15: "overwrite", 19: "read", 22: "read", 23: "read"}),
     ("ssd_dt_elem", "backward", WORKGROUP, "ceil(batch*seq_len*n_heads / 4)",
      {1: "read", 6: "read", 8: "read", 9: "read", 12: "read-modify-write", 19: "read",
       24: "overwrite"}),
     ("ssd_dt_boundary", "backward", WORKGROUP_1D, "batch*n_heads*n_chunks",
-     {11: "read", 22: "read", 25: "overwrite"}),
+     {22: "read", 25: "overwrite", 28: "read"}),
     ("ssd_dt_final", "backward", WORKGROUP_1D, "batch*n_heads*n_chunks",
      {2: "read", 3: "read", 7: "read", 13: "overwrite", 24: "read", 25: "read",
       26: "overwrite"}),
@@ -184,7 +187,8 @@ SSD_ABI = AbiProfile(
         "(race probe); total = workgroups of this dispatch; n_ptiles = ceil(d_head/64), "
         "n_ntiles = ceil(d_state/64) (the 128-column tiles of ssd_chunk_state and "
         "ssd_dchunk_state are pairs of them), n_qtiles = ceil(chunk_len/64); chunk_len is "
-        "clamped to seq_len; the linear workgroup id is wid.x + wid.y * num_workgroups.x",
+        "clamped to seq_len; the linear workgroup id is wid.x + wid.y * num_workgroups.x; "
+        "store_states 0 leaves chunk_states unwritten (the passes read states_in)",
     ],
 )
 

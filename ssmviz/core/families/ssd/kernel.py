@@ -59,9 +59,10 @@ class SSDKernel(ShaderKernel):
                      d_state: int, chunk_len: int, *, store_states: bool) -> dict[str, int]:
         """Device limits the problem needs, keyed like :meth:`GpuRuntime.require`'s arguments.
 
-        The states at chunk boundaries are materialised either way (the inter-chunk pass
-        produces them and the output and backward passes read them); ``store_states`` only
-        decides whether they are returned, so it does not change the needs.
+        The states entering the chunks are materialised either way (states_in: the
+        inter-chunk pass produces them and the output and backward passes read them);
+        ``store_states`` only decides whether chunk_states is written and returned, a buffer
+        allocated either way, so it does not change the needs.
         """
         del store_states
         s = make_plan(batch, seq_len, n_heads, d_head, n_groups, d_state, chunk_len)

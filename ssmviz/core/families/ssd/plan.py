@@ -83,6 +83,7 @@ class Plan:
             "boundary_da": b * H * NC, "param_partials": 3 * b * NC * H,
             # whole vec4s along d_state; one vec4 when a chunk has one tile (no binding is empty)
             "tile_states": 4 * max(1, b * NC * (self.tiles[2] - 1) * H * P * cdiv(N, 4)),
+            "states_in": 4 * b * NC * H * P * cdiv(N, 4),
         }  # fmt: skip
 
 
