@@ -61,12 +61,10 @@ class SSDKernel(ShaderKernel):
 
         The states entering the chunks are materialised either way (states_in: the
         inter-chunk pass produces them and the output and backward passes read them);
-        ``store_states`` only decides whether chunk_states is written and returned, a buffer
-        allocated either way, so it does not change the needs.
+        chunk_states is allocated, written and returned only with ``store_states``.
         """
-        del store_states
         s = make_plan(batch, seq_len, n_heads, d_head, n_groups, d_state, chunk_len)
-        largest = 4 * max(s.buffer_elems().values())
+        largest = 4 * max(s.buffer_elems(store_states=store_states).values())
         grids = [s.workgroups(p.entry) for p in SSD_ABI.passes]
         return {
             "storage_binding_bytes": largest,
@@ -134,7 +132,7 @@ class SSDKernel(ShaderKernel):
                                 s.d_state, s.chunk_len, store_states=store_states)
         rt = self.rt
         rt.require(**req, what="SSD problem")
-        elems = s.buffer_elems()
+        elems = s.buffer_elems(store_states=store_states)
         buffers: dict[str, Any] = {n: self.upload(arrs[n], n) for n in INPUTS if n in arrs}
         outputs = ["y", "final_state"] + (["chunk_states"] if store_states else [])
         outputs += _GRADS if backward else []
@@ -225,8 +223,8 @@ class SSDKernel(ShaderKernel):
         nc = cdiv(seq_len, chunk_len)
         lens = [min(chunk_len, seq_len - c * chunk_len) for c in range(nc)]
         tri = sum(n * (n + 1) // 2 for n in lens)
-        tile_tri = sum(m * (m + 1) // 2 for n in lens
-                       for m in [TILE] * (n // TILE) + [n % TILE] * (n % TILE > 0))
+        tiles = [divmod(n, TILE) for n in lens]  # (whole 64-row tiles, rows of the last)
+        tile_tri = sum(f * TILE * (TILE + 1) // 2 + r * (r + 1) // 2 for f, r in tiles)
         lin = sum(lens)
         lin_after_first = lin - lens[0]
         lin_before_last = lin - lens[-1]

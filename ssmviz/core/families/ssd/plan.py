@@ -66,15 +66,17 @@ class Plan:
             "ssd_param_reduce": cdiv(H, WORKGROUP_1D),
         }[entry]
 
-    def buffer_elems(self) -> dict[str, int]:
-        """float32 elements of every buffer, by name."""
+    def buffer_elems(self, *, store_states: bool) -> dict[str, int]:
+        """float32 elements of every buffer, by name; chunk_states is one element unless
+        ``store_states`` (the passes read states_in, and write chunk_states only to return
+        it)."""
         b, T, H, P, G, N, Q, NC = (self.batch, self.seq_len, self.n_heads, self.d_head,
                                    self.n_groups, self.d_state, self.chunk_len, self.n_chunks)
         return {
             "x": b * T * H * P, "dt": b * T * H, "A_log": H, "B": b * T * G * N,
             "C": b * T * G * N, "D": H, "dt_bias": H, "dy": b * T * H * P,
             "y": b * T * H * P, "final_state": b * H * P * N,
-            "chunk_states": b * (NC + 1) * H * P * N,
+            "chunk_states": b * (NC + 1) * H * P * N if store_states else 1,
             "dx": b * T * H * P, "ddt": b * T * H, "dA_log": H, "dB": b * T * G * N,
             "dC": b * T * G * N, "dD": H, "ddt_bias": H,
             "cumsum_scale": 3 * b * H * T, "cb": b * NC * G * Q * Q,

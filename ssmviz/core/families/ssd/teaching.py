@@ -264,7 +264,7 @@ def ssd_impulse_run(kernel: SSDKernel, arrays: Mapping[str, np.ndarray], convent
         raise SsmvizError("the SSD operator needs chunk_len")
     _, L, H, P = np.shape(arrays["x"])
     G, N = np.shape(arrays["B"])[2:]
-    per_batch = max(make_plan(1, L, H, P, G, N, chunk_len).buffer_elems().values())
+    per_batch = max(make_plan(1, L, H, P, G, N, chunk_len).buffer_elems(store_states=True).values())
 
     def run(inputs: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
         return kernel.run(inputs, chunk_len=chunk_len, convention=convention,
