@@ -162,13 +162,13 @@ fn mm_step8(lid: u32) {
 // k = 0..7 (one 32-byte segment of a row) of 4 rows, bit 5 of e picks k 8..15, so that k does
 // not depend on e's bits above 7 (an invocation's 4 elements share their k).
 fn m_fast64(e: u32) -> u32 { return e & 63u; }
-fn k_fast64(e: u32) -> u32 { return e >> 6u; }
-fn m_fastk(e: u32) -> u32 { return ((e >> 3u) & 3u) | ((e >> 6u) << 2u); }
-fn k_fastk(e: u32) -> u32 { return (e & 7u) | (((e >> 5u) & 1u) << 3u); }
 // A K-fast operand staged as one vec4 of k per invocation: row g_row, k g_quad*4 ..+3; a
 // warp takes 16 rows x 2 vec4s (32-byte segments), and its transposed stores fall in 32 banks.
 fn g_row(lid: u32) -> u32 { return ((lid >> 1u) & 15u) | (((lid >> 5u) & 3u) << 4u); }
 fn g_quad(lid: u32) -> u32 { return (lid & 1u) | ((lid >> 7u) << 1u); }
+fn k_fast64(e: u32) -> u32 { return e >> 6u; }
+fn m_fastk(e: u32) -> u32 { return ((e >> 3u) & 3u) | ((e >> 6u) << 2u); }
+fn k_fastk(e: u32) -> u32 { return (e & 7u) | (((e >> 5u) & 1u) << 3u); }
 
 // ---------------------------------------------------------------- helpers
 // Linear workgroup id over a split (x, y) grid; reversed when the race probe is on.
