@@ -28,10 +28,10 @@
 // pass), so results are bitwise deterministic. params.reverse = 1 reverses the workgroup order
 // of every pass (a race probe: the bits must not change).
 // Matmul-shaped passes: 64 x 64 output tile per 256-thread workgroup, 4 x 4 register block per
-// thread, K step 16 (8 in ssd_cb), two 4.25 KiB workgroup tiles (rows padded against bank
-// conflicts); ssd_chunk_state and ssd_dchunk_state instead compute 64 x 128 (4 x 8 per thread)
-// in two stages of K step 8 (see "64 x 128 two-stage core"), and ssd_mh runs its (head, K step)
-// steps through two stages of K step 16 (see ssd_mh); factors that depend on a tile row alone
+// thread, K step 16 (in ssd_cb 8, through two stages), two 4.25 KiB workgroup tiles (rows
+// padded against bank conflicts); ssd_chunk_state and ssd_dchunk_state instead compute
+// 64 x 128 (4 x 8 per thread) in two stages of K step 8 (see "64 x 128 two-stage core"), and
+// ssd_mh runs its (head, K step) steps through two stages of K step 16 (see ssd_mh); factors that depend on a tile row alone
 // are computed once per tile (or head) into row_f (in ssd_dx, into the registers of the
 // invocations that stage that row, which saves a barrier and the table), those of a K column
 // once per K step, with the same operations as per element (so the same bits); ssd_chunk_out
@@ -139,23 +139,12 @@ fn mm_step(lid: u32) {
   }
 }
 
-// The K step of ssd_cb, whose operands are both K-fast: TILE_K8 = 8 of the 16 rows of the
-// staged tiles (a K step of 8 made it faster on the H200 and the other passes slower:
-// ssd/NOTES.md, "SSD round 3"). Staging: element e (0..512) of a 64 x 8 operand tile
-// is row e >> 3, k e & 7 (a warp: 8 k of 4 rows, one 32-byte segment a row, 32 banks).
+// The K step of ssd_cb (and of the two-stage cores), whose operands are both K-fast: 8 of
+// the 16 rows of the staged tiles (a K step of 8 made ssd_cb faster on the H200 and the other
+// passes slower: ssd/NOTES.md, "SSD round 3"). ssd_cb's staging: element e (0..512) of a
+// 64 x 8 operand tile is row e >> 3, k e & 7 (a warp: 8 k of 4 rows, one 32-byte segment a
+// row, 32 banks).
 const TILE_K8: u32 = 8u;
-fn mm_step8(lid: u32) {
-  let tx = lane_tx(lid);
-  let ty = lane_ty(lid);
-  for (var k = 0u; k < TILE_K8; k++) {
-    let a = a_tile[k * TILE_ROW + ty];
-    let b = b_tile[k * TILE_ROW + tx];
-    acc0 = fma(vec4<f32>(a.x), b, acc0);
-    acc1 = fma(vec4<f32>(a.y), b, acc1);
-    acc2 = fma(vec4<f32>(a.z), b, acc2);
-    acc3 = fma(vec4<f32>(a.w), b, acc3);
-  }
-}
 
 // Element e (0..1024) of a 64 x 16 tile, with the 64-long side fastest (coalesced when that
 // side is contiguous in memory) or the 16-long K side fastest. K-fast: a warp's 32 lanes take
@@ -317,7 +306,52 @@ fn ssd_prep(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
   }
 }
 
-// Pass 2: cb[b, c, g] = C Bᵀ over the chunk (Q x Q, lower tiles only), K = d_state.
+// Pass 2: cb[b, c, g] = C Bᵀ over the chunk (Q x Q, lower tiles only), K = d_state, in
+// K steps of 8 through two stages (rows 0..7 and 8..15 of a_tile / b_tile): each invocation
+// loads its next step's elements into registers before the current step's FMAs and stores
+// them into the other stage after them, one barrier a step (matmul.wgsl's recipe).
+// An invocation's elements of the K step at k0: rows e / 8 of A (C) and B for e = lid and
+// lid + 256, k = k0 + e % 8 (zero past the chunk or d_state).
+fn cb_load(b: u32, g: u32, t0: u32, len: u32, ti: u32, tj: u32, k0: u32, lid: u32)
+    -> vec4<f32> {
+  let k = k0 + (lid & 7u);
+  let kc = min(k, params.d_state - 1u);
+  let m0 = lid >> 3u;
+  let last = len - 1u;
+  let i0 = ti * TILE + m0;
+  let j0 = tj * TILE + m0;
+  let a0 = C[bc_idx(b, t0 + min(i0, last), g, kc)];
+  let b0 = B[bc_idx(b, t0 + min(j0, last), g, kc)];
+  let a1 = C[bc_idx(b, t0 + min(i0 + 32u, last), g, kc)];
+  let b1 = B[bc_idx(b, t0 + min(j0 + 32u, last), g, kc)];
+  let kin = k < params.d_state;
+  return vec4<f32>(select(0.0, a0, kin && i0 < len), select(0.0, b0, kin && j0 < len),
+                   select(0.0, a1, kin && i0 + 32u < len), select(0.0, b1, kin && j0 + 32u < len));
+}
+
+fn cb_put(st: u32, lid: u32, v: vec4<f32>) {
+  let kk = st * TILE_K8 + (lid & 7u);
+  let m0 = lid >> 3u;
+  put_a(kk, m0, v.x);
+  put_b(kk, m0, v.y);
+  put_a(kk, m0 + 32u, v.z);
+  put_b(kk, m0 + 32u, v.w);
+}
+
+// The FMAs of one K step of 8 from stage st (0 or 1, a constant at each call).
+fn cb_step(st: u32, lid: u32) {
+  let tx = lane_tx(lid);
+  let ty = lane_ty(lid);
+  for (var k = st * TILE_K8; k < st * TILE_K8 + TILE_K8; k++) {
+    let a = a_tile[k * TILE_ROW + ty];
+    let b = b_tile[k * TILE_ROW + tx];
+    acc0 = fma(vec4<f32>(a.x), b, acc0);
+    acc1 = fma(vec4<f32>(a.y), b, acc1);
+    acc2 = fma(vec4<f32>(a.z), b, acc2);
+    acc3 = fma(vec4<f32>(a.w), b, acc3);
+  }
+}
+
 @compute @workgroup_size(256)
 fn ssd_cb(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
           @builtin(local_invocation_index) lid: u32) {
@@ -334,28 +368,23 @@ fn ssd_cb(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   let t0 = c * params.chunk_len;
   let len = chunk_len_of(c);
   let need = tj <= ti && ti * TILE < len;
-  let kend = select(0u, params.d_state, need);
+  let steps = select(0u, (params.d_state + TILE_K8 - 1u) / TILE_K8, need);
   acc_zero();
-  for (var k0 = 0u; k0 < kend; k0 += TILE_K8) {
-    for (var r = 0u; r < 2u; r++) {
-      let e = lid + WORKGROUP * r;
-      let m = e >> 3u;
-      let kk = e & 7u;
-      let k = k0 + kk;
-      let i = ti * TILE + m;
-      let j = tj * TILE + m;
-      var va = 0.0;
-      var vb = 0.0;
-      if (k < params.d_state) {
-        if (i < len) { va = C[bc_idx(b, t0 + i, g, k)]; }
-        if (j < len) { vb = B[bc_idx(b, t0 + j, g, k)]; }
-      }
-      put_a(kk, m, va);
-      put_b(kk, m, vb);
+  if (need) {
+    cb_put(0u, lid, cb_load(b, g, t0, len, ti, tj, 0u, lid));
+    workgroupBarrier();
+  }
+  for (var s = 0u; s < steps; s += 2u) {
+    let v1 = cb_load(b, g, t0, len, ti, tj, (s + 1u) * TILE_K8, lid);
+    cb_step(0u, lid);
+    cb_put(1u, lid, v1);
+    workgroupBarrier();
+    if (s + 1u < steps) {
+      let v2 = cb_load(b, g, t0, len, ti, tj, (s + 2u) * TILE_K8, lid);
+      cb_step(1u, lid);
+      cb_put(0u, lid, v2);
+      workgroupBarrier();
     }
-    workgroupBarrier();
-    mm_step8(lid);
-    workgroupBarrier();
   }
   if (ok && need) {
     let tx = lane_tx(lid);

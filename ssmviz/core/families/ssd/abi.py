@@ -27,9 +27,9 @@ from ssmviz.core.families.family import DerivedRole, RoleSpec
 SHADER = "ssd.wgsl"
 
 #: Matmul tile of the matrix-form passes: TILE x TILE outputs per workgroup of WORKGROUP
-#: threads (4 x 4 each), K step TILE_K (8 in ssd_cb, on the same tiles); ssd_chunk_state and
-#: ssd_dchunk_state compute TILE x 2·TILE (4 x 8 each) in two stages of K step 8, ssd_mh
-#: TILE x TILE in two stages of K step MH_K. Must match the constants in ssd.wgsl.
+#: threads (4 x 4 each), K step TILE_K (8 in ssd_cb, in two stages on the same tiles);
+#: ssd_chunk_state and ssd_dchunk_state compute TILE x 2·TILE (4 x 8 each) in two stages of
+#: K step 8, ssd_mh TILE x TILE in two stages of K step MH_K. Must match the constants in ssd.wgsl.
 TILE = 64
 TILE_K = 16
 WORKGROUP = 256
