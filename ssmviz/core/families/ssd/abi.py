@@ -119,7 +119,7 @@ BUFFERS: dict[int, BufferSpec] = {
 WRITTEN = range(9, 29)
 
 # (entry point, stage, workgroup size, dispatch formula, {binding: access}).
-_TABLE: tuple[tuple[str, str, int, str, dict[int, str]], ...] = (
+_PASS_TABLE: tuple[tuple[str, str, int, str, dict[int, str]], ...] = (
     ("ssd_prep", "forward", WORKGROUP_1D, "batch*n_heads*n_chunks",
      {2: "read", 3: "read", 7: "read", 19: "overwrite"}),
     ("ssd_cb", "forward", WORKGROUP, "batch*n_chunks*n_groups*n_qtiles²",
@@ -165,7 +165,7 @@ PASSES = [
         workgroup_storage_bytes=_STORAGE.get(entry, 0),
         rule=f"split_workgroups({formula}) folded into (x, y, 1)",
     )
-    for entry, stage, wg, formula, access in _TABLE
+    for entry, stage, wg, formula, access in _PASS_TABLE
 ]
 
 #: The kernels' ABI (host-driven: SSD's kernel.py dispatches every pass in order).
