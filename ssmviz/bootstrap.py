@@ -12,8 +12,10 @@ tests), creates ``.venv`` in the project root, installs ssmviz into it
 ``pyproject.toml`` changes. For the Tint cross-check (Chrome's WGSL compiler beside
 naga) it installs Debian's ``nodejs`` and ``npm`` when missing and runs ``npm ci`` in
 ``ssmviz/core/external/tint_node`` when ``node_modules`` is missing or
-``package-lock.json`` changed; where Node cannot be had it says so and goes on (every
-kernel report then says "Tint cross-check unavailable").
+``package-lock.json`` changed; the same lock pins the builderforce-memory-engine
+package, whose kernels the tests judge. Where Node cannot be had it says so and goes on
+(every kernel report then says "Tint cross-check unavailable", and the tests of the
+package's kernels skip saying why).
 """
 
 from __future__ import annotations
@@ -157,9 +159,10 @@ def _node_tools() -> tuple[str | None, str | None]:
 
 
 def ensure_tint() -> bool:
-    """Node.js, npm and the pinned ``webgpu`` package (dawn.node, with Tint) in
-    ``TINT_DIR/node_modules``; True when Tint can run. Never fatal: without it ssmviz
-    works and its kernel reports say the cross-check is unavailable."""
+    """Node.js, npm and the pinned ``webgpu`` package (dawn.node, with Tint) and
+    ``@seanhogg/builderforce-memory-engine`` in ``TINT_DIR/node_modules``; True when
+    Tint can run. Never fatal: without it ssmviz works and its kernel reports say the
+    cross-check is unavailable."""
     node, npm = _node_tools()
     if (node is None or npm is None) and shutil.which("apt-get") and shutil.which("dpkg-query"):
         wanted = (("nodejs",) if node is None else ()) + (("npm",) if npm is None else ())
@@ -177,7 +180,8 @@ def ensure_tint() -> bool:
     want = f"{hashlib.sha256(lock.read_bytes()).hexdigest()}:{version.stdout.strip()}"
     if stamp.exists() and stamp.read_text() == want:
         return True
-    _say(f"installing Tint (npm package webgpu, dawn.node) into {TINT_DIR / 'node_modules'}")
+    _say("installing Tint (npm package webgpu, dawn.node) and @seanhogg/builderforce-memory-"
+         f"engine into {TINT_DIR / 'node_modules'}")
     done = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
                           cwd=TINT_DIR, check=False)
     if done.returncode != 0:

@@ -3,6 +3,16 @@
 The same schema a user's TOML profile has (:mod:`ssmviz.core.external.profiles` parses
 it into an :class:`~ssmviz.core.families.abi.AbiProfile`); how the package binds and
 dispatches its WGSL is described in :mod:`ssmviz.core.reference._common`.
+
+Checked against release 2026.7.14 (the pinned one; ``tests/test_builderforce_package.py``):
+params, entry points, workgroup sizes and bindings as ``dist/model/mamba_block.js`` binds
+them. Two differences stay outside this table: that block dispatches ``forward_scan`` over
+(ceil(d_inner/8), ceil(d_state/8), batch) workgroups, which leaves most (d, n) pairs
+unvisited, while the kernel reads d and n from workgroup_id, so the profile dispatches the
+(d_inner, d_state, batch) its indexing needs; and its forward decay is
+A = -exp(clamp(A_log, -10, 5)) (its backward does not clamp), which equals the builderforce
+convention while A_log lies in [-10, 5] (a seeded problem's A_log is log(n + 1): up to
+d_state 148).
 """
 
 from __future__ import annotations

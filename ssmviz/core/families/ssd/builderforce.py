@@ -3,6 +3,10 @@
 The same schema a user's TOML profile has (:mod:`ssmviz.core.external.profiles` parses
 it into an :class:`~ssmviz.core.families.abi.AbiProfile`); how the package binds and
 dispatches its WGSL is described in :mod:`ssmviz.core.reference._common`.
+
+Checked against release 2026.7.14 (the pinned one; ``tests/test_builderforce_package.py``):
+params, entry points, workgroup sizes, bindings and dispatch as ``dist/model/mamba2_block.js``
+binds and dispatches ``ssd_chunk_forward``.
 """
 
 from __future__ import annotations
