@@ -143,8 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --kernel: seconds each step may take before the worker is "
                        "killed (default: 10 s + 1 s per 10⁶ elements)")
 
-    sweep = sub.add_parser("sweep", help="check the acceptance matrix of a kernel family")
-    sweep.add_argument("--family", choices=registry.names(), default=CHECK_DEFAULTS["family"])
+    sweep = sub.add_parser("sweep", help="check the acceptance matrix of a kernel family, or a "
+                           "kernel file over a matrix of sizes")
+    sweep.add_argument("--family", choices=registry.names(), default=None,
+                       help=f"default {CHECK_DEFAULTS['family']}")
+    _add_kernel_args(sweep, "run this .wgsl or .js/.ts kernel file over a matrix of sizes")
     sweep.add_argument("--quick", action="store_true", help="short sequences only")
     sweep.add_argument("--runs", type=_positive("runs"), default=3)
     sweep.add_argument("--json", metavar="PATH.json", help="write every case's figures as JSON")
@@ -184,11 +187,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--view", choices=views_of("s6"), default=None,
                        help="with --ui: this teaching view open while measuring")
+    _add_kernel_args(bench, "time this .wgsl or .js/.ts kernel file per entry point, beside "
+                     "ssmviz's own kernel and the floors (--size tiny: check's default problem)")
     tour = sub.add_parser("tour", help="write every step of the guided tour as a PNG")
     tour.add_argument("--out", metavar="DIR", required=True,
                       help="the folder for the PNGs (made when its parent exists)")
     tour.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
     return parser
+
+
+def _add_kernel_args(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--kernel", metavar="PATH", help=what)
+    p.add_argument("--abi", metavar="NAME|PROFILE.toml", help="ABI profile for --kernel")
+    p.add_argument("--timeout", type=_seconds, metavar="S", default=None,
+                   help="with --kernel: seconds each step may take before the worker is killed")
+
+
+def _refuse_without_kernel(args: argparse.Namespace) -> None:
+    if not args.kernel:
+        given = [f for f in ("abi", "timeout") if getattr(args, f) is not None]
+        if given:
+            raise SsmvizError(f"{_flag(given[0])} needs --kernel PATH")
 
 
 def _flag(dest: str) -> str:
@@ -465,6 +484,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from ssmviz.app.uibench import run_ui_bench
 
         return run_ui_bench(args.json, args.view)
+    _refuse_without_kernel(args)
+    if args.kernel:
+        return _bench_kernel(args, given)
     family = args.family or "all"
     if family in _CPU_BENCHES:
         for flag in ("--size", "--passes", "--reference", "--cpu"):
@@ -497,6 +519,48 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
+def _bench_kernel(args: argparse.Namespace, given: list[str]) -> int:
+    """``bench --kernel FILE``: its passes timed beside ssmviz's own kernel and the floors."""
+    from ssmviz.core import bench
+    from ssmviz.core.external.kernel_bench import run_kernel_bench
+    from ssmviz.core.fileio import check_output_path, write_text
+    from ssmviz.core.gpu import get_runtime
+
+    if args.json:
+        check_output_path(args.json, ".json", "--json")
+    wrong = [f for f in given if f in ("--family", "--passes", "--reference")]
+    if wrong or args.ui:
+        raise SsmvizError(f"{wrong[0] if wrong else '--ui'} does not apply to bench --kernel "
+                          "(the file's profile decides the family; it is timed per entry point)")
+    rt = get_runtime()
+    size = args.size or bench.default_size(rt)
+    print(bench.header_line(rt.description(), size), flush=True)
+    code, figures = run_kernel_bench(args.kernel, abi=args.abi, size=size,
+                                     repeats=args.repeats or 5, timeout=args.timeout)
+    if args.json:
+        write_text(args.json, json.dumps({"adapter": rt.description(), "size": size,
+                                          "kernels": figures}, indent=2) + "\n")
+    return code
+
+
+def _sweep_kernel(args: argparse.Namespace) -> int:
+    """``sweep --kernel FILE``: the file's kernels over a matrix of sizes."""
+    from ssmviz.core.external.kernel_sweep import case_count, run_kernel_sweep
+    from ssmviz.core.fileio import write_text
+    from ssmviz.core.progress import Progress
+
+    if args.family is not None:
+        raise SsmvizError("--family does not apply to sweep --kernel (the file's profile "
+                          "decides the family; --abi picks another profile)")
+    with Progress(case_count(args.kernel, args.abi, args.quick),
+                  f"sweep {args.kernel}") as progress:
+        result = run_kernel_sweep(args.kernel, abi=args.abi, quick=args.quick, runs=args.runs,
+                                  timeout=args.timeout, out=progress.write, step=progress.step)
+    if args.json:
+        write_text(args.json, json.dumps(result, indent=2) + "\n")
+    return result["exit_code"]
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from ssmviz.core.fileio import check_output_path, write_text
     from ssmviz.core.progress import Progress
@@ -504,8 +568,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     if args.json:
         check_output_path(args.json, ".json", "--json")
-    with Progress(len(cases(args.family, args.quick)), f"sweep {args.family}") as progress:
-        result = run_sweep(args.family, quick=args.quick, runs=args.runs, out=progress.write,
+    _refuse_without_kernel(args)
+    if args.kernel:
+        return _sweep_kernel(args)
+    family = args.family or CHECK_DEFAULTS["family"]
+    with Progress(len(cases(family, args.quick)), f"sweep {family}") as progress:
+        result = run_sweep(family, quick=args.quick, runs=args.runs, out=progress.write,
                            step=progress.step)
     if args.json:
         write_text(args.json, json.dumps(result, indent=2) + "\n")

@@ -67,6 +67,7 @@ from ssmviz.core.external.wgsl import (
 from ssmviz.core.families.abi import AbiProfile, BufferSpec, PassSpec
 from ssmviz.core.gpu import POISON_U32, Dispatch, Readback, split_workgroups, with_device_retry
 from ssmviz.core.problem import Problem
+from ssmviz.core.timing import median_time, median_time_per_pass
 
 EXIT_PASS, EXIT_FAIL, EXIT_BUILD = 0, 1, 2
 
@@ -91,6 +92,8 @@ class KernelCheckResult:
     reference: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     #: "timeout" or "crash" when the watchdog ended the run (``message`` is the verdict).
     watchdog: str = ""
+    #: With ``timed``: each stage's median time and its entry points' (see _time_passes).
+    timing: dict[str, Any] = field(default_factory=dict)
 
     def render(self) -> str:
         """The text the CLI prints: diagnostics, the verdict table, probes, locations."""
@@ -397,6 +400,25 @@ def _run(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module],
          ) -> tuple[dict[str, np.ndarray], float]:
     """One run of every planned pass; returns each buffer read back (float32, its layout)."""
     prof = plan.prof
+    buffers, shapes, passes = _prepare(plan, texts, modules, sizes, values, rt)
+    t0 = time.perf_counter()
+    for _, d in passes:  # one at a time, so a watchdog can name the pass that hangs
+        progress.report("run", f"the dispatch of `{d.label}`")
+        rt.run([d])
+    seconds = time.perf_counter() - t0
+    names = [name for name in buffers
+             if prof.buffers[name].io == "out" and prof.buffers[name].stage in plan.stages]
+    arrays = rt.read_many([Readback(buffers[name], np.float32, shapes[name]) for name in names])
+    return dict(zip(names, arrays, strict=True)), seconds
+
+
+def _prepare(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module],
+             sizes: dict[str, int], values: Mapping[str, np.ndarray], rt: Any
+             ) -> tuple[dict[str, Any], dict[str, tuple[int, ...]],
+                        list[tuple[PassSpec, Dispatch]]]:
+    """Every planned pass's buffers (inputs uploaded, outputs poisoned or zeroed), their
+    shapes, and each pass with its dispatch, in order."""
+    prof = plan.prof
     used = _bindings_used(plan, modules)
     shapes = require_sizes(plan, modules, sizes, rt)
     buffers: dict[str, Any] = {}
@@ -438,19 +460,40 @@ def _run(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module],
         storage_max = max(storage_max, sum(1 for b in binds if p.bindings[b] != "params"))
         progress.report("compile", f"the pipeline of `{p.entry}`")
         pipe = rt.pipeline(texts[src.name], p.entry, label=f"{src.name}:{p.entry}")
-        dispatches.append(Dispatch(pipe, binds, wg, p.entry))
+        dispatches.append((p, Dispatch(pipe, binds, wg, p.entry)))
     rt.require(storage_buffers_per_stage=storage_max,
-               workgroups_per_dimension=max((max(d.workgroups) for d in dispatches), default=1),
+               workgroups_per_dimension=max((max(d.workgroups) for _, d in dispatches),
+                                            default=1),
                what=f"profile '{prof.name}'")
-    t0 = time.perf_counter()
-    for d in dispatches:  # one at a time, so a watchdog can name the pass that hangs
-        progress.report("run", f"the dispatch of `{d.label}`")
-        rt.run([d])
-    seconds = time.perf_counter() - t0
-    names = [name for name in buffers
-             if prof.buffers[name].io == "out" and prof.buffers[name].stage in plan.stages]
-    arrays = rt.read_many([Readback(buffers[name], np.float32, shapes[name]) for name in names])
-    return dict(zip(names, arrays, strict=True)), seconds
+    return buffers, shapes, dispatches
+
+
+def _time_passes(plan: _Plan, modules: Mapping[str, Module], texts: Mapping[str, str],
+                 sizes: dict[str, int], values: Mapping[str, np.ndarray], rt: Any,
+                 repeats: int) -> dict[str, Any]:
+    """Median time of each stage's passes and of each entry point, as ``ssmviz bench``
+    takes them (GPU timestamps where the adapter has them; else the wall clock, each entry
+    point timed alone): ``{"stages": [{"stage", "seconds", "timing", "passes": [...]}]}``."""
+    buffers, _, passes = _prepare(plan, texts, modules, sizes, values, rt)
+    stages = []
+    for stage in plan.stages:
+        ds = [d for p, d in passes if p.stage == stage]
+        if not ds:
+            continue
+        progress.report("run", f"timing the {stage} ({', '.join(str(d.label) for d in ds)})")
+        total, source, per = median_time_per_pass(rt, ds, repeats)
+        if not per:
+            alone: dict[str, float] = {}
+            for d in ds:
+                progress.report("run", f"timing `{d.label}` alone")
+                alone[str(d.label)] = alone.get(str(d.label), 0.0) + median_time(rt, [d],
+                                                                                 repeats)[0]
+            per = [{"entry_point": k, "seconds": v} for k, v in alone.items()]
+            source += ", each entry point alone"
+        stages.append({"stage": stage, "seconds": total, "timing": source, "passes": per})
+    for buf in buffers.values():
+        buf.destroy()
+    return {"stages": stages}
 
 
 def _bindings_used(plan: _Plan, modules: Mapping[str, Module]) -> dict[str, set[int]]:
@@ -589,6 +632,7 @@ def check_kernel(
     arrays: Mapping[str, np.ndarray] | None = None,
     family: str | None = None,
     size_probe: bool = True,
+    timed: int = 0,
 ) -> KernelCheckResult:
     """Check a kernel file: build, static analysis, then runtime verdicts and race probes.
 
@@ -597,11 +641,13 @@ def check_kernel(
     inputs instead of the seeded problem; their shapes give the sizes, ``sizes`` then only
     adds chunk_len), ``family`` (the profile of that family among those the file matches)
     and ``size_probe=False`` (the size probe judges a seeded problem of its own).
+    ``timed`` > 0: after the check, time each stage and entry point over that many repeats
+    on the same problem (``ssmviz bench --kernel``), into ``timing``.
 
     Never raises for problems with the file or the arguments: they come back as
     ``exit_code`` 2 with a one-line ``message`` or diagnostics.
     """
-    opts = _Options(text, arrays, family, probe, size_probe and probe)
+    opts = _Options(text, arrays, family, probe, size_probe and probe, timed)
     last = KernelCheckResult(path, EXIT_BUILD)
 
     def attempt(rt: Any) -> KernelCheckResult:
@@ -625,6 +671,7 @@ class _Options:
     family: str | None
     probe: bool
     size_probe: bool
+    timed: int = 0
 
 
 def _pick_profile(abi: str | None, family: str | None, entries: set[str], exports: list[str],
@@ -697,6 +744,9 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
     conv = convention or prof.convention or "mamba"
     if prof.host is not None:
         _judge_host(prof, an, kf, planned, conv, sizes_in, runs, seed, rt, res, opts)
+        if opts.timed:
+            res.timing = {"error": f"profile '{prof.name}' runs under ssmviz's own host code, "
+                                   "which `ssmviz bench` times"}
         failed = res.report is not None and not res.report.passed
         res.exit_code = EXIT_BUILD if errors else (EXIT_FAIL if failed else EXIT_PASS)
         return res
@@ -715,6 +765,8 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
     if opts.size_probe:
         _size_probe(plan, an, texts, sizes, seed, rt, report, gpu, res)
     _locate_failures(plan, an, kf, report, sizes, res)
+    if opts.timed:
+        res.timing = _time_passes(plan, an.modules, texts, sizes, report.ref, rt, opts.timed)
     failed = not report.passed
     res.exit_code = EXIT_BUILD if errors else (EXIT_FAIL if failed else EXIT_PASS)
     return res

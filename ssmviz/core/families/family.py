@@ -161,6 +161,10 @@ class Family:
     bench: Callable[..., list[dict[str, Any]]] | None = None
     #: size class -> how many rows ``bench`` times (progress steps).
     bench_steps: Callable[[str], int] = lambda size: 0
+    #: (sizes, stage) -> the operation that bounds the stage ("exp2" or "fma", as
+    #: ``ssmviz bench`` measures their rates) and how many of them it needs at least: the
+    #: arithmetic floor ``ssmviz bench --kernel`` sets beside a kernel from a file; None: none.
+    floor_ops: Callable[[Sizes, str], tuple[str, int]] | None = None
     #: () -> how the app's plots slice this family's arrays; None: the app cannot show it.
     view: Callable[[], FamilyView] | None = None
     #: The operator M and the teaching views' numbers; None: the family has no teaching views.

@@ -53,6 +53,7 @@ FAMILY = Family(
     builderforce=builderforce.profile,
     bench=bench.bench,
     bench_steps=bench.steps,
+    floor_ops=bench.floor_ops,
     view=lambda: VIEW,
     teaching=Teaching(
         views=("operator", "scan_tree", "discretisation"),

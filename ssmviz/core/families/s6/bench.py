@@ -42,6 +42,11 @@ def exps(sizes: Mapping[str, int], phase: str) -> int:
     return elems * (sizes["d_state"] + (2 if phase == "backward" else 1))
 
 
+def floor_ops(sizes: Mapping[str, int], stage: str) -> tuple[str, int]:
+    """S6's arithmetic floor for ``stage``: the exps it needs (see :func:`exps`)."""
+    return "exp2", exps(sizes, stage)
+
+
 def bench(rt: GpuRuntime, size: str, repeats: int, *, arrays: Arrays, copy_bw: float,
           rates: Mapping[str, float], step: Step = no_step) -> list[dict[str, Any]]:
     """The rows at ``size`` (see the module docstring); ``rates``: measured operations per

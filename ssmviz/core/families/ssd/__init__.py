@@ -56,6 +56,7 @@ FAMILY = Family(
     builderforce=builderforce.profile,
     bench=bench.bench,
     bench_steps=bench.steps,
+    floor_ops=bench.floor_ops,
     view=lambda: VIEW,
     teaching=Teaching(
         views=("operator", "chunks"),

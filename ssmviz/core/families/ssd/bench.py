@@ -39,6 +39,14 @@ def steps(size: str) -> int:
     return 4
 
 
+def floor_ops(sizes: Mapping[str, int], stage: str) -> tuple[str, int]:
+    """SSD's arithmetic floor for ``stage``: the FMAs of the chunked algorithm (half its
+    FLOPs, :meth:`SSDKernel.flops`)."""
+    flops = SSDKernel.flops(sizes["batch"], sizes["seq_len"], sizes["n_heads"], sizes["d_head"],
+                            sizes["d_state"], sizes["chunk_len"], sizes["n_groups"])
+    return "fma", flops[stage] // 2
+
+
 def bench(rt: GpuRuntime, size: str, repeats: int, *, arrays: Arrays, copy_bw: float,
           rates: Mapping[str, float], step: Step = no_step) -> list[dict[str, Any]]:
     """The rows at ``size`` (see the module docstring); ``copy_bw`` is not used (the

@@ -1,0 +1,164 @@
+"""``ssmviz sweep --kernel FILE``: a kernel from a file over a matrix of sizes.
+
+Each case is ``check --kernel`` at one size, in the kernel worker under its watchdog (the
+same core path), with the race probes (runs compared bitwise, the workgroups in reverse
+order) but not the size probe: the matrix is the sizes. The matrix, per family the file
+holds (:func:`size_matrix`): ``check --kernel``'s default problem; seq_len 1 and past a
+256- and a 1024-step tile; each other size doubled and set to 1. Sizes the profile cannot
+run (:func:`refusal`: the family's own rules, e.g. SSD's n_groups dividing n_heads) are
+left out, and the total says how many. One line per case, then the total: exit 0 only
+when every case passed and compared something, 2 when the kernel does not build.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ssmviz.core import families
+from ssmviz.core.errors import SsmvizError
+from ssmviz.core.external.isolated import check_kernel_isolated, get_worker
+from ssmviz.core.external.profiles import get_profile
+from ssmviz.core.external.results_io import kernel_families
+from ssmviz.core.external.runner import (
+    EXIT_BUILD,
+    EXIT_FAIL,
+    EXIT_PASS,
+    KernelCheckResult,
+    base_sizes,
+    role_of_label,
+)
+from ssmviz.core.families.abi import AbiProfile
+
+#: seq_len beyond the default: one step, and just past a 256- and a 1024-step tile.
+SEQ_LENS = (1, 257, 1030)
+QUICK_SEQ_LENS = (1, 257)
+
+
+def size_matrix(family: str, quick: bool = False) -> list[dict[str, int]]:
+    """The candidate sizes of a family's sweep, in order, without repeats (``quick``: the
+    default problem, seq_len 1 and 257, and batch doubled)."""
+    base = dict(families.get(family).roles.defaults)
+    cases = [base] + [base | {"seq_len": t} for t in (QUICK_SEQ_LENS if quick else SEQ_LENS)]
+    for name, value in base.items():
+        if name == "seq_len" or (quick and name != "batch"):
+            continue
+        cases += [base | {name: 2 * value}] + ([] if quick else [base | {name: 1}])
+    out: list[dict[str, int]] = []
+    for c in cases:
+        if c not in out:
+            out.append(c)
+    return out
+
+
+def refusal(prof: AbiProfile, sizes: Mapping[str, int]) -> str | None:
+    """Why ``prof``'s kernel cannot run at ``sizes`` (one line); None when it can."""
+    try:
+        base_sizes(prof.family, sizes)
+    except SsmvizError as exc:
+        return str(exc)
+    return None
+
+
+def _worst(res: KernelCheckResult, stage: str) -> float | None:
+    """The largest relative error of the tensors ``stage`` writes (None: none compared)."""
+    if res.report is None or res.profile is None:
+        return None
+    vals = []
+    for v in res.report.verdicts:
+        try:
+            spec, _ = role_of_label(res.profile, v.name)
+        except KeyError:  # a key the profile does not produce (listed as not checked)
+            continue
+        if v.checked and spec.stage == stage:
+            vals.append(v.rel_err)
+    return max(vals) if vals else None
+
+
+def _compared(res: KernelCheckResult) -> bool:
+    return res.report is not None and any(v.checked for v in res.report.verdicts)
+
+
+def case_line(res: KernelCheckResult, sizes: Mapping[str, int]) -> tuple[int, str]:
+    """(the case's exit code, its line): 0 (PASS) only for a passing check that compared
+    something; a check that compared nothing counts as a failure."""
+    shown = " ".join(f"{k}={v}" for k, v in sizes.items())
+    if res.report is None:
+        return max(res.exit_code, EXIT_FAIL), f"FAIL  {shown}  {res.message or 'not checked'}"
+    code = res.exit_code if _compared(res) else max(res.exit_code, EXIT_FAIL)
+    errs = []
+    for word, stage in (("fwd", "forward"), ("grad", "backward")):
+        worst = _worst(res, stage)
+        errs.append(f"{word} {worst:.2e}" if worst is not None else f"{word} -")
+    line = f"{'PASS' if code == EXIT_PASS else 'FAIL'}  {shown}  {'  '.join(errs)}"
+    if code != EXIT_PASS:
+        line += "  " + (res.report.status() if _compared(res) else
+                        "NOTHING COMPARED: the profile yields no compared tensor")
+        bad = res.report.kernel_failures()
+        if bad:
+            line += ": " + "; ".join(f"{v.name}: {v.reason()}" for v in bad[:3])
+            line += f" (+{len(bad) - 3} more)" if len(bad) > 3 else ""
+    return code, line
+
+
+def run_kernel_sweep(path: str, *, abi: str | None = None, quick: bool = False,
+                     runs: int = 3, timeout: float | None = None,
+                     out: Callable[[str], Any] = print,
+                     step: Callable[[str], Any] | None = None) -> dict[str, Any]:
+    """Sweep every family's kernels of ``path``; returns ``{"adapter", "profiles": [...],
+    "passed", "exit_code"}``. ``out`` gets one line per case and a total per profile,
+    ``step`` each case's sizes as it finishes."""
+    found = kernel_families(path, abi)
+    if not found:  # unreadable or unmatched: the check says why, in its own words
+        res = check_kernel_isolated(path, abi=abi, runs=runs, timeout=timeout)
+        out(res.render())
+        return {"adapter": get_worker().adapter, "profiles": [], "passed": False,
+                "exit_code": max(res.exit_code, EXIT_FAIL)}
+    summary: list[dict[str, Any]] = []
+    code = EXIT_PASS
+    for family, name in found.items():
+        which = name if abi is None else abi
+        matrix = size_matrix(family, quick)
+        cases = [s for s in matrix if refusal(get_profile(which), s) is None]
+        rows: list[dict[str, Any]] = []
+        for sizes in cases:
+            res = check_kernel_isolated(path, abi=which, sizes=sizes, runs=runs,
+                                        size_probe=False, timeout=timeout)
+            if res.exit_code == EXIT_BUILD and not rows and not res.watchdog:
+                out(res.render())  # it does not build (or cannot run): nothing to sweep
+                return {"adapter": get_worker().adapter, "profiles": summary, "passed": False,
+                        "exit_code": EXIT_BUILD}
+            case_code, line = case_line(res, sizes)
+            code = max(code, case_code)
+            out(line)
+            rows.append({"sizes": dict(sizes), "passed": case_code == EXIT_PASS,
+                         "exit_code": case_code,
+                         "worst_forward_rel_err": _worst(res, "forward"),
+                         "worst_grad_rel_err": _worst(res, "backward"),
+                         "failures": res.report.failures() if res.report else [res.message]})
+            if step is not None:
+                step(" ".join(f"{k}={v}" for k, v in sizes.items()))
+        left_out = len(matrix) - len(cases)
+        npass = sum(r["passed"] for r in rows)
+        out(f"{path} ({which}, {family}): {npass}/{len(rows)} cases passed on "
+            f"{get_worker().adapter}" + (f"; {left_out} size(s) the profile cannot run left "
+                                         "out" if left_out else ""))
+        if not rows:
+            code = max(code, EXIT_FAIL)  # nothing compared is never a pass
+        summary.append({"profile": which, "family": family, "cases": rows,
+                        "left_out": left_out})
+    return {"adapter": get_worker().adapter, "profiles": summary, "passed": code == EXIT_PASS,
+            "exit_code": code}
+
+
+def case_count(path: str, abi: str | None, quick: bool) -> int:
+    """How many cases :func:`run_kernel_sweep` runs (progress steps); 1 when the file
+    cannot be matched now."""
+    found = kernel_families(path, abi)
+    if not found:
+        return 1
+    total = 0
+    for family, name in found.items():
+        prof = get_profile(name if abi is None else abi)
+        total += sum(refusal(prof, s) is None for s in size_matrix(family, quick))
+    return total
