@@ -14,6 +14,7 @@ import pytest
 from ssmviz.cli import main
 from ssmviz.core.external.kernel_sweep import QUICK_SEQ_LENS, SEQ_LENS, refusal, size_matrix
 from ssmviz.core.external.profiles import get_profile
+from ssmviz.core.external.runner import check_kernel
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "assets" / "kernels"
@@ -172,3 +173,16 @@ def test_bench_kernel_that_does_not_build_is_not_timed(capsys) -> None:
     assert code == 2
     assert lines[-1].startswith(f"{path}: DOES NOT BUILD (")
     assert not any(" ms " in ln for ln in lines)
+
+
+def test_without_gpu_timestamps_each_entry_point_is_timed_alone_and_said_so(
+        runtime, monkeypatch) -> None:
+    monkeypatch.setattr(runtime, "has_timestamps", False)
+    res = check_kernel(REF, abi="builderforce-s6-forward", runs=1, probe=False, timed=2,
+                       runtime=runtime)
+    assert res.exit_code == 0
+    (stage,) = res.timing["stages"]
+    assert stage["stage"] == "forward"
+    assert stage["timing"] == "wall-clock, each entry point alone"
+    assert [p["entry_point"] for p in stage["passes"]] == ["forward_scan", "forward_reduce"]
+    assert stage["seconds"] > 0 and all(p["seconds"] > 0 for p in stage["passes"])
