@@ -129,7 +129,7 @@ def test_bench_kernel_times_each_entry_point_beside_its_own_kernel(capsys, tmp_p
     assert code == 0, text
     assert lines[0].startswith("adapter: ") and lines[0].endswith("sizes: tiny")
     assert lines[1] == (f"{REF}: profile builderforce-s6 (s6, builderforce) at batch=2 "
-                        "seq_len=37 d_inner=4 d_state=4; check: PASS")
+                        "seq_len=37 d_inner=4 d_state=4; check (one run, no race probes): PASS")
     for entry in ("forward_scan", "forward_reduce", "backward_scan"):
         assert re.search(rf"^    {entry} +\d+\.\d{{3}} ms +\d+\.\d%$", text, re.M), entry
     for stage in ("forward", "backward"):
@@ -163,8 +163,22 @@ def test_bench_kernel_of_a_wrong_kernel_times_it_and_says_so(capsys) -> None:
     path = str(KERNELS / "fault_missing_grad_term_s6.js")
     code, lines, _ = _cli(capsys, "bench", "--kernel", path, "--size", "tiny", "--repeats", "1")
     assert code == 1
-    assert lines[1].endswith("; check: FAIL (1 tensor(s))")
+    assert lines[1].endswith("; check (one run, no race probes): FAIL (1 tensor(s))")
     assert any(ln.startswith("    backward_scan ") for ln in lines)
+
+
+def test_bench_kernel_times_a_host_profile_under_the_family_host_code(capsys) -> None:
+    # ssmviz's own S6 shader as a file: its passes are planned by the family's host code,
+    # which then runs the file's source; each of its entry points gets its time.
+    path = str(ROOT / "shaders" / "selective_scan.wgsl")
+    code, lines, _ = _cli(capsys, "bench", "--kernel", path, "--size", "tiny", "--repeats", "1")
+    text = "\n".join(lines)
+    assert code == 0, text
+    assert "profile ssmviz-s6 (s6, mamba)" in lines[1] and lines[1].endswith(": PASS")
+    entries = re.findall(r"^    (s6_\w+) +\d", text, re.M)
+    assert {"s6_fwd_summary", "s6_fwd_output", "s6_bwd_output"} <= set(entries)
+    assert re.search(r"^  forward .*% of its copy floor .*% of its exp2 floor", text, re.M)
+    assert re.search(r"^  ssmviz s6 backward .* the file's backward takes", text, re.M)
 
 
 def test_bench_kernel_that_does_not_build_is_not_timed(capsys) -> None:

@@ -75,3 +75,21 @@ def with_floor(row: dict[str, Any], floor_seconds: float, floor: str) -> dict[st
         row["floor_seconds"] = floor_seconds
         row["ratio_to_floor"] = floor_seconds / row["seconds"]
     return row
+
+
+def stage_time(rt: GpuRuntime, dispatches: Sequence[Dispatch], repeats: int,
+               report: Callable[[str], Any] = lambda label: None
+               ) -> tuple[float, str, list[dict[str, Any]]]:
+    """:func:`median_time_per_pass`, with each entry point's time also without GPU
+    timestamps: then each entry point's dispatches are timed alone on the wall clock (the
+    source says so). ``report`` hears each entry point as its timing starts."""
+    total, source, per = median_time_per_pass(rt, dispatches, repeats)
+    if per or not dispatches:
+        return total, source, per
+    alone: dict[str, float] = {}
+    for d in dispatches:
+        label = str(d.label)
+        report(label)
+        alone[label] = alone.get(label, 0.0) + median_time(rt, [d], repeats)[0]
+    per = [{"entry_point": k, "seconds": v} for k, v in alone.items()]
+    return total, f"{source}, each entry point alone", per

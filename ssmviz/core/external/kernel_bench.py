@@ -6,11 +6,12 @@ full: the one ``ssmviz bench`` times ssmviz's own kernel on; tiny: ``check --ker
 default problem). In the kernel worker, under its watchdog:
 the file goes through the same check as ``ssmviz check --kernel`` (one run, no probes),
 which then times each stage and entry point (GPU timestamps where the adapter has them,
-else the wall clock, each entry point alone: every figure says which); then ssmviz's own
-kernel of the family on the same inputs and convention, the copy kernel's bandwidth (the
-copy floor: the bytes of the file's buffers, each read or written once, at that
-bandwidth) and the rate of the operation that bounds the family (S6: exp2, SSD: FMA; the
-arithmetic floor: the operations it needs at that rate).
+else the wall clock, each entry point alone: every figure says which; a ``host`` profile's
+source is timed under the family's host code); then ssmviz's own kernel of the family on
+the same inputs and convention, the copy kernel's bandwidth (the copy floor: the bytes of
+the file's buffers, each read or written once, at that bandwidth) and the rate of the
+operation that bounds the family (S6: exp2, SSD: FMA; the arithmetic floor: the
+operations it needs at that rate).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from ssmviz.core.external.isolated import (
     get_worker,
     problem_elements,
 )
-from ssmviz.core.external.profiles import get_profile
+from ssmviz.core.external.loader import load_kernel_file
+from ssmviz.core.external.profiles import get_profile, role_axes
 from ssmviz.core.external.results_io import kernel_families
 from ssmviz.core.external.runner import (
     EXIT_BUILD,
@@ -38,8 +40,10 @@ from ssmviz.core.external.runner import (
     buffer_shape,
     check_kernel,
 )
+from ssmviz.core.external.wgsl import parse_module
+from ssmviz.core.families.abi import AbiProfile, BufferSpec
 from ssmviz.core.gpu import get_runtime
-from ssmviz.core.timing import median_time_per_pass, release
+from ssmviz.core.timing import release, stage_time
 
 #: The throughput kernel of each operation kind (the inverse of bench.THROUGHPUT_KERNELS).
 RATE_ENTRY = {op: entry for entry, op in bench.THROUGHPUT_KERNELS.items()}
@@ -58,7 +62,8 @@ def problem_sizes(family: str, size: str) -> dict[str, int]:
 
 
 def stage_bytes(result: KernelCheckResult, sizes: Mapping[str, int]) -> dict[str, int]:
-    """Bytes of every buffer each stage of the file's profile binds, each once."""
+    """Bytes of every buffer each stage of the file's profile binds, each once (see
+    :func:`_buffer_bytes`)."""
     prof = result.profile
     assert prof is not None
     full = prof.sizes_for(base_sizes(prof.family, sizes))
@@ -66,46 +71,74 @@ def stage_bytes(result: KernelCheckResult, sizes: Mapping[str, int]) -> dict[str
     for stage in result.stages_run:
         names = {b for p in prof.passes if p.stage == stage for b in p.bindings.values()
                  if b != "params"}
-        out[stage] = sum(4 * int(np.prod(buffer_shape(prof.buffers[n], full))) for n in names)
+        out[stage] = sum(_buffer_bytes(prof, prof.buffers[n], full) for n in names)
     return out
+
+
+def _buffer_bytes(prof: AbiProfile, spec: BufferSpec, sizes: Mapping[str, int]) -> int:
+    """A buffer's bytes; of a host profile (whose dims are documentation) the data tensors'
+    only, from their roles' axes (its scratch is the host code's business)."""
+    if prof.host is None:
+        return 4 * int(np.prod(buffer_shape(spec, sizes)))
+    if spec.roles == ["scratch"]:
+        return 0
+    axes = role_axes(prof.family)[spec.roles[0]]
+    return 4 * len(spec.roles) * int(np.prod([sizes[a] for a in axes]))
 
 
 def bench_kernel_task(path: str, *, abi: str | None, size: str, repeats: int,
                       runtime: Any = None) -> dict[str, Any]:
     """In the worker: the check with timing, ssmviz's own kernel and the floors (see the
-    module docstring). ``{"result", "sizes", "own": [rows], "floors": {...}}``."""
+    module docstring). ``{"result", "own": [rows], "floors": {...}}``."""
     family = get_profile(abi).family if abi else None
     sizes = problem_sizes(family, size) if family else None
     res = check_kernel(path, abi=abi, sizes=sizes, runs=1, probe=False, timed=repeats,
                        runtime=runtime)
-    out: dict[str, Any] = {"result": res, "sizes": sizes, "own": [], "floors": {}}
-    if not res.timing.get("stages") or res.report is None or res.profile is None:
+    out: dict[str, Any] = {"result": res, "own": [], "floors": {}}
+    if res.exit_code == EXIT_BUILD or res.report is None or res.profile is None:
         return out
     rt = runtime or get_runtime()
     fam = families.get(res.profile.family)
     sizes = sizes or dict(res.report.sizes)
-    out["own"] = _own_kernel(rt, fam, res, sizes, repeats)
-    out["floors"] = _floors(rt, fam, res, sizes, repeats, size)
+    try:
+        if res.profile.host is not None:  # the family's host code runs the file's source
+            runner = fam.kernel(rt, source=_source_of(path, res.profile))
+            res.timing = {"stages": _runner_stages(rt, runner, fam, res, sizes, repeats,
+                                                   path)}
+        out["own"] = _runner_stages(rt, fam.kernel(rt), fam, res, sizes, repeats,
+                                    f"ssmviz {fam.name}")
+    except SsmvizError as exc:
+        res.timing.setdefault("error", str(exc))
+        out["own"] = [{"name": f"ssmviz {fam.name}", "error": str(exc)}]
+    if res.timing.get("stages"):
+        out["floors"] = _floors(rt, fam, res, sizes, repeats, size)
     return out
 
 
-def _own_kernel(rt: Any, fam: families.Family, res: KernelCheckResult,
-                sizes: Mapping[str, int], repeats: int) -> list[dict[str, Any]]:
-    """ssmviz's own kernel of the family, each stage on the check's inputs and convention."""
+def _source_of(path: str, prof: AbiProfile) -> str:
+    """The source of ``path`` that defines ``prof``'s entry points (a host profile's)."""
+    wanted = set(prof.entry_points())
+    for src in load_kernel_file(path).sources:
+        if wanted & set(parse_module(src.text).entry_points):
+            return src.text
+    raise SsmvizError(f"{path} defines none of profile '{prof.name}' entry points")
+
+
+def _runner_stages(rt: Any, runner: Any, fam: families.Family, res: KernelCheckResult,
+                   sizes: Mapping[str, int], repeats: int, name: str) -> list[dict[str, Any]]:
+    """Each checked stage of a family's host code (``runner``: its own source, or a file's)
+    timed on the check's inputs and convention."""
     report = res.report
     assert report is not None
-    progress.report("run", f"ssmviz's own {fam.name} kernel")
+    progress.report("run", f"{name}: upload and pipelines")
     kw = {k: sizes[k] for k in fam.run_sizes}
-    try:
-        prepared = fam.kernel(rt).prepare(report.inputs, convention=report.convention, **kw)
-    except SsmvizError as exc:
-        return [{"name": f"ssmviz {fam.name}", "error": str(exc)}]
+    prepared = runner.prepare(report.inputs, convention=report.convention, **kw)
     rows = []
     try:
         for stage in res.stages_run:
-            t, source, per = median_time_per_pass(rt, getattr(prepared, f"{stage}_dispatches"),
-                                                  repeats)
-            rows.append({"name": f"ssmviz {fam.name} {stage}", "stage": stage, "seconds": t,
+            progress.report("run", f"timing {name} {stage}")
+            t, source, per = stage_time(rt, getattr(prepared, f"{stage}_dispatches"), repeats)
+            rows.append({"name": f"{name} {stage}", "stage": stage, "seconds": t,
                          "timing": source, "passes": per})
     finally:
         release(prepared)
@@ -144,7 +177,7 @@ def run_kernel_bench(path: str, *, abi: str | None = None, size: str = "small",
     """Bench every family's kernels in ``path`` (in the kernel worker); prints the table
     and returns (exit code: the checks' worst, figures as JSON-ready dicts)."""
     found = kernel_families(path, abi)
-    profiles = list(found.values()) if found else [abi]
+    profiles = [abi or name for name in found.values()] if found else [abi]
     code, figures = 0, []
     for name in profiles:
         sizes = problem_sizes(get_profile(name).family, size) if name else None
@@ -158,11 +191,15 @@ def run_kernel_bench(path: str, *, abi: str | None = None, size: str = "small",
             code = max(code, exc.exit_code)
             continue
         res: KernelCheckResult = got["result"]
-        code = max(code, res.exit_code)
-        if not res.timing.get("stages"):
-            out(res.render() if res.exit_code == EXIT_BUILD or res.message else
-                f"{path}: not timed: {res.timing.get('error', 'nothing ran')}")
+        if res.exit_code == EXIT_BUILD or res.report is None:
+            out(res.render())  # it does not build, or the check could not run: not timed
+            code = max(code, EXIT_BUILD)
             continue
+        if not res.timing.get("stages"):
+            out(f"{path}: not timed: {res.timing.get('error', 'no stage ran')}")
+            code = max(code, EXIT_BUILD)
+            continue
+        code = max(code, res.exit_code)
         out("\n".join(format_kernel_bench(path, got)))
         figures.append(_json(got))
     return code, figures
@@ -179,7 +216,7 @@ def format_kernel_bench(path: str, got: Mapping[str, Any]) -> list[str]:
     assert report is not None and prof is not None
     sizes = " ".join(f"{k}={v}" for k, v in report.sizes.items())
     lines = [f"{path}: profile {prof.name} ({prof.family}, {report.convention}) at {sizes}; "
-             f"check: {report.status()}"]
+             f"check (one run, no race probes): {report.status()}"]
     own = {r.get("stage"): r for r in got["own"]}
     floors = got["floors"]
     for st in res.timing["stages"]:
@@ -217,6 +254,6 @@ def _json(got: Mapping[str, Any]) -> dict[str, Any]:
     res: KernelCheckResult = got["result"]
     assert res.report is not None and res.profile is not None
     return {"profile": res.profile.name, "family": res.profile.family,
-            "sizes": res.report.sizes, "check": res.report.status(),
+            "sizes": res.report.sizes, "check": res.report.status(), "host": res.profile.host,
             "exit_code": res.exit_code, "stages": res.timing["stages"], "own": got["own"],
             "floors": got["floors"]}

@@ -67,7 +67,7 @@ from ssmviz.core.external.wgsl import (
 from ssmviz.core.families.abi import AbiProfile, BufferSpec, PassSpec
 from ssmviz.core.gpu import POISON_U32, Dispatch, Readback, split_workgroups, with_device_retry
 from ssmviz.core.problem import Problem
-from ssmviz.core.timing import median_time, median_time_per_pass
+from ssmviz.core.timing import stage_time
 
 EXIT_PASS, EXIT_FAIL, EXIT_BUILD = 0, 1, 2
 
@@ -472,8 +472,8 @@ def _time_passes(plan: _Plan, modules: Mapping[str, Module], texts: Mapping[str,
                  sizes: dict[str, int], values: Mapping[str, np.ndarray], rt: Any,
                  repeats: int) -> dict[str, Any]:
     """Median time of each stage's passes and of each entry point, as ``ssmviz bench``
-    takes them (GPU timestamps where the adapter has them; else the wall clock, each entry
-    point timed alone): ``{"stages": [{"stage", "seconds", "timing", "passes": [...]}]}``."""
+    takes them (:func:`~ssmviz.core.timing.stage_time`):
+    ``{"stages": [{"stage", "seconds", "timing", "passes": [...]}]}``."""
     buffers, _, passes = _prepare(plan, texts, modules, sizes, values, rt)
     stages = []
     for stage in plan.stages:
@@ -481,15 +481,8 @@ def _time_passes(plan: _Plan, modules: Mapping[str, Module], texts: Mapping[str,
         if not ds:
             continue
         progress.report("run", f"timing the {stage} ({', '.join(str(d.label) for d in ds)})")
-        total, source, per = median_time_per_pass(rt, ds, repeats)
-        if not per:
-            alone: dict[str, float] = {}
-            for d in ds:
-                progress.report("run", f"timing `{d.label}` alone")
-                alone[str(d.label)] = alone.get(str(d.label), 0.0) + median_time(rt, [d],
-                                                                                 repeats)[0]
-            per = [{"entry_point": k, "seconds": v} for k, v in alone.items()]
-            source += ", each entry point alone"
+        total, source, per = stage_time(
+            rt, ds, repeats, lambda entry: progress.report("run", f"timing `{entry}` alone"))
         stages.append({"stage": stage, "seconds": total, "timing": source, "passes": per})
     for buf in buffers.values():
         buf.destroy()
@@ -642,7 +635,8 @@ def check_kernel(
     adds chunk_len), ``family`` (the profile of that family among those the file matches)
     and ``size_probe=False`` (the size probe judges a seeded problem of its own).
     ``timed`` > 0: after the check, time each stage and entry point over that many repeats
-    on the same problem (``ssmviz bench --kernel``), into ``timing``.
+    on the same problem (``ssmviz bench --kernel``), into ``timing``; not for a ``host``
+    profile, whose passes the family's host code plans (the bench times that code).
 
     Never raises for problems with the file or the arguments: they come back as
     ``exit_code`` 2 with a one-line ``message`` or diagnostics.
@@ -744,9 +738,6 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
     conv = convention or prof.convention or "mamba"
     if prof.host is not None:
         _judge_host(prof, an, kf, planned, conv, sizes_in, runs, seed, rt, res, opts)
-        if opts.timed:
-            res.timing = {"error": f"profile '{prof.name}' runs under ssmviz's own host code, "
-                                   "which `ssmviz bench` times"}
         failed = res.report is not None and not res.report.passed
         res.exit_code = EXIT_BUILD if errors else (EXIT_FAIL if failed else EXIT_PASS)
         return res
