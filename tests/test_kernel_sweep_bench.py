@@ -181,6 +181,15 @@ def test_bench_kernel_times_a_host_profile_under_the_family_host_code(capsys) ->
     assert re.search(r"^  ssmviz s6 backward .* the file's backward takes", text, re.M)
 
 
+def test_bench_kernel_under_a_toml_profile(capsys) -> None:
+    code, lines, _ = _cli(capsys, "bench", "--kernel", REF, "--abi", str(EXAMPLE), "--size",
+                          "tiny", "--repeats", "1")
+    assert code == 0, "\n".join(lines)
+    assert lines[1].startswith(f"{REF}: profile example-bf-s6-forward (s6, builderforce) at ")
+    stages = [ln.split()[0] for ln in lines if re.match(r"^  \w+ +\d+\.\d{3} ms \(", ln)]
+    assert stages == ["forward"]  # the profile has no backward
+
+
 def test_bench_kernel_that_does_not_build_is_not_timed(capsys) -> None:
     path = str(KERNELS / "fault_syntax_ssd.js")
     code, lines, _ = _cli(capsys, "bench", "--kernel", path, "--size", "tiny", "--repeats", "1")
