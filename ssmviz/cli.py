@@ -545,16 +545,16 @@ def _bench_kernel(args: argparse.Namespace, given: list[str]) -> int:
 
 def _sweep_kernel(args: argparse.Namespace) -> int:
     """``sweep --kernel FILE``: the file's kernels over a matrix of sizes."""
-    from ssmviz.core.external.kernel_sweep import case_count, run_kernel_sweep
+    from ssmviz.core.external.kernel_sweep import plan_sweep, run_kernel_sweep
     from ssmviz.core.fileio import write_text
     from ssmviz.core.progress import Progress
 
     if args.family is not None:
         raise SsmvizError("--family does not apply to sweep --kernel (the file's profile "
                           "decides the family; --abi picks another profile)")
-    with Progress(case_count(args.kernel, args.abi, args.quick),
-                  f"sweep {args.kernel}") as progress:
-        result = run_kernel_sweep(args.kernel, abi=args.abi, quick=args.quick, runs=args.runs,
+    plans = plan_sweep(args.kernel, args.abi, args.quick)
+    with Progress(sum(len(p.cases) for p in plans) or 1, f"sweep {args.kernel}") as progress:
+        result = run_kernel_sweep(args.kernel, plans, abi=args.abi, runs=args.runs,
                                   timeout=args.timeout, out=progress.write, step=progress.step)
     if args.json:
         write_text(args.json, json.dumps(result, indent=2) + "\n")

@@ -13,6 +13,7 @@ when every case passed and compared something, 2 when the kernel does not build.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ssmviz.core import families
@@ -101,28 +102,50 @@ def case_line(res: KernelCheckResult, sizes: Mapping[str, int]) -> tuple[int, st
     return code, line
 
 
-def run_kernel_sweep(path: str, *, abi: str | None = None, quick: bool = False,
+@dataclass
+class SweepPlan:
+    """One profile's sweep: the profile (as ``--abi`` takes it), its family, the candidate
+    sizes and the cases it runs (those the profile can run)."""
+
+    profile: str
+    family: str
+    matrix: list[dict[str, int]]
+    cases: list[dict[str, int]]
+
+
+def plan_sweep(path: str, abi: str | None = None, quick: bool = False) -> list[SweepPlan]:
+    """A sweep per family the file holds (the file read and analysed once, statically);
+    empty when it cannot be read or matched now (the check then says why)."""
+    found = kernel_families(path, abi)
+    plans = []
+    for family, name in (found or {}).items():
+        which = name if abi is None else abi
+        prof = get_profile(which)
+        matrix = size_matrix(family, quick)
+        plans.append(SweepPlan(which, family, matrix,
+                               [s for s in matrix if refusal(prof, s) is None]))
+    return plans
+
+
+def run_kernel_sweep(path: str, plans: list[SweepPlan], *, abi: str | None = None,
                      runs: int = 3, timeout: float | None = None,
                      out: Callable[[str], Any] = print,
                      step: Callable[[str], Any] | None = None) -> dict[str, Any]:
-    """Sweep every family's kernels of ``path``; returns ``{"adapter", "profiles": [...],
-    "passed", "exit_code"}``. ``out`` gets one line per case and a total per profile,
-    ``step`` each case's sizes as it finishes."""
-    found = kernel_families(path, abi)
-    if not found:  # unreadable or unmatched: the check says why, in its own words
+    """Run ``plans`` (:func:`plan_sweep`) on ``path``; returns ``{"adapter", "profiles":
+    [...], "passed", "exit_code"}``. ``out`` gets one line per case and a total per profile,
+    ``step`` each case's sizes as it finishes. Without a plan the file is checked once
+    (``abi``) so that the check says why it cannot be swept."""
+    if not plans:
         res = check_kernel_isolated(path, abi=abi, runs=runs, timeout=timeout)
         out(res.render())
         return {"adapter": get_worker().adapter, "profiles": [], "passed": False,
                 "exit_code": max(res.exit_code, EXIT_FAIL)}
     summary: list[dict[str, Any]] = []
     code = EXIT_PASS
-    for family, name in found.items():
-        which = name if abi is None else abi
-        matrix = size_matrix(family, quick)
-        cases = [s for s in matrix if refusal(get_profile(which), s) is None]
+    for plan in plans:
         rows: list[dict[str, Any]] = []
-        for sizes in cases:
-            res = check_kernel_isolated(path, abi=which, sizes=sizes, runs=runs,
+        for sizes in plan.cases:
+            res = check_kernel_isolated(path, abi=plan.profile, sizes=sizes, runs=runs,
                                         size_probe=False, timeout=timeout)
             if res.exit_code == EXIT_BUILD and not rows and not res.watchdog:
                 out(res.render())  # it does not build (or cannot run): nothing to sweep
@@ -138,27 +161,14 @@ def run_kernel_sweep(path: str, *, abi: str | None = None, quick: bool = False,
                          "failures": res.report.failures() if res.report else [res.message]})
             if step is not None:
                 step(" ".join(f"{k}={v}" for k, v in sizes.items()))
-        left_out = len(matrix) - len(cases)
+        left_out = len(plan.matrix) - len(plan.cases)
         npass = sum(r["passed"] for r in rows)
-        out(f"{path} ({which}, {family}): {npass}/{len(rows)} cases passed on "
+        out(f"{path} ({plan.profile}, {plan.family}): {npass}/{len(rows)} cases passed on "
             f"{get_worker().adapter}" + (f"; {left_out} size(s) the profile cannot run left "
                                          "out" if left_out else ""))
         if not rows:
             code = max(code, EXIT_FAIL)  # nothing compared is never a pass
-        summary.append({"profile": which, "family": family, "cases": rows,
+        summary.append({"profile": plan.profile, "family": plan.family, "cases": rows,
                         "left_out": left_out})
     return {"adapter": get_worker().adapter, "profiles": summary, "passed": code == EXIT_PASS,
             "exit_code": code}
-
-
-def case_count(path: str, abi: str | None, quick: bool) -> int:
-    """How many cases :func:`run_kernel_sweep` runs (progress steps); 1 when the file
-    cannot be matched now."""
-    found = kernel_families(path, abi)
-    if not found:
-        return 1
-    total = 0
-    for family, name in found.items():
-        prof = get_profile(name if abi is None else abi)
-        total += sum(refusal(prof, s) is None for s in size_matrix(family, quick))
-    return total
