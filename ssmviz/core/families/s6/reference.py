@@ -49,14 +49,15 @@ import math
 import threading
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.reference._common import CONVENTIONS, softplus, softplus_grad
+from ssmviz.core.reference.conventions import Convention as ConventionParams
+from ssmviz.core.reference.conventions import resolve
 
 Convention = Literal["mamba", "builderforce"]
 
@@ -96,6 +97,7 @@ class S6Grads:
     dC: np.ndarray
     dD: np.ndarray
     ddelta_bias: np.ndarray
+    dh0: np.ndarray | None = None  # (batch, d_inner, d_state), when an h0 was given
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,7 @@ class _Inputs:
     C: F64
     D: F64
     delta_bias: F64
+    h0: F64 | None = None  # the state before t = 0, (batch, d_inner, d_state); None: zeros
 
 
 def _f64(name: str, x: ArrayLike) -> F64:
@@ -121,9 +124,24 @@ def _check_shape(name: str, arr: F64, dims: tuple[str, ...], sizes: tuple[int, .
         raise SsmvizError(f"{name} has shape {arr.shape}, expected ({', '.join(dims)}) = {sizes}")
 
 
-def _check_convention(convention: str) -> None:
-    if convention not in CONVENTIONS:
-        raise SsmvizError(f"convention is {convention!r}, expected one of {', '.join(CONVENTIONS)}")
+def _conv(convention: str | ConventionParams) -> ConventionParams:
+    """The convention's parameters (a preset's name or the parameters themselves)."""
+    return resolve(convention, "s6")
+
+
+def _apply(x: _Inputs, conv: ConventionParams, h0: ArrayLike | None = None) -> _Inputs:
+    """The inputs as ``conv`` reads them: no bias or no D is a zero one; ``h0`` checked."""
+    if not conv.dt_bias:
+        x = replace(x, delta_bias=np.zeros_like(x.delta_bias))
+    if not conv.D:
+        x = replace(x, D=np.zeros_like(x.D))
+    if h0 is not None:
+        batch, _, d_inner = x.u.shape
+        h0_ = _f64("h0", h0)
+        _check_shape("h0", h0_, ("batch", "d_inner", "d_state"),
+                     (batch, d_inner, x.A_log.shape[1]))
+        x = replace(x, h0=h0_)
+    return x
 
 
 def _validate(
@@ -242,11 +260,12 @@ def _chunk_len(batch: int, seq_len: int, d_inner: int, d_state: int) -> int:
     return max(1, min(seq_len, _CHUNK_ELEMENTS // (batch * d_inner * d_state)))
 
 
-def _step(x: _Inputs) -> tuple[F64, F64, F64]:
-    """Return z = delta + delta_bias and Δ = softplus(z), both (batch, seq_len, d_inner),
-    and A = -exp(A_log), (d_inner, d_state)."""
+def _step(x: _Inputs, conv: ConventionParams) -> tuple[F64, F64, F64]:
+    """Return z = delta + delta_bias and Δ = softplus(z) (or the convention's transform),
+    both (batch, seq_len, d_inner), and A = -exp(A_log) (or the convention's form),
+    (d_inner, d_state)."""
     z = x.delta + x.delta_bias
-    return z, softplus(z), -np.exp(x.A_log)
+    return z, conv.step(z), conv.a_matrix(x.A_log)
 
 
 def _discretise_chunk(dt: F64, A: F64, a_bar: F64, coef: F64 | None) -> None:
@@ -314,10 +333,10 @@ def _adjoint_scan(a_rows: F64, g_rows: F64, nxt: F64 | None, tmp: F64) -> F64:
     return nxt
 
 
-def _forward(x: _Inputs, convention: str) -> S6Forward:
+def _forward(x: _Inputs, convention: ConventionParams) -> S6Forward:
     batch, seq_len, d_inner = x.u.shape
     d_state = x.A_log.shape[1]
-    _, dt, A = _step(x)
+    _, dt, A = _step(x, convention)
     full = (batch, seq_len, d_inner, d_state)
     h = np.empty(full)
     y = np.empty_like(x.u)
@@ -328,7 +347,7 @@ def _forward(x: _Inputs, convention: str) -> S6Forward:
     # Ā (and coef) of the whole sequence when kept for the backward, else Ā of one block.
     kind, shape = ("kept", full) if keep else ("block", (batch, chunk, d_inner, d_state))
     a_all = ws.get(f"a_{kind}", shape)
-    zoh = convention == "builderforce"
+    zoh = convention.zoh
     c_all = ws.get("c_kept", full) if keep and zoh else None
     tmp = ws.get("row", (batch, d_inner * d_state))
     dtu = dt * x.u
@@ -337,7 +356,8 @@ def _forward(x: _Inputs, convention: str) -> S6Forward:
     steps = (x.delta, x.delta_bias, x.A_log)
     same_steps = keep and ws.holds("a_kept", convention, *steps)
     ws.forget("a_kept")  # until it is filled below
-    prev: F64 | None = None  # h_{t-1}; None before t = 0
+    # h_{t-1}; None before t = 0 (h_{-1} = 0), else the given initial state.
+    prev: F64 | None = None if x.h0 is None else x.h0.reshape(batch, -1).copy()
     for s in range(0, seq_len, chunk):
         e = min(s + chunk, seq_len)
         part = slice(s, e) if keep else slice(0, e - s)
@@ -372,11 +392,12 @@ def s6_discretise(
     builderforce (zero-order hold). The teaching views show these per step; the
     forward pass computes the same thing in place, chunk by chunk.
     """
-    _check_convention(convention)
-    dt = softplus(np.asarray(delta, np.float64) + np.asarray(delta_bias, np.float64))
-    A = -np.exp(np.asarray(A_log, np.float64))
+    conv = _conv(convention)
+    bias = np.asarray(delta_bias, np.float64) if conv.dt_bias else 0.0
+    dt = conv.step(np.asarray(delta, np.float64) + bias)
+    A = conv.a_matrix(A_log)
     dA = dt[..., None] * A
-    coef = np.broadcast_to(dt[..., None], dA.shape) if convention == "mamba" else np.expm1(dA) / A
+    coef = np.broadcast_to(dt[..., None], dA.shape) if not conv.zoh else np.expm1(dA) / A
     return dt, np.exp(dA), np.array(coef)
 
 
@@ -389,7 +410,8 @@ def s6_forward(
     D: ArrayLike,
     delta_bias: ArrayLike | None = None,
     *,
-    convention: Convention = "mamba",
+    convention: Convention | ConventionParams = "mamba",
+    h0: ArrayLike | None = None,
 ) -> S6Forward:
     """Run the S6 selective scan in float64.
 
@@ -400,7 +422,9 @@ def s6_forward(
         B, C: (batch, seq_len, d_state), shared across channels.
         D: skip weight, (d_inner,).
         delta_bias: (d_inner,); None means zeros.
-        convention: ``"mamba"`` (B̄u = Δ·B·u) or ``"builderforce"`` (B̄u = (Ā-1)/A·B·u).
+        convention: ``"mamba"`` (B̄u = Δ·B·u) or ``"builderforce"`` (B̄u = (Ā-1)/A·B·u),
+            or the parameters of another (:mod:`ssmviz.core.reference.conventions`).
+        h0: the state before t = 0, (batch, d_inner, d_state); None means zeros.
 
     Returns:
         :class:`S6Forward` with y (batch, seq_len, d_inner), h (batch, seq_len,
@@ -409,8 +433,8 @@ def s6_forward(
     Raises:
         SsmvizError: a shape does not match or the convention is unknown.
     """
-    _check_convention(convention)
-    return _forward(_validate(u, delta, A_log, B, C, D, delta_bias), convention)
+    conv = _conv(convention)
+    return _forward(_apply(_validate(u, delta, A_log, B, C, D, delta_bias), conv, h0), conv)
 
 
 def s6_backward(
@@ -423,8 +447,9 @@ def s6_backward(
     delta_bias: ArrayLike | None,
     dy: ArrayLike,
     *,
-    convention: Convention = "mamba",
+    convention: Convention | ConventionParams = "mamba",
     fwd: S6Forward | None = None,
+    h0: ArrayLike | None = None,
 ) -> S6Grads:
     """Analytic gradients of a loss L given dy = dL/dy, (batch, seq_len, d_inner).
 
@@ -435,8 +460,8 @@ def s6_backward(
     Raises:
         SsmvizError: a shape does not match or the convention is unknown.
     """
-    _check_convention(convention)
-    x = _validate(u, delta, A_log, B, C, D, delta_bias)
+    convention = _conv(convention)
+    x = _apply(_validate(u, delta, A_log, B, C, D, delta_bias), convention, h0)
     batch, seq_len, d_inner = x.u.shape
     d_state = x.A_log.shape[1]
     dy_ = _f64("dy", dy)
@@ -446,9 +471,10 @@ def s6_backward(
     h = _f64("fwd.h", fwd.h)
     full = (batch, seq_len, d_inner, d_state)
     _check_shape("fwd.h", h, ("batch", "seq_len", "d_inner", "d_state"), full)
-    zoh = convention == "builderforce"
-    z, dt, A = _step(x)
+    zoh = convention.zoh
+    z, dt, A = _step(x, convention)
     inv_A = 1.0 / A
+    dh0: F64 | None = None
     u_, B_ = x.u, x.B
 
     du = np.empty_like(u_)
@@ -502,7 +528,11 @@ def s6_backward(
         if s > 0:
             np.multiply(r, h[:, s - 1 : e - 1], out=w)
         else:
-            w[:, 0] = 0.0
+            if x.h0 is None:
+                w[:, 0] = 0.0
+            else:  # h_{-1} = h0: dL/dh0 = Ā_0 g_0 = r_0
+                dh0 = r[:, 0].copy()
+                np.multiply(r[:, 0], x.h0, out=w[:, 0])
             np.multiply(r[:, 1:], h[:, : e - 1], out=w[:, 1:])
         np.einsum("bldn,dn->bld", w, A, out=d_dt[:, s:e])
         dA += np.einsum("bldn,bld->dn", w, dt_c)
@@ -543,15 +573,16 @@ def s6_backward(
     if kept:
         ws.remember("g_kept", convention, *adjoint)
     du += x.D * dy_
-    ddelta = d_dt * softplus_grad(z)
+    ddelta = d_dt * convention.step_grad(z)
     return S6Grads(
         du=du,
         ddelta=ddelta,
-        dA_log=dA * A,  # A = -exp(A_log), so dA/dA_log = A
+        dA_log=dA * convention.a_grad(x.A_log, A),  # exp: dA/dA_log = A itself
         dB=dB,
         dC=dC,
         dD=np.einsum("bld,bld->d", dy_, u_),
         ddelta_bias=ddelta.sum(axis=(0, 1)),
+        dh0=dh0,
     )
 
 
@@ -563,18 +594,26 @@ GRAD_KEYS = ("du", "ddelta", "dA_log", "dB", "dC", "dD", "ddelta_bias")
 
 def reference_forward(inputs: Mapping[str, np.ndarray], convention: str,
                       sizes: Mapping[str, int]) -> S6Forward:
-    """:func:`s6_forward` of the input keys but dy, in order (``sizes`` unused)."""
+    """:func:`s6_forward` of the input keys but dy, in order (``sizes`` unused); an
+    ``h0`` key (an external profile's initial state) is passed as ``h0``."""
     del sizes
-    return s6_forward(*inputs.values(), convention=convention)  # type: ignore[arg-type]
+    args = [v for k, v in inputs.items() if k != "h0"]
+    return s6_forward(*args, convention=convention, h0=inputs.get("h0"))  # type: ignore[arg-type]
 
 
 def reference_outputs(inputs: Mapping[str, np.ndarray], dy: np.ndarray, convention: str,
                       sizes: Mapping[str, int], fwd: S6Forward) -> dict[str, np.ndarray]:
-    """Every forward output and gradient, the backward reusing ``fwd``'s states."""
+    """Every forward output and gradient, the backward reusing ``fwd``'s states (and
+    ``dh0`` when the inputs hold an ``h0``)."""
     del sizes
-    grads = s6_backward(*inputs.values(), dy, convention=convention, fwd=fwd)  # type: ignore[arg-type]
+    args = [v for k, v in inputs.items() if k != "h0"]
+    grads = s6_backward(*args, dy, convention=convention, fwd=fwd,  # type: ignore[arg-type]
+                        h0=inputs.get("h0"))
     out = {"y": fwd.y, "last_state": fwd.last_state, "h": fwd.h}
-    return out | {k: getattr(grads, k) for k in GRAD_KEYS}
+    out |= {k: getattr(grads, k) for k in GRAD_KEYS}
+    if grads.dh0 is not None:
+        out["dh0"] = grads.dh0
+    return out
 
 
 # --------------------------------------------------------------------------- RAM a check needs

@@ -33,13 +33,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.reference._common import CONVENTIONS, softplus, softplus_grad
+from ssmviz.core.reference._common import CONVENTIONS
+from ssmviz.core.reference.conventions import Convention as ConventionParams
+from ssmviz.core.reference.conventions import resolve
 
 __all__ = [
     "CONVENTIONS",
@@ -105,10 +107,20 @@ def n_chunks(seq_len: int, chunk_len: int) -> int:
     return -(-seq_len // chunk_len)
 
 
-def _check_convention(convention: str) -> str:
-    if convention not in CONVENTIONS:
+def _check_convention(convention: str | ConventionParams) -> ConventionParams:
+    """The convention's parameters (a preset's name or the parameters themselves)."""
+    if isinstance(convention, str) and convention not in CONVENTIONS:
         raise SsmvizError(f"convention must be one of {CONVENTIONS}, got {convention!r}")
-    return convention
+    return resolve(convention, "ssd")
+
+
+def _apply(inp: _Inputs, conv: ConventionParams) -> _Inputs:
+    """The inputs as ``conv`` reads them: no bias or no D is a zero one."""
+    if not conv.dt_bias:
+        inp = replace(inp, dt_bias=np.zeros_like(inp.dt_bias))
+    if not conv.D:
+        inp = replace(inp, D=np.zeros_like(inp.D))
+    return inp
 
 
 def _as_f64(name: str, value: object, ndim: int) -> np.ndarray:
@@ -219,12 +231,12 @@ def ssd_discretise(
     mamba: log Ā = dt_eff·A with A = -exp(A_log), s = dt_eff; builderforce:
     log Ā = -softplus(A_log)·dt_eff, s = 1.
     """
-    _check_convention(convention)
+    conv = _check_convention(convention)
     A_log = np.asarray(A_log, np.float64)
-    dt_eff = softplus(np.asarray(dt, np.float64) + np.asarray(dt_bias, np.float64))
-    if convention == "mamba":
-        return dt_eff, dt_eff * (-np.exp(A_log)), dt_eff
-    return dt_eff, -softplus(A_log) * dt_eff, np.ones_like(dt_eff)
+    bias = np.asarray(dt_bias, np.float64) if conv.dt_bias else 0.0
+    dt_eff = conv.step(np.asarray(dt, np.float64) + bias)
+    scale = dt_eff if conv.dt_input else np.ones_like(dt_eff)
+    return dt_eff, dt_eff * conv.a_matrix(A_log), scale
 
 
 def _discretise(inp: _Inputs, convention: str) -> _Discrete:
@@ -239,16 +251,15 @@ def _param_grads(
     convention: str,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Chain (d log_decay, d in_scale), (batch, seq_len, n_heads), to (ddt, dA_log, ddt_bias)."""
-    if convention == "mamba":
-        A = -np.exp(inp.A_log)
-        d_dt_eff = d_log_decay * A + d_in_scale
-        # dA/dA_log = -exp(A_log) = A
-        dA_log = np.sum(d_log_decay * disc.dt_eff, axis=(0, 1)) * A
-    else:
-        d_dt_eff = d_log_decay * (-softplus(inp.A_log))
-        dA_log = -np.sum(d_log_decay * disc.dt_eff, axis=(0, 1)) * softplus_grad(inp.A_log)
+    conv = _check_convention(convention)
+    A = conv.a_matrix(inp.A_log)
+    d_dt_eff = d_log_decay * A
+    if conv.dt_input:
+        d_dt_eff = d_dt_eff + d_in_scale
+    # mamba: dA/dA_log = -exp(A_log) = A; builderforce: -softplus'(A_log)
+    dA_log = np.sum(d_log_decay * disc.dt_eff, axis=(0, 1)) * conv.a_grad(inp.A_log, A)
     # derivative of softplus as implemented (exactly 1 above its threshold, like mamba's kernels)
-    ddt = d_dt_eff * softplus_grad(inp.dt + inp.dt_bias)
+    ddt = d_dt_eff * conv.step_grad(inp.dt + inp.dt_bias)
     return ddt, dA_log, ddt.sum(axis=(0, 1))
 
 
@@ -334,6 +345,7 @@ def ssd_forward_recurrent(
     """
     convention = _check_convention(convention)
     inp, _ = _validate(x, dt, A_log, B, C, D, dt_bias)
+    inp = _apply(inp, _check_convention(convention))
     disc = _discretise(inp, convention)
     states = _recurrent_states(inp, disc)
     C_h = _per_head(inp.C, inp.x.shape[2])
@@ -373,6 +385,7 @@ def ssd_backward_recurrent(
     """
     convention = _check_convention(convention)
     inp, dy = _validate(x, dt, A_log, B, C, D, dt_bias, dy)
+    inp = _apply(inp, _check_convention(convention))
     disc = _discretise(inp, convention)
     states = _recurrent_states(inp, disc)  # (b, T, H, P, N)
     n_heads = inp.x.shape[2]
@@ -516,6 +529,7 @@ def ssd_forward_chunked(
     chunk_len = _check_chunk_len(chunk_len)
     convention = _check_convention(convention)
     inp, _ = _validate(x, dt, A_log, B, C, D, dt_bias)
+    inp = _apply(inp, _check_convention(convention))
     fwd = _chunked_forward(inp, _discretise(inp, convention), chunk_len)
     y = _from_chunks(fwd.y_ssm, fwd.seq_len) + inp.D[:, None] * inp.x
     return SSDForward(
@@ -546,6 +560,7 @@ def ssd_backward_chunked(
     chunk_len = _check_chunk_len(chunk_len)
     convention = _check_convention(convention)
     inp, dy = _validate(x, dt, A_log, B, C, D, dt_bias, dy)
+    inp = _apply(inp, _check_convention(convention))
     disc = _discretise(inp, convention)
     f = _chunked_forward(inp, disc, chunk_len)
     n_chunk, L = f.x.shape[1], f.x.shape[3]
@@ -637,6 +652,7 @@ def ssd_semiseparable_matrix(
     inp, _ = _validate(
         np.zeros((batch, seq_len, n_heads, 1)), dt, A_log, B, C, np.zeros(n_heads), dt_bias
     )
+    inp = _apply(inp, _check_convention(convention))
     disc = _discretise(inp, convention)
     g = int(_head_groups(n_heads, inp.B.shape[2])[head])
     Bg = inp.B[batch_index, :, g, :]
