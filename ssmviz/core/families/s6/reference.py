@@ -243,13 +243,13 @@ class _Workspace(threading.local):
             arr = self.arrays[name] = np.empty(shape)
         return arr
 
-    def kept(self, h: np.ndarray, convention: str) -> bool:
+    def kept(self, h: np.ndarray, convention: str | ConventionParams) -> bool:
         """Whether "a_kept" (and "c_kept") hold Ā (and the coefficient) of the forward that
         returned ``h``."""
         return (
             self.kept_for is not None
             and self.kept_for() is h
-            and self.kept_convention == convention
+            and self.kept_convention == _conv(convention)
         )
 
 
