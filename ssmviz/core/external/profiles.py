@@ -28,7 +28,16 @@ from typing import Any
 from ssmviz.core import families
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.expr import evaluate, names_in
+from ssmviz.core.external.profile_keys import (
+    LAYOUT_KEYS,
+    check_dims,
+    layout_fields,
+    parse_arenas,
+    parse_defines,
+    parse_overrides,
+)
 from ssmviz.core.families.abi import AbiProfile, BufferSpec, PassSpec
+from ssmviz.core.reference.conventions import parse_convention
 
 
 def role_axes(family: str) -> Mapping[str, tuple[str, ...]]:
@@ -49,18 +58,22 @@ def role_note(family: str, role: str) -> str:
 
 
 def forward_roles(family: str) -> set[str]:
-    """The roles the forward produces: forward keys and the roles derived from them."""
+    """The roles the forward produces: forward keys, the roles derived from them and the
+    stage roles (the forward's intermediates)."""
     fam = families.get(family)
     derived = {r for r, d in fam.roles.derived.items() if d.key in fam.forward_keys}
-    return set(fam.forward_keys) | derived
+    return set(fam.forward_keys) | derived | set(fam.roles.stage_roles)
 
 
 # -- parsing -------------------------------------------------------------------------------------
 
 _TOP_KEYS = {"name", "family", "convention", "params", "params_binding", "sizes", "buffers",
-             "passes", "detect", "not_checked", "description", "tolerance", "host"}
-_BUFFER_KEYS = {"role", "dims", "io", "init", "zero_leading", "stage"}
-_PASS_KEYS = {"entry", "stage", "workgroup_size", "dispatch", "bindings", "export"}
+             "passes", "detect", "not_checked", "description", "tolerance", "host", "arenas",
+             "defines"}
+_BUFFER_KEYS = {"role", "dims", "io", "init", "zero_leading", "stage"} | LAYOUT_KEYS
+_PASS_KEYS = {"entry", "stage", "workgroup_size", "dispatch", "bindings", "export", "overrides"}
+#: The pseudo-role of a buffer with given contents (``fill``) and no reference role.
+GIVEN = "given"
 
 
 def _known_keys(where: str, table: Mapping, known: set[str], prefix: str = "") -> None:
@@ -118,10 +131,9 @@ def parse_profile(data: Any, *, origin: str = "profile") -> AbiProfile:
     if not isinstance(family, str) or family not in families.names():
         raise SsmvizError(f"{origin}: family must be {' or '.join(families.names())}; got "
                           f"{family!r}"[:200])
-    convention = data.get("convention")
-    if convention not in (None, "mamba", "builderforce"):
-        raise SsmvizError(f"{origin}: convention must be mamba or builderforce; got {convention!r}"
-                          [:200])
+    conv_raw = data.get("convention")
+    conv_params = None if conv_raw is None else parse_convention(origin, conv_raw, family)
+    convention = None if conv_params is None else conv_params.name
     names = set(families.get(family).roles.sizes)
     sizes_raw = data.get("sizes", {})
     if not isinstance(sizes_raw, Mapping):
@@ -144,8 +156,12 @@ def parse_profile(data: Any, *, origin: str = "profile") -> AbiProfile:
     if host is not None and host != family:
         raise SsmvizError(f"{origin}: host must be the family name ({family}); got {host!r}"
                           [:200])
-    buffers = _parse_buffers(origin, family, data.get("buffers"), names)
-    passes = _parse_passes(origin, data.get("passes"), names, buffers, hosted=host is not None)
+    arenas = parse_arenas(origin, data.get("arenas"), names)
+    defines = parse_defines(origin, data.get("defines"), names)
+    buffers = _parse_buffers(origin, family, data.get("buffers"), names, arenas)
+    passes = _parse_passes(origin, data.get("passes"), names, buffers, hosted=host is not None,
+                           arenas=arenas)
+    _bind_params(origin, passes, pb if "params_binding" in data else None, bool(params))
     detect = data.get("detect", {})
     if not isinstance(detect, Mapping):
         raise SsmvizError(f"{origin}: detect must be a table")
@@ -175,14 +191,34 @@ def parse_profile(data: Any, *, origin: str = "profile") -> AbiProfile:
                                      detect.get("entry_points", [])),
         detect_exports=_strlist(f"{origin}: detect.exports", detect.get("exports", [])),
         not_checked={str(k): v for k, v in not_checked.items()}, description=desc,
-        tolerance=tolerance, host=host,
+        tolerance=tolerance, host=host, convention_params=conv_params, arenas=arenas,
+        defines=defines,
     )
 
 
-def _parse_buffers(origin: str, family: str, raw: Any, names: set[str]) -> dict[str, BufferSpec]:
+def _bind_params(origin: str, passes: list[PassSpec], pb: int | None, has_params: bool) -> None:
+    """``params_binding``: the index every pass binds the params struct at. A pass whose
+    bindings do not name "params" gets it there; one that names it elsewhere is refused."""
+    for i, p in enumerate(passes):
+        at = [k for k, v in p.bindings.items() if v == "params"]
+        if pb is None:
+            continue
+        if at and at != [pb]:
+            raise SsmvizError(f"{origin}: passes[{i}].bindings puts params at {at[0]}; "
+                              f"params_binding says {pb}")
+        if not at and has_params:
+            if pb in p.bindings:
+                raise SsmvizError(f"{origin}: passes[{i}].bindings.{pb} is "
+                                  f"'{p.bindings[pb]}', but params_binding = {pb}")
+            p.bindings[pb] = "params"
+
+
+def _parse_buffers(origin: str, family: str, raw: Any, names: set[str],
+                   arenas: Mapping[str, str] | None = None) -> dict[str, BufferSpec]:
     if not isinstance(raw, Mapping) or not raw:
         raise SsmvizError(f"{origin}: buffers must be a non-empty table of buffer tables")
     axes_of = role_axes(family)
+    ins = set(families.get(family).input_keys) | set(families.get(family).roles.extra_inputs)
     out: dict[str, BufferSpec] = {}
     for bname, spec in raw.items():
         where = f"{origin}: buffers.{bname}"
@@ -191,43 +227,62 @@ def _parse_buffers(origin: str, family: str, raw: Any, names: set[str]) -> dict[
         if not isinstance(spec, Mapping):
             raise SsmvizError(f"{where} must be a table")
         _known_keys(where, spec, _BUFFER_KEYS)
-        roles = _strlist(f"{where}.role", spec.get("role", "scratch"))
+        given = "fill" in spec
+        roles = _strlist(f"{where}.role", spec.get("role", GIVEN if given else "scratch"))
         if not roles:
             raise SsmvizError(f"{where}.role must name at least one role")
         dims = _strlist(f"{where}.dims", spec.get("dims", []))
         if not dims:
             raise SsmvizError(f"{where}.dims must list the buffer's axes")
-        scratch = roles == ["scratch"]
+        scratch = roles in (["scratch"], [GIVEN])
         for r in roles:
-            if r != "scratch" and r not in axes_of:
+            if r not in ("scratch", GIVEN) and r not in axes_of:
                 raise SsmvizError(f"{where}.role: unknown {family} role '{r}' "
                                   f"(known: {', '.join(sorted(axes_of))}, scratch)"[:300])
+        if given and roles != [GIVEN]:
+            raise SsmvizError(f"{where}.fill gives the contents of a buffer without a role")
+        default_io = "in" if given else "scratch" if scratch else (
+            "in" if all(r in ins for r in roles) else
+            "inout" if any(r in ins for r in roles) else "out")
+        io = spec.get("io", default_io)
+        if io not in ("in", "out", "inout", "scratch"):
+            raise SsmvizError(f"{where}.io must be in, out, inout or scratch; got {io!r}"[:200])
+        if io == "in" and roles == ["scratch"]:
+            raise SsmvizError(f"{where}: an input needs a data role, not scratch")
+        fields = layout_fields(where, family, spec, roles, dims, io, names, arenas or {})
+        if io == "inout" and all(r in ins for r in roles) and "initial" not in fields:
+            raise SsmvizError(f"{where}.io = inout: name the output role it holds after the "
+                              "run (role = [...]) or the input it starts from (initial)")
         if not scratch:
             want = [axes_of[r] for r in roles]
             if any(w != want[0] for w in want):
                 raise SsmvizError(f"{where}: stacked roles must share their axes")
-            _check_axes(where, family, dims, want[0])
+            check_dims(where, family, dims, want[0], fields, io)
+            for d in expanded_dims(family, dims, want[0]):
+                if d not in want[0] and d not in names:
+                    raise SsmvizError(f"{where}.dims: unknown size '{d}'")
         else:
             for i, d in enumerate(dims):
                 _formula(f"{where}.dims[{i}]", d, names)
-        default_io = "scratch" if scratch else (
-            "in" if all(r in families.get(family).input_keys for r in roles) else "out")
-        io = spec.get("io", default_io)
-        if io not in ("in", "out", "scratch"):
-            raise SsmvizError(f"{where}.io must be in, out or scratch; got {io!r}"[:200])
-        if io == "in" and not all(r in axes_of for r in roles):
-            raise SsmvizError(f"{where}: an input needs a data role, not scratch")
         init = spec.get("init", "poison")
         if init not in ("poison", "zero"):
             raise SsmvizError(f"{where}.init must be poison (overwritten) or zero (accumulated)")
         zl = spec.get("zero_leading")
         if zl is not None:
             zl = _formula(f"{where}.zero_leading", zl, names)
-        stage = spec.get("stage", "forward" if set(roles) <= forward_roles(family) | {"scratch"}
+        outs = {r for r in roles if r not in ins} if io == "inout" else set(roles)
+        stage = spec.get("stage", "forward" if outs <= forward_roles(family) | {"scratch", GIVEN}
                          else "backward")
         if stage not in ("forward", "backward"):
             raise SsmvizError(f"{where}.stage must be forward or backward")
-        out[str(bname)] = BufferSpec(str(bname), roles, dims, io, init, zl, stage)
+        out[str(bname)] = BufferSpec(str(bname), roles, dims, io, init, zl, stage, **fields)
+    for bname, b in out.items():
+        if b.slots is not None and (b.slots not in out or out[b.slots].fill is None
+                                    or out[b.slots].dtype == "f32"):
+            raise SsmvizError(f"{origin}: buffers.{bname}.slots: '{b.slots}' must be an integer "
+                              "buffer with given contents (dtype = \"u32\", fill = ...)"[:200])
+        if b.arena is not None and b.dtype != "f32":
+            raise SsmvizError(f"{origin}: buffers.{bname}: an arena holds f32 tensors only")
     return out
 
 
@@ -242,16 +297,9 @@ def expanded_dims(family: str, dims: list[str], want: tuple[str, ...]) -> list[s
     return out
 
 
-def _check_axes(where: str, family: str, dims: list[str], want: tuple[str, ...]) -> None:
-    have = expanded_dims(family, dims, want)
-    if sorted(have) != sorted(want) or len(set(have)) != len(have):
-        raise SsmvizError(
-            f"{where}.dims {dims} must be a permutation of the role's axes {list(want)}"[:300]
-        )
-
-
 def _parse_passes(origin: str, raw: Any, names: set[str],
-                  buffers: dict[str, BufferSpec], hosted: bool = False) -> list[PassSpec]:
+                  buffers: dict[str, BufferSpec], hosted: bool = False,
+                  arenas: Mapping[str, str] | None = None) -> list[PassSpec]:
     if not isinstance(raw, list) or not raw:
         raise SsmvizError(f"{origin}: passes must be a non-empty list of pass tables")
     out = []
@@ -294,13 +342,19 @@ def _parse_passes(origin: str, raw: Any, names: set[str],
                     from None
             if not 0 <= idx < 1000:
                 raise SsmvizError(f"{where}.bindings: index {idx} out of range")
-            if not isinstance(v, str) or (v not in buffers and v != "params"):
+            if not isinstance(v, str) or (v not in buffers and v != "params"
+                                          and v not in (arenas or {})):
                 raise SsmvizError(f"{where}.bindings.{idx}: unknown buffer {v!r}"[:200])
+            if v in buffers and buffers[v].arena is not None:
+                raise SsmvizError(f"{where}.bindings.{idx}: '{v}' lives in arena "
+                                  f"'{buffers[v].arena}'; bind the arena"[:200])
             bindings[idx] = v
         export = spec.get("export")
         if export is not None:
             export = _str(f"{where}.export", export)
-        out.append(PassSpec(entry, stage, wgs, disp, bindings, export))
+        consts = parse_overrides(where, spec.get("overrides"), names)
+        out.append(PassSpec(entry, stage, wgs, disp, bindings, export,
+                            overrides=tuple(consts), constants=consts))
     return out
 
 

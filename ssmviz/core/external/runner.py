@@ -17,6 +17,7 @@ import fnmatch
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,11 +30,11 @@ from ssmviz.core.check import (
     TensorVerdict,
     check_arrays,
     compare,
-    reference,
 )
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.expr import evaluate
-from ssmviz.core.external import progress
+from ssmviz.core.external import layouts, progress
+from ssmviz.core.external import values as values_mod
 from ssmviz.core.external.diagnostics import (
     Diagnostic,
     at_wgsl,
@@ -48,15 +49,16 @@ from ssmviz.core.external.loader import (
     load_kernel_file,
     load_kernel_text,
 )
+from ssmviz.core.external.profile_keys import define_values
 from ssmviz.core.external.profiles import (
     detect_profile,
     detect_profiles,
-    expanded_dims,
     get_profile,
     role_axes,
     role_key,
     role_note,
 )
+from ssmviz.core.external.template import apply_defines, is_templated
 from ssmviz.core.external.tint import TintVerdict
 from ssmviz.core.external.wgsl import (
     Module,
@@ -66,7 +68,7 @@ from ssmviz.core.external.wgsl import (
 )
 from ssmviz.core.families.abi import AbiProfile, BufferSpec, PassSpec
 from ssmviz.core.gpu import POISON_U32, Dispatch, Readback, split_workgroups, with_device_retry
-from ssmviz.core.problem import Problem
+from ssmviz.core.reference.conventions import Convention
 from ssmviz.core.timing import stage_time
 
 EXIT_PASS, EXIT_FAIL, EXIT_BUILD = 0, 1, 2
@@ -284,70 +286,32 @@ def _consistency(an: _Analysis, prof: AbiProfile, passes: list[tuple[PassSpec, K
 
 
 def buffer_shape(spec: BufferSpec, sizes: Mapping[str, int]) -> tuple[int, ...]:
-    """A buffer's shape: a leading axis for stacked roles, then its dims evaluated."""
-    dims = tuple(evaluate(d, sizes) for d in spec.dims)
-    return ((len(spec.roles),) if len(spec.roles) > 1 else ()) + dims
+    """A tensor's shape: its dims evaluated, stacked roles leading (last: interleaved)."""
+    return layouts.tensor_shape(spec, sizes)
 
 
-def to_layout(prof: AbiProfile, spec: BufferSpec, values: Mapping[str, np.ndarray],
-              sizes: Mapping[str, int]) -> np.ndarray:
-    """Canonical role arrays -> the buffer's layout (float64)."""
-    parts = []
-    for role in spec.roles:
-        want = role_axes(prof.family)[role]
-        exp = expanded_dims(prof.family, spec.dims, want)
-        perm = [want.index(a) for a in exp]
-        arr = np.asarray(values[role], dtype=np.float64).transpose(perm)
-        parts.append(arr.reshape(tuple(sizes[d] for d in spec.dims)))
-    return np.stack(parts) if len(parts) > 1 else parts[0]
+def _problem_arrays(prof: AbiProfile, sizes: dict[str, int], convention: Convention | str,
+                    seed: int) -> dict[str, np.ndarray]:
+    return values_mod.problem_arrays(prof, sizes, convention, seed)
 
 
-def from_layout(prof: AbiProfile, spec: BufferSpec, data: np.ndarray,
-                sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
-    """A buffer read back (float32, its layout) -> canonical array per role (float32)."""
-    out = {}
-    parts = data if len(spec.roles) > 1 else data[None]
-    for role, part in zip(spec.roles, parts, strict=True):
-        want = role_axes(prof.family)[role]
-        exp = expanded_dims(prof.family, spec.dims, want)
-        arr = part.reshape(tuple(sizes[a] for a in exp))
-        inv = [exp.index(a) for a in want]
-        out[role] = np.ascontiguousarray(arr.transpose(inv))
-    return out
-
-
-def _role_values(family: str, arrays: Mapping[str, np.ndarray],
-                 ref: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Every role's float64 value: inputs, reference outputs and the derived roles."""
-    vals: dict[str, np.ndarray] = {k: np.asarray(v, np.float64) for k, v in arrays.items()}
-    vals.update({k: np.asarray(v, np.float64) for k, v in ref.items()})
-    for role, derived in families.get(family).roles.derived.items():
-        vals[role] = derived.value(arrays, ref)
-    return vals
-
-
-def _problem_arrays(prof: AbiProfile, sizes: dict[str, int], convention: str, seed: int
-                    ) -> dict[str, np.ndarray]:
-    kw = {k: sizes[k] for k in families.get(prof.family).roles.defaults}
-    problem = Problem(family=prof.family, convention=convention, seed=seed, **kw)
-    return abi_inputs(prof, problem.build())
-
-
-def abi_inputs(prof: AbiProfile, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def abi_inputs(prof: AbiProfile, arrays: Mapping[str, np.ndarray],
+               sizes: Mapping[str, int] | None = None, seed: int = 0) -> dict[str, np.ndarray]:
     """Canonical inputs as the kernel under ``prof`` sees them (float64 copies).
 
     An ABI without a bias input gets the bias folded into the raw step (the same Δ on
     both sides), and every value is rounded to float32 first, so the verdict measures
-    the kernel's arithmetic, not the rounding of its inputs.
+    the kernel's arithmetic, not the rounding of its inputs. With ``sizes``, the extra
+    inputs the profile uses are added (seeded) and inputs made constant where its
+    tensors are (:func:`ssmviz.core.external.values.prepare`).
     """
-    out = {k: np.array(v, np.float64) for k, v in arrays.items()}
-    roles = {r for b in prof.buffers.values() if b.io == "in" for r in b.roles}
-    for bias, raw in (("delta_bias", "delta"), ("dt_bias", "dt")):
-        if bias in out and raw in out and bias not in roles and prof.host is None:
-            axis_bias = out[bias]
-            out[raw] = out[raw] + axis_bias
-            out[bias] = np.zeros_like(axis_bias)
-    return {k: np.asarray(v, np.float32).astype(np.float64) for k, v in out.items()}
+    if sizes is None:
+        sizes = {}
+        if not values_mod.roles_used(prof) & set(families.get(prof.family).roles.extra_inputs):
+            return values_mod.prepare(prof, arrays, sizes, seed)
+        fam = families.get(prof.family)
+        sizes = prof.sizes_for(base_sizes(prof.family, fam.infer_sizes(arrays)))
+    return values_mod.prepare(prof, arrays, sizes, seed)
 
 
 def base_sizes(family: str, sizes: Mapping[str, int] | None) -> dict[str, int]:
@@ -392,13 +356,27 @@ class _Plan:
     prof: AbiProfile
     passes: list[tuple[PassSpec, KernelSource]]
     stages: list[str]
-    convention: str
+    convention: str  # its name (a preset's, or the parameters in words)
+    params: Convention | None = None  # its parameters (None: the named preset's)
+    raw_kf: KernelFile | None = None  # the file before its template was filled in
+
+    def texts_for(self, sizes: Mapping[str, int]) -> dict[str, str] | None:
+        """The sources filled in at ``sizes`` (None: no defines, the texts do not change)."""
+        if not self.prof.defines or self.raw_kf is None:
+            return None
+        kf = apply_defines(self.raw_kf, define_values(self.prof.defines, sizes))
+        return {s.name: s.text for s in kf.sources}
+
+    @property
+    def conv(self) -> Convention:
+        return self.params or values_mod.convention_of(self.prof, self.convention)
 
 
 def _run(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module],
          sizes: dict[str, int], values: Mapping[str, np.ndarray], rt: Any
          ) -> tuple[dict[str, np.ndarray], float]:
-    """One run of every planned pass; returns each buffer read back (float32, its layout)."""
+    """One run of every planned pass; returns each buffer holding a judged tensor read
+    back (its 32-bit words; :func:`_canonical` decodes them)."""
     prof = plan.prof
     buffers, shapes, passes = _prepare(plan, texts, modules, sizes, values, rt)
     t0 = time.perf_counter()
@@ -406,9 +384,12 @@ def _run(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module],
         progress.report("run", f"the dispatch of `{d.label}`")
         rt.run([d])
     seconds = time.perf_counter() - t0
+    gbufs = layouts.gpu_buffers(prof, set(shapes), sizes)
     names = [name for name in buffers
-             if prof.buffers[name].io == "out" and prof.buffers[name].stage in plan.stages]
-    arrays = rt.read_many([Readback(buffers[name], np.float32, shapes[name]) for name in names])
+             if any(layouts.judged(prof, prof.buffers[t]) and prof.buffers[t].stage
+                    in plan.stages for t in gbufs[name].tensors)]
+    arrays = rt.read_many([Readback(buffers[name], np.uint32, (gbufs[name].elements,))
+                           for name in names])
     return dict(zip(names, arrays, strict=True)), seconds
 
 
@@ -421,25 +402,27 @@ def _prepare(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module
     prof = plan.prof
     used = _bindings_used(plan, modules)
     shapes = require_sizes(plan, modules, sizes, rt)
+    gbufs = layouts.gpu_buffers(prof, set(shapes), sizes)
     buffers: dict[str, Any] = {}
     for name in sorted(shapes):
-        spec = prof.buffers[name]
-        shape = shapes[name]
-        produced = spec.io != "in" and spec.stage in plan.stages
-        if produced:
-            nbytes = 4 * int(np.prod(shape))
-            buf = rt.empty(nbytes, fill_u32=None if spec.init == "zero" else POISON_U32,
-                           label=name)
+        gb = gbufs[name]
+        specs = [prof.buffers[t] for t in gb.tensors]
+        produced = any(sp.io != "in" and sp.stage in plan.stages for sp in specs)
+        if not produced and any(sp.roles == ["scratch"] for sp in specs):
+            raise SsmvizError(f"buffer '{name}' is scratch of the {specs[0].stage}, which this "
+                              "file does not define")
+        words = layouts.initial_contents(prof, gb, values, sizes, produced)
+        if words is None:
+            spec = specs[0]
+            buf = rt.empty(4 * gb.elements,
+                           fill_u32=None if spec.init == "zero" else POISON_U32, label=name)
             if spec.zero_leading:
-                lead = min(evaluate(spec.zero_leading, sizes), int(np.prod(shape)))
+                lead = min(evaluate(spec.zero_leading, sizes), gb.elements)
                 if lead > 0:
                     rt.device.queue.write_buffer(buf, 0, np.zeros(lead, np.float32))
             buffers[name] = buf
-        elif spec.roles == ["scratch"]:
-            raise SsmvizError(f"buffer '{name}' is scratch of the {spec.stage}, which this file "
-                              "does not define")
         else:
-            buffers[name] = rt.upload(to_layout(prof, spec, values, sizes), label=name)
+            buffers[name] = rt.upload(words, label=name)
     conv = 1 if plan.convention == "builderforce" else 0
     dispatches = []
     storage_max = 0
@@ -459,7 +442,9 @@ def _prepare(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module
             binds[b] = rt.uniform(params) if bname == "params" else buffers[bname]
         storage_max = max(storage_max, sum(1 for b in binds if p.bindings[b] != "params"))
         progress.report("compile", f"the pipeline of `{p.entry}`")
-        pipe = rt.pipeline(texts[src.name], p.entry, label=f"{src.name}:{p.entry}")
+        consts = {k: evaluate(v, sizes) for k, v in p.constants.items()}
+        pipe = rt.pipeline(texts[src.name], p.entry, label=f"{src.name}:{p.entry}",
+                           constants=consts or None)
         dispatches.append((p, Dispatch(pipe, binds, wg, p.entry)))
     rt.require(storage_buffers_per_stage=storage_max,
                workgroups_per_dimension=max((max(d.workgroups) for _, d in dispatches),
@@ -509,13 +494,19 @@ def require_sizes(plan: _Plan, modules: Mapping[str, Module], sizes: Mapping[str
     names = {p.bindings[b] for p, _ in plan.passes for b in used[p.entry] if b in p.bindings}
     names.discard("params")
     what = f"profile '{prof.name}' cannot take these sizes:"
-    shapes = {name: buffer_shape(prof.buffers[name], sizes) for name in sorted(names)}
+    try:
+        gbufs = layouts.gpu_buffers(prof, names, sizes)
+    except SsmvizError as exc:
+        raise SsmvizError(f"{what} {exc}") from None
+    shapes = {name: (gb.elements,) if name in prof.arenas
+              else buffer_shape(prof.buffers[name], sizes) for name, gb in gbufs.items()}
     # Largest first: a refusal names the buffer that most needs smaller sizes.
     for name in sorted(names, key=lambda n: (-int(np.prod(shapes[n])), n)):
-        spec = prof.buffers[name]
-        elements = int(np.prod(shapes[name]))
+        spec = prof.buffers[next(iter(gbufs[name].tensors))]
+        elements = gbufs[name].elements
         nbytes = 4 * elements
-        dims = " × ".join(spec.dims)
+        dims = f"arena of {len(gbufs[name].tensors)} tensors" if name in prof.arenas \
+            else " × ".join(spec.dims)
         if elements >= 1 << 32:  # the ABI indexes every buffer with u32
             raise SsmvizError(f"{what} buffer {name} ({dims}) would hold {elements} elements; "
                               "its u32 indices stop at 2³²")
@@ -538,10 +529,12 @@ def require_sizes(plan: _Plan, modules: Mapping[str, Module], sizes: Mapping[str
 def _canonical(prof: AbiProfile, raw: Mapping[str, np.ndarray], sizes: Mapping[str, int]
                ) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
+    gbufs = layouts.gpu_buffers(prof, set(raw), sizes)
     for name, data in raw.items():
-        spec = prof.buffers[name]
-        for role, arr in from_layout(prof, spec, data, sizes).items():
-            out[_label(spec, role)] = arr
+        for tname, roles in layouts.read_roles(prof, gbufs[name], data, sizes).items():
+            spec = prof.buffers[tname]
+            for role, arr in roles.items():
+                out[_label(spec, role)] = arr
     return out
 
 
@@ -658,6 +651,20 @@ def check_kernel(
         return last
 
 
+def _filled(kf: KernelFile, abi: str | None, sizes_in: Mapping[str, int] | None) -> KernelFile:
+    """The file with its template filled in: from the ``[defines]`` of a TOML profile
+    given as ``abi`` (values at the check's sizes), and its own ``#define``s."""
+    defines: dict[str, int | bool] = {}
+    if abi and (abi.endswith(".toml") or Path(abi).is_file()):
+        prof = get_profile(abi)
+        if prof.defines:
+            sizes = prof.sizes_for(base_sizes(prof.family, sizes_in))
+            defines = define_values(prof.defines, sizes)
+    if not defines and not any(is_templated(s.text) for s in kf.sources):
+        return kf
+    return apply_defines(kf, defines)
+
+
 @dataclass
 class _Options:
     text: str | None
@@ -694,7 +701,8 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
         raise SsmvizError(f"runs must be an integer ≥ 1; got {runs!r}")
     if convention not in (None, "mamba", "builderforce"):
         raise SsmvizError(f"convention must be mamba or builderforce; got {convention!r}")
-    kf = load_kernel_file(path) if opts.text is None else load_kernel_text(opts.text, path)
+    raw_kf = load_kernel_file(path) if opts.text is None else load_kernel_text(opts.text, path)
+    kf = _filled(raw_kf, abi, sizes_in)
     rt = runtime
     an = analyze(kf, rt.device)
     res.diagnostics = an.diagnostics
@@ -735,7 +743,9 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
     if blocking:
         res.exit_code = EXIT_BUILD
         return res
-    conv = convention or prof.convention or "mamba"
+    conv_params = values_mod.convention_of(prof, convention)
+    conv = convention or (conv_params.describe() if prof.convention_params else None) \
+        or prof.convention or "mamba"
     if prof.host is not None:
         _judge_host(prof, an, kf, planned, conv, sizes_in, runs, seed, rt, res, opts)
         failed = res.report is not None and not res.report.passed
@@ -745,7 +755,7 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
         res.probe_lines.append(
             f"warning: profile '{prof.name}' implements the {prof.convention} convention; "
             f"judging it against the {convention} reference as asked")
-    plan = _Plan(prof, planned, stages, conv)
+    plan = _Plan(prof, planned, stages, conv, conv_params, raw_kf)
     sizes = prof.sizes_for(base_sizes(prof.family, sizes_in))
     texts = {s.name: s.text for s in kf.sources}
     report, gpu, first_raw = _judge(plan, an, texts, sizes, runs, seed, rt, missing_stage, res,
@@ -770,15 +780,15 @@ def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str
     prof = plan.prof
     require_sizes(plan, an.modules, sizes, rt)  # refuse before the reference is computed
     if given is None:
-        arrays = _problem_arrays(prof, sizes, plan.convention, seed)
+        arrays = _problem_arrays(prof, sizes, plan.conv, seed)
     else:
-        arrays = abi_inputs(prof, given)
+        arrays = abi_inputs(prof, given, sizes, seed)
     t0 = time.perf_counter()
     progress.report("step", "the float64 reference")
-    ref = reference(prof.family, arrays, plan.convention, sizes.get("chunk_len"))
+    ref = values_mod.reference(prof, arrays, plan.conv, sizes)
     ref_s = time.perf_counter() - t0
     res.reference = dict(ref)
-    values = _role_values(prof.family, arrays, ref)
+    values = values_mod.role_values(prof, arrays, ref, plan.conv, sizes)
     raws = []
     gpu_s = 0.0
     for _ in range(runs):
@@ -870,13 +880,15 @@ def _order_probe(plan: _Plan, an: _Analysis, kf: KernelFile, texts: Mapping[str,
             f"race probe: {name} changes in {n_diff}/{size} elements when the workgroups of each "
             "dispatch run in reverse order: its workgroups depend on each other's writes within "
             "one dispatch (an inter-workgroup race)")
-        spec = prof.buffers[name]
-        for role in spec.roles:
-            label = _label(spec, role)
-            for v in report.verdicts:
-                if v.name == label and v.checked:
-                    v.deterministic = False
-                    _add_note(v, "order-dependent (race)")
+        tensors = [t for t, sp in prof.buffers.items() if sp.arena == name] \
+            if name in prof.arenas else [name]
+        for spec in (prof.buffers[t] for t in tensors):
+            for role in spec.roles:
+                label = _label(spec, role)
+                for v in report.verdicts:
+                    if v.name == label and v.checked:
+                        v.deterministic = False
+                        _add_note(v, "order-dependent (race)")
     # Point at reads of buffers that the same pass also writes: the likely racing reads.
     for p, src in plan.passes:
         mod = an.modules[src.name]
@@ -911,7 +923,8 @@ def _size_probe(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dic
     base2 = _probe_sizes(prof.family, sizes)
     L2 = base2["seq_len"]
     sizes2 = prof.sizes_for(base2)
-    arrays2 = _problem_arrays(prof, sizes2, plan.convention, seed)
+    texts = plan.texts_for(sizes2) or texts
+    arrays2 = _problem_arrays(prof, sizes2, plan.conv, seed)
     # The first L steps equal the judged run's inputs: a causal kernel's first L outputs
     # must agree with that run's.
     for k, a in report.inputs.items():
@@ -921,8 +934,8 @@ def _size_probe(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dic
             idx[ax] = slice(0, L)
             arrays2[k][tuple(idx)] = a
     progress.report("step", "the float64 reference of the size probe")
-    ref2 = reference(prof.family, arrays2, plan.convention, sizes2.get("chunk_len"))
-    values2 = _role_values(prof.family, arrays2, ref2)
+    ref2 = values_mod.reference(prof, arrays2, plan.conv, sizes2)
+    values2 = values_mod.role_values(prof, arrays2, ref2, plan.conv, sizes2)
     try:
         raw2, _ = _run(plan, texts, an.modules, sizes2, values2, rt)
     except SsmvizError as exc:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ssmviz.core.expr import evaluate
 
@@ -44,6 +45,22 @@ class BufferSpec:
     zero_leading: str | None = None  # formula: leading elements zeroed (e.g. an initial state)
     stage: str = "forward"  # the stage that writes it (outputs / scratch)
     layout: str = ""
+    # -- layouts a user's profile may give (:mod:`ssmviz.core.external.layouts`) --------
+    #: The GPU buffer (an ``[arenas]`` entry) this tensor lives in, at element ``offset``
+    #: (a formula over the sizes and ``params[i]``, the params struct's field i).
+    arena: str | None = None
+    offset: str = "0"
+    #: Stacked roles interleaved on the last axis ((a, b) pairs) rather than leading.
+    interleave: bool = False
+    #: Role axes the buffer does not have: the inputs are made constant along them.
+    constant: tuple[str, ...] = ()
+    #: io "inout": the role whose values the buffer holds before the run (in place).
+    initial: str | None = None
+    #: "f32", "u32" or "i32"; ``fill``: given contents, a formula over the flat index i.
+    dtype: str = "f32"
+    fill: str | None = None
+    #: An integer buffer mapping each batch element to a slot of this buffer's first axis.
+    slots: str | None = None
 
 
 @dataclass
@@ -62,6 +79,8 @@ class PassSpec:
     export: str | None = None  # glob of the export holding this entry (JS modules)
     access: dict[int, str] = field(default_factory=dict)
     overrides: tuple[str, ...] = ()
+    #: A profile's override values: constant name -> formula over the sizes.
+    constants: dict[str, str] = field(default_factory=dict)
     workgroup_storage_bytes: int = 0
     rule: str = ""
     does: str = ""
@@ -96,6 +115,14 @@ class AbiProfile:
     shader: str = ""
     #: What the params fields and the override constants mean.
     params_notes: list[str] = field(default_factory=list)
+    #: The parameters of ``convention`` (a :class:`~ssmviz.core.reference.conventions.
+    #: Convention`); None: the named preset's.
+    convention_params: Any = None
+    #: Arena buffers (several tensors at offsets in one binding): name -> size formula
+    #: ("" = up to the end of the last tensor in it).
+    arenas: dict[str, str] = field(default_factory=dict)
+    #: Values the host fills into a templated source: name -> formula, or a bool.
+    defines: dict[str, str | bool] = field(default_factory=dict)
 
     def sizes_for(self, base: Mapping[str, int]) -> dict[str, int]:
         """The base sizes plus the profile's derived sizes, in order."""

@@ -96,6 +96,14 @@ class RoleSpec:
     derive: Callable[[dict[str, int]], dict[str, int]]
     derived: Mapping[str, DerivedRole] = field(default_factory=dict)
     split: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Stage roles: intermediates of the reference (their axes are in ``axes``) that a
+    #: kernel implementing one stage reads or writes; ``stages`` computes them:
+    #: (inputs, convention, sizes) -> role -> float64 array.
+    stage_roles: tuple[str, ...] = ()
+    stages: Callable[[Arrays, Any, Sizes], dict[str, np.ndarray]] | None = None
+    #: Inputs beyond the family's keys that a profile may give (S6: the initial state
+    #: ``h0``), each with the gradient the reference then returns (``dh0``).
+    extra_inputs: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import numpy as np
 
 from ssmviz.core.families.abi import AbiProfile, BufferSpec, PassSpec
 from ssmviz.core.families.family import DerivedRole, RoleSpec
+from ssmviz.core.families.s6 import reference
 
 SHADER = "selective_scan.wgsl"
 WORKGROUP = 64  # invocations per workgroup, every pass but the one-pass forward
@@ -302,6 +303,8 @@ ROLES = RoleSpec(
         **dict.fromkeys(("D", "delta_bias", "dD", "ddelta_bias"), ("d_inner",)),
         **dict.fromkeys(("h", "Ch"), ("batch", "seq_len", "d_inner", "d_state")),
         "last_state": ("batch", "d_inner", "d_state"),
+        **dict.fromkeys(("h0", "dh0"), ("batch", "d_inner", "d_state")),
+        **reference.STAGE_AXES,
     },
     sizes=("batch", "seq_len", "d_inner", "d_state"),
     # Lavapipe-fast, ragged (seq_len not a multiple of 64), several chunks.
@@ -317,4 +320,7 @@ ROLES = RoleSpec(
             drawn_as=lambda a, inp: np.asarray(a, np.float64) + inp["D"][None, None, :] * inp["dy"],
             drawn_note="+ D·dy"),
     },
+    stage_roles=tuple(reference.STAGE_AXES),
+    stages=reference.s6_stages,
+    extra_inputs={"h0": "dh0"},
 )

@@ -592,6 +592,25 @@ def s6_backward(
 GRAD_KEYS = ("du", "ddelta", "dA_log", "dB", "dC", "dD", "ddelta_bias")
 
 
+#: The intermediates an external kernel may implement one stage of (stage roles).
+STAGE_AXES: dict[str, tuple[str, ...]] = {
+    "A_bar": ("batch", "seq_len", "d_inner", "d_state"),
+    "Bu": ("batch", "seq_len", "d_inner", "d_state"),
+}
+
+
+def s6_stages(inputs: Mapping[str, np.ndarray], convention: str | ConventionParams,
+              sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
+    """Ā = exp(Δ·A) and B̄u (the scan's (a, b) pairs), (batch, seq_len, d_inner, d_state):
+    h_t = Ā_t·h_{t-1} + B̄u_t is the bare linear recurrence they feed."""
+    del sizes
+    conv = _conv(convention)
+    x = _apply(_validate(*(inputs[k] for k in ("u", "delta", "A_log", "B", "C", "D",
+                                               "delta_bias"))), conv)
+    _, a_bar, coef = s6_discretise(x.delta, x.delta_bias, x.A_log, convention=conv)
+    return {"A_bar": a_bar, "Bu": coef * x.B[:, :, None, :] * x.u[..., None]}
+
+
 def reference_forward(inputs: Mapping[str, np.ndarray], convention: str,
                       sizes: Mapping[str, int]) -> S6Forward:
     """:func:`s6_forward` of the input keys but dy, in order (``sizes`` unused); an

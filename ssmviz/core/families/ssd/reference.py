@@ -433,6 +433,8 @@ class _Chunked:
     chunk_decay: np.ndarray  # exp(Σ a over the chunk), (b, c, H)
     chunk_states: np.ndarray  # state entering each chunk + final, (b, c + 1, H, P, N)
     y_ssm: np.ndarray  # y without the D skip, (b, c, H, L, P)
+    local_states: np.ndarray  # state each chunk produces from a zero start, (b, c, H, P, N)
+    cum: np.ndarray  # a_0 + … + a_i within each chunk (the dA cumsum), (b, c, H, L)
 
 
 def _to_chunks(arr: np.ndarray, chunk_len: int, n_chunk: int) -> np.ndarray:
@@ -505,6 +507,8 @@ def _chunked_forward(inp: _Inputs, disc: _Discrete, chunk_len: int) -> _Chunked:
         chunk_decay=chunk_decay,
         chunk_states=chunk_states,
         y_ssm=y_ssm,
+        local_states=new_states,
+        cum=cum,
     )
 
 
@@ -667,6 +671,32 @@ def ssd_semiseparable_matrix(
 
 #: The keys of the chunked backward's gradients, in the family's order.
 GRAD_KEYS = ("dx", "ddt", "dA_log", "dB", "dC", "dD", "ddt_bias")
+
+
+#: The intermediates of the chunked algorithm an external kernel may implement one stage
+#: of (stage roles), with their axes.
+STAGE_AXES: dict[str, tuple[str, ...]] = {
+    "dA_cumsum": ("batch", "n_heads", "n_chunks", "chunk_len"),
+    "local_states": ("batch", "n_chunks", "n_heads", "d_head", "d_state"),
+    "passed_states": ("batch", "n_chunks", "n_heads", "d_head", "d_state"),
+    "chunk_final_states": ("batch", "n_chunks", "n_heads", "d_head", "d_state"),
+}
+
+
+def ssd_stages(inputs: Mapping[str, np.ndarray], convention: str | ConventionParams,
+               sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
+    """The chunked algorithm's intermediates (:data:`STAGE_AXES`) at ``sizes["chunk_len"]``:
+    the within-chunk cumulative sum of log Ā (zero-padded past seq_len), the state each
+    chunk produces from a zero start, the state entering each chunk (the state passing's
+    output) and the state at each chunk's end."""
+    conv = _check_convention(convention)
+    args = [inputs[k] for k in ("x", "dt", "A_log", "B", "C", "D", "dt_bias")]
+    inp, _ = _validate(*args)
+    inp = _apply(inp, conv)
+    ch = _chunked_forward(inp, _discretise(inp, conv), int(sizes["chunk_len"]))
+    return {"dA_cumsum": np.moveaxis(ch.cum, 1, 2).copy(), "local_states": ch.local_states,
+            "passed_states": ch.chunk_states[:, :-1].copy(),
+            "chunk_final_states": ch.chunk_states[:, 1:].copy()}
 
 
 def reference_forward(inputs: Mapping[str, np.ndarray], convention: str,
