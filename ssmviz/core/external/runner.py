@@ -263,8 +263,9 @@ def _consistency(an: _Analysis, prof: AbiProfile, passes: list[tuple[PassSpec, K
                                   f"profile '{prof.name}' binds "
                                   f"{'the params uniform' if want_uniform else 'buffer ' + bname}"
                                   " there", "abi"))
-                elif not want_uniform and prof.buffers[bname].io == "out" \
-                        and prof.buffers[bname].stage == p.stage and gv.access != "read_write":
+                elif not want_uniform and gv.access != "read_write" and any(
+                        sp.io in ("out", "inout") and sp.stage == p.stage
+                        for sp in _tensors_of(prof, bname)):
                     out.append(at(src, gv.line, gv.col, "warning",
                                   f"`{gv.name}` is an output of the {p.stage} in profile "
                                   f"'{prof.name}' but is declared read-only", "abi"))
@@ -280,6 +281,13 @@ def _consistency(an: _Analysis, prof: AbiProfile, passes: list[tuple[PassSpec, K
                           f"is {WEBGPU_DEFAULT_STORAGE_BUFFERS} (maxStorageBuffersPerShaderStage "
                           "must be raised)", "portability"))
     return out
+
+
+def _tensors_of(prof: AbiProfile, name: str) -> list[BufferSpec]:
+    """The tensors a bound name holds: an arena's members, or the one buffer."""
+    if name in prof.arenas:
+        return [sp for sp in prof.buffers.values() if sp.arena == name]
+    return [prof.buffers[name]]
 
 
 # -- buffers and layouts -----------------------------------------------------------------------
@@ -806,10 +814,10 @@ def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str
             bname = p.bindings[b]
             if bname == "params" or bname not in raws[0]:
                 continue
-            spec = prof.buffers[bname]
-            for role in spec.roles:
+            for spec, role in ((sp, r) for sp in _tensors_of(prof, bname)
+                               for r in layouts.judged(prof, sp)):
                 label = _label(spec, role)
-                if any(v.name == label for v in verdicts):
+                if label not in gpu[0] or any(v.name == label for v in verdicts):
                     continue
                 v = compare(label, gpu[0][label], values[role], tol[spec.stage],
                             repeats=[g[label] for g in gpu[1:]])
