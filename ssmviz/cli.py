@@ -24,7 +24,7 @@ from ssmviz.core.errors import SsmvizError
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 #: The subcommands; any other first argument starts the app.
-COMMANDS = ("check", "sweep", "bench", "tour")
+COMMANDS = ("check", "sweep", "bench", "tour", "profile")
 OUT_OF_MEMORY = (
     "ssmviz: error: out of memory (MemoryError): the problem needs more RAM than this "
     "machine has free; reduce batch, seq_len or the state sizes"
@@ -122,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="ssmviz",
         usage="ssmviz [session.json] [--screenshot PATH.png] [--cpu]\n"
-              "       ssmviz {check,sweep,bench,tour} ...",
+              "       ssmviz {check,sweep,bench,tour,profile} ...",
         description="Visualise and debug SSM GPU kernels. Without a command, ssmviz opens\n"
                     "the desktop app; `ssmviz COMMAND --help` describes a command.",
         epilog="the app:\n" + textwrap.indent(app_help.strip(), "  "),
@@ -193,6 +193,17 @@ def build_parser() -> argparse.ArgumentParser:
     tour.add_argument("--out", metavar="DIR", required=True,
                       help="the folder for the PNGs (made when its parent exists)")
     tour.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
+
+    profile = sub.add_parser("profile", help="write or validate an ABI profile for a kernel file")
+    psub = profile.add_subparsers(dest="profile_command", parser_class=_Parser, required=True)
+    pnew = psub.add_parser("new", help="a profile skeleton from the kernel's bindings and entry "
+                           "points, with guesses marked TODO")
+    pnew.add_argument("file", metavar="FILE", help="the kernel (.wgsl, .js, .ts)")
+    pnew.add_argument("--out", metavar="PATH.toml", help="write it there (default: print it)")
+    pcheck = psub.add_parser("check", help="validate a profile against a kernel without running "
+                             "it (exit 0 valid, 2 not)")
+    pcheck.add_argument("profile", metavar="PROFILE.toml")
+    pcheck.add_argument("file", metavar="FILE", help="the kernel (.wgsl, .js, .ts)")
     return parser
 
 
@@ -608,6 +619,25 @@ def _quiet_runtime_dir() -> None:
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    """``ssmviz profile new FILE [--out PATH.toml]`` / ``ssmviz profile check PROFILE FILE``."""
+    from ssmviz.core.external.profile_tools import check_profile, new_profile_text
+    from ssmviz.core.fileio import check_output_path, write_bytes
+
+    if args.profile_command == "new":
+        out = check_output_path(args.out, ".toml", "--out") if args.out else None
+        text = new_profile_text(args.file)
+        if out is None:
+            print(text, end="")
+        else:
+            write_bytes(out, text.encode("utf-8"))
+            print(f"wrote {out}: edit the TODOs, then `ssmviz profile check {out} {args.file}`")
+        return 0
+    found = check_profile(args.profile, args.file)
+    print("\n".join(found.lines(args.profile, args.file)))
+    return EXIT_USAGE if found.errors else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ssmviz`` command."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -635,6 +665,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_sweep(args)
         if args.command == "tour":
             return cmd_tour(args)
+        if args.command == "profile":
+            return cmd_profile(args)
     except SsmvizError as exc:
         print(f"ssmviz: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

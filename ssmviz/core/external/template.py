@@ -23,12 +23,12 @@ from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external.loader import KernelFile, KernelSource
 
 _DIRECTIVE = re.compile(r"^\s*#\s*(define|ifdef|ifndef|if|else|endif|undef)\b\s*(.*?)\s*$")
-_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z_0-9]*)\s*\}\}")
+PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z_0-9]*)\s*\}\}")
 
 
 def is_templated(text: str) -> bool:
     """Whether ``text`` holds directives or placeholders (naga cannot compile it as is)."""
-    return bool(_PLACEHOLDER.search(text)) or any(
+    return bool(PLACEHOLDER.search(text)) or any(
         _DIRECTIVE.match(line) for line in text.split("\n"))
 
 
@@ -91,7 +91,7 @@ def preprocess(text: str, defines: Mapping[str, int | bool | str], where: str = 
                                   "profile's [defines])")
             return macros[key]
 
-        line = _PLACEHOLDER.sub(fill, line)
+        line = PLACEHOLDER.sub(fill, line)
         for key, value in macros.items():
             if key in line:
                 line = re.sub(rf"\b{re.escape(key)}\b", value, line)
