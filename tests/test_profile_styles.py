@@ -81,3 +81,15 @@ def test_tile_fault_is_right_within_one_tile(runtime) -> None:
                         sizes={"seq_len": 300, "d_inner": 1, "d_state": 2, "batch": 1})
     h = next(v for v in long.report.verdicts if v.name == "h")
     assert h.first_bad is not None and h.first_bad[1] == 256, long.render()
+
+
+def test_the_schema_references_backward_example_passes(runtime) -> None:
+    """assets/profiles/backward_example.toml (the README's worked backward example): dy
+    in, gradients accumulated, judged w.r.t. the raw inputs."""
+    root = STYLES.parent.parent
+    res = check_kernel(str(root / "kernels" / "builderforce_reference.js"),
+                       abi=str(root / "profiles" / "backward_example.toml"), runs=1,
+                       size_probe=False)
+    assert res.exit_code == 0, res.render()
+    judged = {v.name for v in res.report.verdicts if v.checked}
+    assert judged == {"dA (dA_log)", "dB", "dC", "dDelta (ddelta)", "du (du_no_skip)"}

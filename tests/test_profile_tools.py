@@ -68,3 +68,24 @@ def test_cli_profile_new_then_check(tmp_path: Path, capsys) -> None:
     assert main(["profile", "check", str(bad), kernel]) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith("buffers must be a non-empty table of buffer tables") and "\n" not in err
+
+
+@pytest.mark.gpu
+def test_the_readme_walkthrough_new_edit_check_run(runtime, tmp_path: Path) -> None:
+    """README: `profile new` on bdt_order.wgsl, fix the axis orders, `profile check`, and
+    the kernel PASSES under the edited skeleton."""
+    import re
+
+    from ssmviz.core.external import check_kernel
+
+    kernel = str(STYLES / "bdt_order.wgsl")
+    text = new_profile_text(kernel).replace("TODO-name", "bdt")
+    text = text.replace('["batch", "seq_len", "d_inner"]', '["batch", "d_inner", "seq_len"]')
+    text = text.replace('["batch", "seq_len", "d_state"]', '["batch", "d_state", "seq_len"]')
+    text = "\n".join(re.sub(r"\s*# TODO.*$", "", line) for line in text.split("\n"))
+    prof = tmp_path / "bdt.toml"
+    prof.write_text(text)
+    found = check_profile(str(prof), kernel)
+    assert not found.errors and not found.warnings, found.lines("bdt.toml", kernel)
+    res = check_kernel(kernel, abi=str(prof), runs=1, size_probe=False)
+    assert res.exit_code == 0, res.render()

@@ -106,9 +106,9 @@ def check_dims(where: str, family: str, dims: list[str], want: tuple[str, ...],
     need = set(keep) - ({"batch"} if fields.get("slots") else set())
     missing = sorted(need - set(have))
     if missing:
-        raise SsmvizError(f"{where}.dims {dims} lacks the role's axis '{missing[0]}' (list it, "
-                          "or name it in constant = [...] for an input constant along it)"
-                          [:300])
+        raise SsmvizError(f"{where}.dims {dims} must be a permutation of the role's axes "
+                          f"{list(keep)}: it lacks '{missing[0]}' (an input constant along it "
+                          "names it in constant = [...])"[:300])
     extra = [a for a in have if a not in keep]
     if fields.get("slots"):
         if len(extra) != 1:
