@@ -146,3 +146,18 @@ def test_a_table_equal_to_a_preset_is_that_preset() -> None:
     c = parse_convention("p", {"A": "exp_clamped", "A_clamp": [-10, 5], "B_bar": "zoh"}, "s6")
     assert c.name == "custom" and c.zoh and c.A_clamp == (-10.0, 5.0)
     assert "A=exp_clamped" in c.describe()
+
+
+def test_the_bare_recurrence_is_s6s_scan_over_its_stage_roles() -> None:
+    from ssmviz.core.families.s6.reference import s6_stages
+    from ssmviz.core.reference.scan import linear_recurrence
+
+    x = _s6_inputs(b=2, t=7)
+    h0 = np.random.default_rng(2).normal(size=(2, 3, 4))
+    for conv in ("mamba", "builderforce"):
+        st = s6_stages(x, conv, {})
+        h = linear_recurrence(st["A_bar"], st["Bu"], h0)
+        np.testing.assert_allclose(h, s6_forward(**x, convention=conv, h0=h0).h, rtol=1e-12,
+                                   atol=1e-14)
+    a = np.array([[2.0, 3.0]]).T[None]  # (1, 2, 1): h = (1, 3·1 + 1)
+    np.testing.assert_array_equal(linear_recurrence(a, np.ones((1, 2, 1))), [[[1.0], [4.0]]])

@@ -19,13 +19,15 @@ from ssmviz.core import families
 from ssmviz.core.external.layouts import make_constant, uploaded
 from ssmviz.core.families.abi import AbiProfile
 from ssmviz.core.problem import Problem
+from ssmviz.core.reference._common import CONVENTIONS
 from ssmviz.core.reference.conventions import Convention, adapt_inputs, preset, resolve
+from ssmviz.core.reference.scan import linear_recurrence
 
 
 def convention_of(prof: AbiProfile, asked: str | None) -> Convention:
     """The convention a check runs: ``asked`` (a preset's name, ``--convention``), else the
     profile's parameters, else its named preset, else mamba."""
-    if asked:
+    if asked in CONVENTIONS:  # a preset asked for; else a name the profile gave itself
         return preset(asked, prof.family)
     if prof.convention_params is not None:
         return prof.convention_params
@@ -110,4 +112,12 @@ def role_values(prof: AbiProfile, arrays: Mapping[str, np.ndarray],
     if wanted and fam.roles.stages is not None:
         stages = fam.roles.stages(arrays, conv, sizes)
         vals.update({k: v for k, v in stages.items() if k in wanted})
+    ups = {r for spec in prof.buffers.values() for r in uploaded(prof, spec)}
+    if {"A_bar", "Bu"} <= ups:
+        # A kernel of the scan alone gets (a, b) rounded to float32: its h is the bare
+        # recurrence of exactly those, as every input is rounded before the reference.
+        a, b = (np.asarray(vals[k], np.float32).astype(np.float64) for k in ("A_bar", "Bu"))
+        vals["A_bar"], vals["Bu"] = a, b
+        vals["h"] = linear_recurrence(a, b, arrays.get("h0"))
+        vals["last_state"] = vals["h"][:, -1].copy()
     return vals
