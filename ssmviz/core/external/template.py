@@ -87,8 +87,9 @@ def preprocess(text: str, defines: Mapping[str, int | bool | str], where: str = 
         def fill(m: re.Match[str], n: int = n) -> str:
             key = m.group(1)
             if key not in macros:
-                raise SsmvizError(f"{where}:{n}: {{{{{key}}}}} has no value (add it to the "
-                                  "profile's [defines])")
+                raise SsmvizError(f"{where}:{n}: {{{{{key}}}}} has no value: a templated "
+                                  "source needs a profile (--abi PROFILE.toml) whose [defines] "
+                                  "give it")
             return macros[key]
 
         line = PLACEHOLDER.sub(fill, line)
