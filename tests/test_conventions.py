@@ -161,3 +161,24 @@ def test_the_bare_recurrence_is_s6s_scan_over_its_stage_roles() -> None:
                                    atol=1e-14)
     a = np.array([[2.0, 3.0]]).T[None]  # (1, 2, 1): h = (1, 3·1 + 1)
     np.testing.assert_array_equal(linear_recurrence(a, np.ones((1, 2, 1))), [[[1.0], [4.0]]])
+
+
+def test_the_silu_gate_and_its_gradients_match_finite_differences() -> None:
+    from ssmviz.core.reference.conventions import gated
+
+    x = _s6_inputs(seed=6, b=1, t=5, d=2, n=3)
+    x["z"] = np.random.default_rng(8).normal(size=x["u"].shape)
+    dy = np.random.default_rng(9).normal(size=x["u"].shape)
+
+    def run(a: dict) -> tuple:
+        inp = {k: v for k, v in a.items() if k != "z"}
+        fwd = s6_forward(**inp)
+        y, dy_scan, dz = gated(fwd.y, dy, a["z"])
+        return y, s6_backward(**inp, dy=dy_scan, fwd=fwd), dz
+
+    y, g, dz = run(x)
+    np.testing.assert_allclose(y, s6_forward(**{k: v for k, v in x.items() if k != "z"}).y
+                               * x["z"] / (1 + np.exp(-x["z"])), rtol=1e-12)
+    fd = finite_difference_grads(lambda a: float(np.sum(run(a)[0] * dy)), x, ["z", "u"])
+    for r in compare_grads({"z": dz, "u": g.du}, fd).values():
+        assert r.rel_err < 1e-6, r

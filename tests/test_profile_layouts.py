@@ -144,6 +144,7 @@ def test_params_binding_fills_the_passes_and_refuses_a_conflict() -> None:
      "buffers.u.interleave needs a list of roles"),
     ('bindings = { 1 = "arena" }', 'bindings = { 1 = "u" }', "'u' lives in arena 'arena'"),
     ('convention = "mamba"', 'convention = { A = "exp_clamped" }', "needs convention.A_clamp"),
+    ('convention = "mamba"', 'convention = { gate = "silu" }', 'needs a buffer with role "z"'),
     ('[arenas.arena]', '[arenas.arena]\nsize = 3\n[defines]\n"1x" = 2',
      "defines.1x: not an identifier"),
 ])

@@ -30,6 +30,7 @@ FAULTS: dict[str, tuple[dict[str, int], set[str]]] = {
     "ssd_state_passing_fault_late_store": ({}, {"passed (passed_states)"}),
     "interleaved_pairs_fault_swapped": ({}, {"h"}),
     "templated_fault_short_sum": ({}, {"y"}),
+    "gated_fault_sigmoid": ({}, {"y"}),
     # Right within one 256-step tile, wrong past it.
     "prefix_scan_fault_tile": ({"seq_len": 300, "d_inner": 1, "d_state": 2, "batch": 1},
                                {"h"}),

@@ -23,6 +23,7 @@ from ssmviz.core.external.runner import base_sizes
 from ssmviz.core.external.template import PLACEHOLDER, apply_defines
 from ssmviz.core.external.wgsl import Module, parse_module
 from ssmviz.core.families.abi import AbiProfile
+from ssmviz.core.reference.conventions import GATE_INPUT
 
 #: Binding names -> (role, family) guesses, by the lower-cased name (first match wins).
 _ROLE_GUESSES: tuple[tuple[str, str, str], ...] = (
@@ -128,6 +129,8 @@ def new_profile_text(path: str) -> str:
             elif gv.space == "storage":
                 buffers.setdefault(gv.name, (_guess_role(gv.name, family), gv.access,
                                              gv.type_text, gv.binding))
+    if any(r == GATE_INPUT for r, *_ in buffers.values()):  # a gated output
+        lines[-1] = 'convention = { gate = "silu" }  # TODO: y * silu(z); see the schema'
     if params:
         lines.append("params = [")
         for p in params:

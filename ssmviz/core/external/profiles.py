@@ -37,7 +37,7 @@ from ssmviz.core.external.profile_keys import (
     parse_overrides,
 )
 from ssmviz.core.families.abi import AbiProfile, BufferSpec, PassSpec
-from ssmviz.core.reference.conventions import parse_convention
+from ssmviz.core.reference.conventions import GATE_INPUT, parse_convention
 
 
 def role_axes(family: str) -> Mapping[str, tuple[str, ...]]:
@@ -162,6 +162,7 @@ def parse_profile(data: Any, *, origin: str = "profile") -> AbiProfile:
     passes = _parse_passes(origin, data.get("passes"), names, buffers, hosted=host is not None,
                            arenas=arenas)
     _bind_params(origin, passes, pb if "params_binding" in data else None, bool(params))
+    _check_gate(origin, conv_params, buffers)
     detect = data.get("detect", {})
     if not isinstance(detect, Mapping):
         raise SsmvizError(f"{origin}: detect must be a table")
@@ -194,6 +195,18 @@ def parse_profile(data: Any, *, origin: str = "profile") -> AbiProfile:
         tolerance=tolerance, host=host, convention_params=conv_params, arenas=arenas,
         defines=defines,
     )
+
+
+def _check_gate(origin: str, conv: Any, buffers: Mapping[str, BufferSpec]) -> None:
+    """A gated convention needs the gate's input z; z without a gate has no meaning."""
+    gate = conv is not None and conv.gate != "none"
+    with_z = [n for n, b in buffers.items() if GATE_INPUT in b.roles or b.initial == GATE_INPUT]
+    if gate and not with_z:
+        raise SsmvizError(f"{origin}: convention.gate = \"{conv.gate}\" needs a buffer with "
+                          f"role \"{GATE_INPUT}\" (the gate's input, shaped like y)")
+    if with_z and not gate:
+        raise SsmvizError(f"{origin}: buffers.{with_z[0]}.role: \"{GATE_INPUT}\" is the output "
+                          "gate's input; set convention.gate = \"silu\"")
 
 
 def _bind_params(origin: str, passes: list[PassSpec], pb: int | None, has_params: bool) -> None:

@@ -20,7 +20,14 @@ from ssmviz.core.external.layouts import make_constant, uploaded
 from ssmviz.core.families.abi import AbiProfile
 from ssmviz.core.problem import Problem
 from ssmviz.core.reference._common import CONVENTIONS
-from ssmviz.core.reference.conventions import Convention, adapt_inputs, preset, resolve
+from ssmviz.core.reference.conventions import (
+    GATE_INPUT,
+    Convention,
+    adapt_inputs,
+    gated,
+    preset,
+    resolve,
+)
 from ssmviz.core.reference.scan import linear_recurrence
 
 
@@ -55,6 +62,9 @@ def add_extra_inputs(prof: AbiProfile, arrays: dict[str, np.ndarray], sizes: Map
     rng = np.random.default_rng(seed + 7919)
     for key in fam.roles.extra_inputs:
         if key in used and key not in arrays:
+            if key == GATE_INPUT and prof.convention_params is not None \
+                    and prof.convention_params.gate == "none":
+                continue
             shape = tuple(sizes[a] for a in role_axes(prof.family)[key])
             arrays[key] = 0.5 * rng.standard_normal(shape)
 
@@ -91,12 +101,19 @@ def reference(prof: AbiProfile, arrays: Mapping[str, np.ndarray], conv: Conventi
     """The float64 reference of the family under ``conv``, with the extra inputs
     ``arrays`` hold (and their gradients)."""
     fam = families.get(prof.family)
-    keys = [*fam.input_keys[:-1], *(k for k in fam.roles.extra_inputs if k in arrays)]
+    keys = [*fam.input_keys[:-1],
+            *(k for k in fam.roles.extra_inputs if k in arrays and k != GATE_INPUT)]
     inputs = {k: np.asarray(arrays[k], np.float64) for k in keys}
     dy = np.asarray(arrays[fam.input_keys[-1]], np.float64)
     run = {k: sizes[k] for k in fam.run_sizes}
     fwd = fam.reference_forward(inputs, conv, run)
-    return dict(fam.reference_outputs(inputs, dy, conv, run, fwd))
+    if conv.gate == "none" or GATE_INPUT not in arrays:
+        return dict(fam.reference_outputs(inputs, dy, conv, run, fwd))
+    z = np.asarray(arrays[GATE_INPUT], np.float64)
+    y_gated, dy_scan, dz = gated(np.asarray(fwd.y), dy, z)
+    out = dict(fam.reference_outputs(inputs, dy_scan, conv, run, fwd))
+    out["y"], out["dz"] = y_gated, dz
+    return out
 
 
 def role_values(prof: AbiProfile, arrays: Mapping[str, np.ndarray],

@@ -17,6 +17,9 @@ h_t = Ā_t h_{t-1} + B̄_t x_t, y_t = C_t·h_t + D·x_t:
                B̄ = (Ā − 1)/A · B)
 ``D``          whether the skip term D·x is part of y (False: the reference takes D = 0)
 ``dt_input``   SSD: whether dt scales the input term (h_t = Ā_t h_{t-1} + dt_t·B_t ⊗ x_t)
+``gate``       ``none``, or ``silu``: the output is y·silu(z) with an extra input z shaped
+               like y (Mamba's gated output); applied around the family's reference by
+               :func:`gated` (dy reaches the scan as dy·silu(z))
 =============  ===========================================================================
 
 The named conventions are presets (:func:`preset`): ``mamba`` and ``builderforce``
@@ -35,7 +38,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.reference._common import CONVENTIONS, softplus, softplus_grad
+from ssmviz.core.reference._common import CONVENTIONS, sigmoid, softplus, softplus_grad
 
 F64 = NDArray[np.float64]
 
@@ -58,6 +61,7 @@ class Convention:
     B_bar: str = "euler"
     D: bool = True
     dt_input: bool = True
+    gate: str = "none"
 
     # -- step size ------------------------------------------------------------------------
     def step(self, z: ArrayLike) -> F64:
@@ -119,7 +123,10 @@ class Convention:
         return f"custom ({self.base} with {', '.join(diff)})" if diff else self.base
 
 
-_FIELDS = ("dt", "dt_bias", "A", "A_clamp", "B_bar", "D", "dt_input")
+_FIELDS = ("dt", "dt_bias", "A", "A_clamp", "B_bar", "D", "dt_input", "gate")
+GATES = ("none", "silu")
+#: The extra input a gated convention reads (shaped like y), and its gradient.
+GATE_INPUT = "z"
 
 #: The named conventions. S6 reads ``B_bar``, SSD ``A`` and ``dt_input``: builderforce's
 #: S6 is zero-order hold with A = −exp(A_log); its SSD is A = −softplus(A_log) without dt
@@ -161,7 +168,7 @@ def base_name(convention: str | Convention) -> str:
 #: The keys of a profile's ``[convention]`` table and what each may hold.
 TABLE_KEYS = {"preset": CONVENTIONS, "dt": DT_FORMS, "dt_bias": (True, False), "A": A_FORMS,
               "A_clamp": "two numbers [lo, hi]", "B_bar": B_BAR_RULES, "D": (True, False),
-              "dt_input": (True, False)}
+              "dt_input": (True, False), "gate": GATES}
 
 
 def parse_convention(where: str, raw: Any, family: str) -> Convention:
@@ -235,3 +242,22 @@ def adapt_inputs(arrays: Mapping[str, np.ndarray], conv: Convention, family: str
     if not conv.D and "D" in out:
         out["D"] = np.zeros_like(out["D"])
     return out
+
+
+def silu(z: ArrayLike) -> F64:
+    """z·sigmoid(z), float64. Any shape."""
+    z = np.asarray(z, np.float64)
+    return z * sigmoid(z)
+
+
+def silu_grad(z: ArrayLike) -> F64:
+    """d silu / dz = sigmoid(z)·(1 + z·(1 − sigmoid(z))). Any shape."""
+    z = np.asarray(z, np.float64)
+    s = sigmoid(z)
+    return s * (1.0 + z * (1.0 - s))
+
+
+def gated(y: F64, dy: F64, z: F64) -> tuple[F64, F64, F64]:
+    """The silu gate around a reference: (y·silu(z), the dy the scan sees, dL/dz)."""
+    g = silu(z)
+    return y * g, dy * g, dy * y * silu_grad(z)

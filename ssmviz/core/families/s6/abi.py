@@ -297,7 +297,8 @@ _BLN = ("batch", "seq_len", "d_state")
 _BLD_T = tuple(_BLD)
 ROLES = RoleSpec(
     axes={
-        **dict.fromkeys(("u", "delta", "dy", "y", "du", "ddelta", "du_no_skip"), _BLD_T),
+        **dict.fromkeys(("u", "delta", "dy", "y", "du", "ddelta", "du_no_skip", "z", "dz"),
+                        _BLD_T),
         **dict.fromkeys(("A_log", "dA_log"), ("d_inner", "d_state")),
         **dict.fromkeys(("B", "C", "dB", "dC"), _BLN),
         **dict.fromkeys(("D", "delta_bias", "dD", "ddelta_bias"), ("d_inner",)),
@@ -322,5 +323,5 @@ ROLES = RoleSpec(
     },
     stage_roles=tuple(reference.STAGE_AXES),
     stages=reference.s6_stages,
-    extra_inputs={"h0": "dh0"},
+    extra_inputs={"h0": "dh0", "z": "dz"},
 )

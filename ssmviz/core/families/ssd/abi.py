@@ -218,7 +218,7 @@ _BLHP_T = tuple(_BLHP)
 _BLGN_T = tuple(_BLGN)
 ROLES = RoleSpec(
     axes={
-        **dict.fromkeys(("x", "dy", "y", "dx", "dx_no_skip"), _BLHP_T),
+        **dict.fromkeys(("x", "dy", "y", "dx", "dx_no_skip", "z", "dz"), _BLHP_T),
         **dict.fromkeys(("dt", "ddt"), ("batch", "seq_len", "n_heads")),
         **dict.fromkeys(("A_log", "D", "dt_bias", "dA_log", "dD", "ddt_bias"), ("n_heads",)),
         **dict.fromkeys(("B", "C", "dB", "dC"), _BLGN_T),
@@ -244,4 +244,5 @@ ROLES = RoleSpec(
     split={"d_inner": ("n_heads", "d_head")},
     stage_roles=tuple(reference.STAGE_AXES),
     stages=reference.ssd_stages,
+    extra_inputs={"z": "dz"},
 )
