@@ -19,6 +19,7 @@ import numpy as np
 from ssmviz.core import families as registry
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external import progress
+from ssmviz.core.external.layouts import gpu_buffers
 from ssmviz.core.external.loader import load_kernel_file, load_kernel_text
 from ssmviz.core.external.profiles import AbiProfile
 from ssmviz.core.external.runner import (
@@ -30,7 +31,7 @@ from ssmviz.core.external.runner import (
     abi_inputs,
     analyze,
     base_sizes,
-    buffer_shape,
+    fill_template,
     role_of_label,
 )
 from ssmviz.core.gpu import get_runtime
@@ -54,6 +55,7 @@ def _load(path: str, text: str | None, family: str, convention: str | None, abi:
           ) -> _FileKernel:
     rt = get_runtime()
     kf = load_kernel_file(path) if text is None else load_kernel_text(text, path)
+    kf = fill_template(kf, abi, None)
     an = analyze(kf, rt.device)
     entries = {e for m in an.modules.values() for e in m.entry_points}
     prof, _ = _pick_profile(abi, family, entries, [s.name for s in kf.sources], path)
@@ -113,7 +115,7 @@ def _runner(fk: _FileKernel, arrays: Mapping[str, np.ndarray], chunk_len: int | 
                                                           chunk_len)
     sizes = _sizes(fk, arrays, chunk_len, batch=1)
     names = {b for p, _ in fk.plan.passes for b in p.bindings.values()} - {"params"}
-    per_batch = max(int(np.prod(buffer_shape(prof.buffers[n], sizes))) for n in names)
+    per_batch = max(gb.elements for gb in gpu_buffers(prof, names, sizes).values())
     return (lambda inputs: _forward(fk, inputs, chunk_len)), per_batch
 
 

@@ -659,7 +659,8 @@ def check_kernel(
         return last
 
 
-def _filled(kf: KernelFile, abi: str | None, sizes_in: Mapping[str, int] | None) -> KernelFile:
+def fill_template(kf: KernelFile, abi: str | None, sizes_in: Mapping[str, int] | None
+                  ) -> KernelFile:
     """The file with its template filled in: from the ``[defines]`` of a TOML profile
     given as ``abi`` (values at the check's sizes), and its own ``#define``s."""
     defines: dict[str, int | bool] = {}
@@ -710,7 +711,7 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
     if convention not in (None, "mamba", "builderforce"):
         raise SsmvizError(f"convention must be mamba or builderforce; got {convention!r}")
     raw_kf = load_kernel_file(path) if opts.text is None else load_kernel_text(opts.text, path)
-    kf = _filled(raw_kf, abi, sizes_in)
+    kf = fill_template(raw_kf, abi, sizes_in)
     rt = runtime
     an = analyze(kf, rt.device)
     res.diagnostics = an.diagnostics
