@@ -48,11 +48,12 @@ def test_check_names_what_does_not_match(tmp_path: Path) -> None:
                             "(it has scan)"]
     bad.write_text(text.replace('6 = "y"', '6 = "u"').replace('1 = "u"', '1 = "y"'))
     found = check_profile(str(bad), str(STYLES / "no_D.wgsl"))
-    assert any("'y' is an output, but `u` is declared read-only" in e for e in found.errors)
+    want = "'y' is an output of the forward, but `u` is declared read-only"
+    assert any(want in e for e in found.errors), found.errors
     bad.write_text(text.replace('params = ["batch", "seq_len", "d_inner", "d_state"]',
                                 'params = ["batch", "seq_len", "d_inner"]'))
     found = check_profile(str(bad), str(STYLES / "no_D.wgsl"))
-    assert any("params: 3 fields; the kernel's struct has 4" in e for e in found.errors)
+    assert any("params: 3 fields; `scan`'s struct has 4" in e for e in found.errors)
 
 
 def test_cli_profile_new_then_check(tmp_path: Path, capsys) -> None:

@@ -31,7 +31,7 @@ _ROLE_GUESSES: tuple[tuple[str, str, str], ...] = (
     (r"^(dx|grad_?x)$", "dx", "ssd"), (r"^(ddelta|d_?delta)$", "ddelta", "s6"),
     (r"^(ddt|d_?dt)$", "ddt", "ssd"), (r"^d_?a(_?log)?$", "dA_log", ""),
     (r"^d_?b", "dB", ""), (r"^d_?c", "dC", ""), (r"^d_?d", "dD", ""),
-    (r"^(u|input|inp|x_?in)$", "u", "s6"), (r"^(x)$", "x", "ssd"),
+    (r"^(u|input|inp|x_?in)$", "u", "s6"), (r"^(x|x_?in|input)$", "x", "ssd"),
     (r"delta", "delta", "s6"), (r"^dt", "dt", "ssd"), (r"^a(_?log)?$", "A_log", ""),
     (r"^b", "B", ""), (r"^c", "C", ""), (r"^d(_?vec|_?skip)?$", "D", ""),
     (r"^(y|out|output)", "y", ""), (r"(h0|init)", "h0", "s6"),
@@ -66,7 +66,7 @@ def _template_guesses(kf: KernelFile) -> dict[str, int | bool]:
     return out
 
 
-def _guess_family(kf: KernelFile, mods: dict[str, Module]) -> str:
+def _guess_family(mods: dict[str, Module]) -> str:
     """ssd when the params fields or binding names speak of heads, chunks or dt."""
     names = [g.name.lower() for m in mods.values() for g in m.globals.values()]
     for m in mods.values():
@@ -106,7 +106,12 @@ def new_profile_text(path: str) -> str:
                if f.stage == "compute"]
     if not entries:
         raise SsmvizError(f"{path}: no @compute entry point to write a profile for")
-    family = _guess_family(kf, mods)
+    # A module of several families (S6 and SSD exports): the first source's family here,
+    # the others named for a profile of their own.
+    fam_of = {name: _guess_family({name: mods[name]}) for name in mods}
+    family = fam_of[entries[0][0]]
+    others = sorted({n for n, _ in entries if fam_of[n] != family})
+    entries = [(n, f) for n, f in entries if fam_of[n] == family]
     axes = families.get(family).roles.axes
     fam_sizes = families.get(family).roles.sizes
     lines = [f"# Profile skeleton for {path}, written by `ssmviz profile new`.",
@@ -116,6 +121,9 @@ def new_profile_text(path: str) -> str:
              'name = "TODO-name"',
              f'family = "{family}"          # TODO: s6 or ssd',
              'convention = "mamba"     # TODO: mamba, builderforce, or a [convention] table']
+    if others:
+        lines.insert(4, f"# This profile covers the {family} sources; {', '.join(others)} "
+                        "look like another family: give them a profile of their own.")
     params: list[str] = []
     # name -> (role, access, var type, binding)
     buffers: dict[str, tuple[str | None, str, str, int]] = {}
@@ -237,11 +245,13 @@ def _check_passes(prof: AbiProfile, kf: KernelFile, mods: dict[str, Module],
                                   f"the profile binds '{p.bindings[b]}'")
             elif gv.space == "uniform":
                 fields = _params_fields(mod, gv.name)
-                if fields and len(fields) != len(prof.params):
-                    out.errors.append(f"params: {len(prof.params)} fields; the kernel's "
-                                      f"struct has {len(fields)} ({', '.join(fields)})")
-            elif gv.access != "read_write" and _written(prof, p.bindings[b]):
-                out.errors.append(f"{where}.bindings.{b}: '{p.bindings[b]}' is an output, but "
+                msg = (f"params: {len(prof.params)} fields; `{p.entry}`'s struct has "
+                       f"{len(fields)} ({', '.join(fields)})")
+                if fields and len(fields) != len(prof.params) and msg not in out.errors:
+                    out.errors.append(msg)
+            elif gv.access != "read_write" and _written(prof, p.bindings[b], p.stage):
+                out.errors.append(f"{where}.bindings.{b}: '{p.bindings[b]}' is an output of the "
+                                  f"{p.stage}, but "
                                   f"`{gv.name}` is declared read-only")
         for b in sorted(set(p.bindings) - set(used)):
             out.warnings.append(f"{where}.bindings.{b}: the entry point does not use "
@@ -252,10 +262,11 @@ def _check_passes(prof: AbiProfile, kf: KernelFile, mods: dict[str, Module],
                               f"declares {list(wg)}")
 
 
-def _written(prof: AbiProfile, name: str) -> bool:
+def _written(prof: AbiProfile, name: str, stage: str) -> bool:
+    """Whether the stage ``stage`` writes the buffer (or arena) ``name``."""
     specs = [s for s in prof.buffers.values() if s.arena == name] if name in prof.arenas \
         else [prof.buffers[name]]
-    return any(s.io in ("out", "inout") for s in specs)
+    return any(s.io in ("out", "inout") and s.stage == stage for s in specs)
 
 
 def _check_sizes(prof: AbiProfile, sizes: dict[str, int], out: ProfileCheck) -> None:
