@@ -173,6 +173,8 @@ def new_profile_text(path: str) -> str:
                  for gv in mod.globals_used(fn.name).values()
                  if gv.binding is not None and gv.space in ("uniform", "storage")}
         lines += ["", "[[passes]]", f'entry = "{fn.name}"']
+        if re.search(r"backward|bwd|grad", fn.name, re.IGNORECASE):
+            lines.append('stage = "backward"  # TODO: guessed from its name')
         if len(kf.sources) > 1:
             lines.append(f'export = "{sname}"')
         if wg:
