@@ -68,3 +68,15 @@ def test_pass_overrides_set_the_pipelines_constants(runtime, tmp_path: Path) -> 
     p.write_text(text.replace('entry = "scan"', 'entry = "scan"\noverrides = { SCALE = 1 }'))
     res = check_kernel(str(k), abi=str(p), runs=1, size_probe=False)
     assert res.exit_code == 0, res.render()
+
+
+@pytest.mark.gpu
+def test_defines_follow_the_sizes_of_given_inputs(runtime) -> None:
+    """WG_SIZE = d_state is evaluated at the given arrays' d_state (8), not the default."""
+    from ssmviz.core.problem import Problem
+
+    arrays = Problem(family="s6", batch=1, seq_len=9, d_inner=2, d_state=8).build()
+    res = check_kernel(str(STYLES / "templated.wgsl"), abi=str(STYLES / "templated.toml"),
+                       runs=1, size_probe=False, arrays=arrays)
+    assert res.exit_code == 0, res.render()
+    assert res.report.sizes["d_state"] == 8

@@ -51,11 +51,12 @@ class _FileKernel:
     rt: Any
 
 
-def _load(path: str, text: str | None, family: str, convention: str | None, abi: str | None
-          ) -> _FileKernel:
+def _load(path: str, text: str | None, family: str, convention: str | None, abi: str | None,
+          sizes: dict[str, int] | None = None) -> _FileKernel:
+    """The file built under its profile; ``sizes``: the problem's (a template's values)."""
     rt = get_runtime()
     kf = load_kernel_file(path) if text is None else load_kernel_text(text, path)
-    kf = fill_template(kf, abi, None)
+    kf = fill_template(kf, abi, sizes)
     an = analyze(kf, rt.device)
     entries = {e for m in an.modules.values() for e in m.entry_points}
     prof, _ = _pick_profile(abi, family, entries, [s.name for s in kf.sources], path)
@@ -77,18 +78,23 @@ def _load(path: str, text: str | None, family: str, convention: str | None, abi:
                        {s.name: s.text for s in kf.sources}, an.modules, rt)
 
 
-def _sizes(fk: _FileKernel, arrays: Mapping[str, np.ndarray], chunk_len: int | None,
-           batch: int | None = None) -> dict[str, int]:
-    family = fk.prof.family
+def _given_sizes(family: str, arrays: Mapping[str, np.ndarray], chunk_len: int | None
+                 ) -> dict[str, int]:
     signal = arrays[registry.teaching(family).signal]
     # infer_sizes wants dy too; a forward reads none
     given = infer_sizes(family, {"dy": np.broadcast_to(np.float32(0), np.shape(signal)),
                                  **arrays})
     if chunk_len:
         given["chunk_len"] = chunk_len
+    return given
+
+
+def _sizes(fk: _FileKernel, arrays: Mapping[str, np.ndarray], chunk_len: int | None,
+           batch: int | None = None) -> dict[str, int]:
+    given = _given_sizes(fk.prof.family, arrays, chunk_len)
     if batch is not None:
         given["batch"] = batch
-    return fk.prof.sizes_for(base_sizes(family, given))
+    return fk.prof.sizes_for(base_sizes(fk.prof.family, given))
 
 
 def _forward(fk: _FileKernel, arrays: Mapping[str, np.ndarray], chunk_len: int | None
@@ -125,7 +131,7 @@ def file_forward_outputs(path: str, text: str | None, arrays: Mapping[str, np.nd
     """The forward outputs (ssmviz's keys) of the file's ``family`` kernel (under profile
     ``abi``, default the one it matches) on ``arrays`` (canonical inputs). Raises a
     one-line SsmvizError when the file cannot run."""
-    fk = _load(path, text, family, convention, abi)
+    fk = _load(path, text, family, convention, abi, _given_sizes(family, arrays, chunk_len))
     run, _ = _runner(fk, arrays, chunk_len)
     progress.report("run", f"the forward of {path}")
     return dict(run(arrays))
@@ -138,7 +144,7 @@ def file_operator_columns(path: str, text: str | None, arrays: Mapping[str, np.n
     """:func:`ssmviz.core.impulse.impulse_columns` through the file's ``family`` kernel
     (``arrays``: the problem, batch element 0 is measured; ``abi`` as for
     :func:`file_forward_outputs`)."""
-    fk = _load(path, text, family, convention, abi)
+    fk = _load(path, text, family, convention, abi, _given_sizes(family, arrays, chunk_len))
     run, per_batch = _runner(fk, arrays, chunk_len)
     return impulse_columns(family, arrays, run, index=index, cols=cols,
                            batch_elements=per_batch, states=states,

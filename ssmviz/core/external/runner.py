@@ -659,14 +659,18 @@ def check_kernel(
         return last
 
 
-def fill_template(kf: KernelFile, abi: str | None, sizes_in: Mapping[str, int] | None
-                  ) -> KernelFile:
+def fill_template(kf: KernelFile, abi: str | None, sizes_in: Mapping[str, int] | None,
+                  arrays: Mapping[str, np.ndarray] | None = None) -> KernelFile:
     """The file with its template filled in: from the ``[defines]`` of a TOML profile
-    given as ``abi`` (values at the check's sizes), and its own ``#define``s."""
+    given as ``abi`` (values at the check's sizes: ``sizes_in`` over the sizes of the
+    given ``arrays``), and its own ``#define``s."""
     defines: dict[str, int | bool] = {}
     if abi and (abi.endswith(".toml") or Path(abi).is_file()):
         prof = get_profile(abi)
         if prof.defines:
+            if arrays is not None:
+                given = families.get(prof.family).infer_sizes(arrays)
+                sizes_in = given | dict(sizes_in or {})
             sizes = prof.sizes_for(base_sizes(prof.family, sizes_in))
             defines = define_values(prof.defines, sizes)
     if not defines and not any(is_templated(s.text) for s in kf.sources):
@@ -711,7 +715,7 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
     if convention not in (None, "mamba", "builderforce"):
         raise SsmvizError(f"convention must be mamba or builderforce; got {convention!r}")
     raw_kf = load_kernel_file(path) if opts.text is None else load_kernel_text(opts.text, path)
-    kf = fill_template(raw_kf, abi, sizes_in)
+    kf = fill_template(raw_kf, abi, sizes_in, opts.arrays)
     rt = runtime
     an = analyze(kf, rt.device)
     res.diagnostics = an.diagnostics
