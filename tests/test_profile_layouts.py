@@ -145,6 +145,9 @@ def test_params_binding_fills_the_passes_and_refuses_a_conflict() -> None:
     ('bindings = { 1 = "arena" }', 'bindings = { 1 = "u" }', "'u' lives in arena 'arena'"),
     ('convention = "mamba"', 'convention = { A = "exp_clamped" }', "needs convention.A_clamp"),
     ('convention = "mamba"', 'convention = { gate = "silu" }', 'needs a buffer with role "z"'),
+    ('[buffers.y]\nrole = "y"\ndims = ["batch", "seq_len", "d_inner"]',
+     '[buffers.y]\nrole = "dh0"\ndims = ["batch", "d_inner", "d_state"]',
+     "buffers.y.role: 'dh0' is the gradient of the input 'h0', which no buffer holds"),
     ('[arenas.arena]', '[arenas.arena]\nsize = 3\n[defines]\n"1x" = 2',
      "defines.1x: not an identifier"),
 ])

@@ -163,6 +163,7 @@ def parse_profile(data: Any, *, origin: str = "profile") -> AbiProfile:
                            arenas=arenas)
     _bind_params(origin, passes, pb if "params_binding" in data else None, bool(params))
     _check_gate(origin, conv_params, buffers)
+    _check_extra_inputs(origin, family, buffers)
     detect = data.get("detect", {})
     if not isinstance(detect, Mapping):
         raise SsmvizError(f"{origin}: detect must be a table")
@@ -207,6 +208,16 @@ def _check_gate(origin: str, conv: Any, buffers: Mapping[str, BufferSpec]) -> No
     if with_z and not gate:
         raise SsmvizError(f"{origin}: buffers.{with_z[0]}.role: \"{GATE_INPUT}\" is the output "
                           "gate's input; set convention.gate = \"silu\"")
+
+
+def _check_extra_inputs(origin: str, family: str, buffers: Mapping[str, BufferSpec]) -> None:
+    """The gradient of an extra input (dh0) exists only when a buffer gives that input."""
+    used = {r for b in buffers.values() for r in [*b.roles, b.initial] if r}
+    for key, grad in families.get(family).roles.extra_inputs.items():
+        with_grad = [n for n, b in buffers.items() if grad in b.roles]
+        if with_grad and key not in used:
+            raise SsmvizError(f"{origin}: buffers.{with_grad[0]}.role: '{grad}' is the gradient "
+                              f"of the input '{key}', which no buffer holds")
 
 
 def _bind_params(origin: str, passes: list[PassSpec], pb: int | None, has_params: bool) -> None:
