@@ -281,7 +281,10 @@ def initial_contents(prof: AbiProfile, gb: GpuBuffer, values: Mapping[str, np.nd
         if slots is not None and spec.io != "in":
             # Slots no batch element uses must come back unchanged: zeros, not poison.
             fill[fill == POISON_U32] = 0
-        words[off:off + n] = fill.reshape(-1)
+        flat = fill.reshape(-1)
+        if spec.zero_leading:
+            flat[:max(0, min(evaluate(spec.zero_leading, sizes), n))] = 0
+        words[off:off + n] = flat
     return words
 
 
