@@ -109,3 +109,19 @@ arena = "mem"
     assert np.all(words[24:48] == POISON_U32)
     out = read_roles(prof, gb, words, sizes)
     assert set(out["uy"]) == {"y"}
+
+
+def test_zero_leading_applies_to_host_built_contents() -> None:
+    prof, sizes = _prof("""
+[buffers.pool]
+role = "last_state"
+dims = ["batch", "d_inner", "d_state"]
+[buffers.y]
+role = "y"
+dims = ["batch", "seq_len", "d_inner"]
+arena = "mem"
+zero_leading = "5"
+""")
+    gb = gpu_buffers(prof, {"mem"}, sizes)["mem"]
+    words = initial_contents(prof, gb, {}, sizes, produced=True)
+    assert not words[:5].any() and np.all(words[5:24] == POISON_U32)
