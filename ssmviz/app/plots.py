@@ -22,9 +22,11 @@ from shiboken6 import isValid
 
 from ssmviz.app.derived import LOG_FLOOR, GradView, Trace
 from ssmviz.app.items import FittedPlot, Line, MultiLine, Plot, TitleLabel
+from ssmviz.app.scales import ColourBar, SparseAxis, integer_axes
 from ssmviz.app.viewdata import (
     ENVELOPE_POINTS,
     LOD_POINTS,
+    FdPoints,
     ImageView,
     envelope,
     envelope_points,
@@ -173,6 +175,16 @@ def unindexed(view: pg.GraphicsLayoutWidget) -> None:
     view.scene().setItemIndexMethod(QGraphicsScene.ItemIndexMethod.NoIndex)
 
 
+def _chunk_h_tip(x: float, y: float, data: object) -> str:
+    return (f"× the GPU's stored chunk-end state at step {x:.0f}: {y:.4g}\n"
+            "(read from the kernel's chunk-state buffer; it should sit on the reference "
+            "curve)")
+
+
+def _fd_tip(x: float, y: float, data: object) -> str:
+    return str(data) if data is not None else f"finite-difference point ({x:.3g}, {y:.3g})"
+
+
 class TimePlots(pg.GraphicsLayoutWidget):
     """The time plots, x-linked, with one synchronised cursor line each.
 
@@ -219,12 +231,16 @@ class TimePlots(pg.GraphicsLayoutWidget):
                 symbolBrush="k",
             ),
         }
+        self.curves["chunk_h"].scatter.setData(hoverable=True, tip=_chunk_h_tip)
         #: Every state's trajectory of the chosen channel, one pen each, in one item.
         self.h_lines = MultiLine(lambda i: pg.intColor(i, hues=9))
         self.plots["h"].addItem(self.h_lines)
         self.h_image = heatmap_item()
         self.plots["h_map"].addItem(self.h_image)
         self.plots["h_map"].setLabel("left", "state n")
+        integer_axes(self.plots["h_map"], "left", cells=True)
+        self.h_bar = ColourBar(self.plots["h_map"], "h")
+        integer_axes(self.plots["error"], "bottom")
         self.cursors: dict[str, pg.InfiniteLine] = {}
         self._syncing = False
         for name, p in self.plots.items():
@@ -251,6 +267,10 @@ class TimePlots(pg.GraphicsLayoutWidget):
         # A new width may want envelopes of another resolution.
         self.plots["input"].getViewBox().sigResized.connect(self._x_range_changed)
         quiet_axes(list(self.plots.values()))
+        # A 90-px log axis printed its decades over each other.
+        self.plots["error"].setAxisItems({"left": SparseAxis("left")})
+        self.plots["error"].getAxis("left").setLogMode(y=True)
+        self.plots["error"].getAxis("left").setStyle(maxTickLevel=0)
         cache_static(list(self.plots.values()))
 
     def minimumSizeHint(self) -> QSize:  # Qt override
@@ -350,7 +370,9 @@ class TimePlots(pg.GraphicsLayoutWidget):
 
         def show_states() -> None:
             show_image(self.h_image, h_image)
-            self.plots["h_map"].fit_range(1, (0.0, h_image.extent[1]))
+            self.h_bar.show_view(h_image)
+            # The cells exactly: a padded range ticked a state past the last one.
+            self.plots["h_map"].fit_range(1, (0.0, h_image.extent[1]), pad=False)
 
         def then(group: dict, names: tuple[str, ...]) -> None:
             if "h" in group:
@@ -462,7 +484,8 @@ class _GradRow:
         """``time_plot``: the first time-axis plot of this widget, to link x with."""
         self.kind = view.kind
         self.plots: list[FittedPlot] = []
-        self.fd = pg.ScatterPlotItem(size=10, pen=FD_PEN, brush=FD_BRUSH, symbol="o")
+        self.fd = pg.ScatterPlotItem(size=10, pen=FD_PEN, brush=FD_BRUSH, symbol="o",
+                                     hoverable=True, tip=_fd_tip)
         self.fd.setZValue(30)
         self.fd.setVisible(False)  # shown with points only: an empty scatter still paints
         self.label: TitleLabel | None = None
@@ -472,6 +495,7 @@ class _GradRow:
             layout.addItem(p, row=2 * row, col=0, colspan=3)
             _style(p)
             p.setLabel("bottom", view.x_label)
+            integer_axes(p, "bottom")
             if view.kind == "line":  # over time: PlotDataItems downsample long ones
                 self.gpu = p.plot(pen=GPU_PEN, name="GPU")
                 self.ref = p.plot(pen=REF_PEN, name="reference")
@@ -492,14 +516,23 @@ class _GradRow:
             # never widens the first column.
             self.label = TitleLabel("")
             layout.addItem(self.label, row=2 * row, col=0, colspan=3)
-            for col, title in enumerate(("GPU", "reference", "GPU − reference")):
+            self.bars: list[ColourBar] = []
+            # GPU and reference share their levels: one bar (right of the reference) for
+            # both, so the three columns keep room for their images.
+            for col, title in enumerate(("GPU", "ref", "GPU − ref")):
                 p = FittedPlot(title=title)
                 layout.addItem(p, row=2 * row + 1, col=col)
                 p.setLabel("bottom", view.x_label)
+                integer_axes(p, "left", "bottom", cells=True)
                 img = heatmap_item()
                 p.addItem(img)
                 self.images.append(img)
                 self.plots.append(p)
+                if col:
+                    scale = "GPU and reference" if col == 1 else "GPU − reference"
+                    self.bars.append(ColourBar(p, f"{view.key}: {scale}"))
+                #: The bar that states this heatmap's colours (GPU: the reference's).
+                p.colour_bar = self.bars[-1] if col else None
             self.plots[0].addItem(self.fd)
         for p in self.plots:
             p.setMinimumHeight(110)
@@ -518,7 +551,7 @@ class _GradRow:
         fd = view.fd
         has_fd = fd is not None and fd.fd.size > 0
         if has_fd:
-            title += f" · FD({fd.fd.size}) {fd.max_rel_err():.0e}"
+            title += f" · {fd.summary()}"
         if title != self.title:
             self.title = title
             if self.label is not None:
@@ -550,15 +583,15 @@ class _GradRow:
                 self.plots[0].fit_range(0, (-0.5, n - 0.5), pad=False)
             self.plots[0].fit_range(1, finite_bounds(*ys), keep=True)
             if has_fd:
-                self._set_fd(fd.index[:, 0].astype(np.float64), fd.fd)
+                self._set_fd(fd.index[:, 0].astype(np.float64), fd.fd, fd)
             else:
                 self._clear_fd()
             return
         gpu_img, ref_img, diff_img = self.images
         extent = (float(view.ref.shape[0]), float(view.ref.shape[1]))
         for p in self.plots:
-            p.fit_range(0, (0.0, extent[0]))
-            p.fit_range(1, (0.0, extent[1]))
+            p.fit_range(0, (0.0, extent[0]), pad=False)
+            p.fit_range(1, (0.0, extent[1]), pad=False)
         # Downsampled with levels off the UI thread (viewdata.prepare_view).
         show_image(ref_img, view.images["ref"])
         if view.gpu is not None:
@@ -567,14 +600,24 @@ class _GradRow:
         else:
             gpu_img.clear()
             diff_img.clear()
+        gpu_bar, diff_bar = self.bars
+        gpu_bar.show_view(view.images["ref"])
+        diff_bar.show_view(view.images["diff"] if view.gpu is not None else None)
+        self.plots[0].colour_bar = gpu_bar
         if has_fd:
             # Mark the FD elements at their cell centres on the GPU heatmap.
-            self._set_fd(fd.index[:, 0] + 0.5, fd.index[:, 1] + 0.5)
+            self._set_fd(fd.index[:, 0] + 0.5, fd.index[:, 1] + 0.5, fd)
         else:
             self._clear_fd()
 
-    def _set_fd(self, x: np.ndarray, y: np.ndarray) -> None:
-        self.fd.setData(x, y)
+    def _set_fd(self, x: np.ndarray, y: np.ndarray, fd: FdPoints) -> None:
+        """The green circles, each with its numbers as hover text."""
+        other = fd.gpu if fd.gpu is not None else fd.ref
+        what = "GPU" if fd.gpu is not None else "reference"
+        tips = [f"finite-difference check of {fd.key}{list(map(int, i))}: "
+                f"FD {f:.4g}, {what} {g:.4g}" for i, f, g in zip(fd.index, fd.fd, other,
+                                                                  strict=True)]
+        self.fd.setData(x, y, data=tips)
         self.fd.setVisible(True)
 
     def _clear_fd(self) -> None:

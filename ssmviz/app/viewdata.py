@@ -78,6 +78,8 @@ class ImageView:
     rgba: np.ndarray
     levels: tuple[float, float]
     extent: tuple[float, float]
+    #: The colour map it was coloured with (its colour bar shows it).
+    cmap: str = VALUE_CMAP
 
 
 @dataclass
@@ -101,6 +103,17 @@ class FdPoints:
         other = self.gpu if self.gpu is not None else self.ref
         scale = max(float(np.max(np.abs(self.fd))), 1e-30)
         return float(np.max(np.abs(self.fd - other))) / scale
+
+    def nonzero(self) -> bool:
+        """Whether any point fell on a non-zero entry (the reference's or the difference's):
+        points that all sit on zero gradients check nothing."""
+        return bool(np.any(self.fd != 0) or np.any(self.ref != 0))
+
+    def summary(self) -> str:
+        """For a title: "FD(5) 3e-06", or that the check is empty."""
+        if not self.fd.size or not self.nonzero():
+            return "no FD points on non-zero entries"
+        return f"FD({self.fd.size}) {self.max_rel_err():.0e}"
 
 
 @dataclass
@@ -292,8 +305,9 @@ def image_view(a: np.ndarray, *, symmetric: bool = False,
     small = np.ascontiguousarray(downsample_rows(a))
     if levels is None:
         levels = robust_levels(small, symmetric=symmetric)
-    rgba = colourise(small, levels, colour_lut(DIFF_CMAP if symmetric else VALUE_CMAP))
-    return ImageView(rgba, levels, (float(a.shape[0]), float(a.shape[1])))
+    cmap = DIFF_CMAP if symmetric else VALUE_CMAP
+    rgba = colourise(small, levels, colour_lut(cmap))
+    return ImageView(rgba, levels, (float(a.shape[0]), float(a.shape[1])), cmap)
 
 
 def fd_small_enough(family: str, inputs: Mapping[str, np.ndarray]) -> bool:

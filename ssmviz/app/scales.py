@@ -1,0 +1,162 @@
+"""What makes a plot readable at a glance: a colour bar beside every heatmap (its range
+stated, a difference's scale symmetric and named), integer ticks on integer axes, and
+text in the theme's colour.
+
+The heatmaps arrive coloured (:class:`~ssmviz.app.viewdata.ImageView`: RGBA made off the
+UI thread), so a :class:`ColourBar` is a legend only: it shows the levels and colour map
+the image was coloured with, and never re-colours the image.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtGui import QColor, QFont, QPalette
+from PySide6.QtWidgets import QApplication
+
+from ssmviz.app.viewdata import ImageView
+
+#: Text on the (white) plots: the palette's text colour when it is dark enough to read on
+#: white, else this.
+DARK_TEXT = "#202020"
+#: The colour bar's width in pixels, and its axis's (tick labels).
+BAR_PX = 9
+BAR_AXIS_PX = 40
+
+
+def text_colour() -> QColor:
+    """The theme's text colour, readable on the plots' white background."""
+    app = QApplication.instance()
+    c = app.palette().color(QPalette.ColorRole.WindowText) if app is not None else QColor()
+    return c if c.isValid() and c.lightness() < 110 else QColor(DARK_TEXT)
+
+
+def apply_theme() -> None:
+    """Plot text (titles, axes) in :func:`text_colour`: pyqtgraph's default is light grey,
+    hard to read on white. Call before the plots are made."""
+    pg.setConfigOption("foreground", text_colour())
+
+
+def level_text(levels: tuple[float, float]) -> str:
+    """The range of a colour scale in words: "±3.2e-07" (symmetric) or "0.1 … 4.5"."""
+    lo, hi = levels
+    if lo == -hi and hi > 0:
+        return f"±{hi:.2g}"
+    return f"{lo:.3g} … {hi:.3g}"
+
+
+class ColourBar(pg.ColorBarItem):
+    """A colour bar (legend only) on the right of a heatmap's plot: :meth:`show_view`
+    states the image's levels and colour map; ``name`` names the scale (its tooltip)."""
+
+    def __init__(self, plot: pg.PlotItem, name: str) -> None:
+        super().__init__(values=(0.0, 1.0), width=BAR_PX, interactive=False,
+                         colorMapMenu=False)
+        # A legend has no context menus: pyqtgraph's are parentless top-level QMenus that
+        # would outlive the window.
+        for menu in (self.ctrlMenu, self.vb.menu):
+            if menu is not None:
+                menu.deleteLater()
+        self.ctrlMenu = self.vb.menu = None
+        self.name = name
+        self.levels: tuple[float, float] | None = None
+        self.cmap = ""
+        self.axis.setWidth(BAR_AXIS_PX)
+        font = QFont()
+        font.setPointSizeF(7.5)
+        # Its end labels may reach past the bar's ends (a short bar showed none).
+        self.axis.setStyle(tickFont=font, tickTextOffset=2, hideOverlappingLabels=False)
+        plot.layout.addItem(self, 2, 5)  # right of the plot's right axis
+        plot.layout.setColumnFixedWidth(4, 3)
+        self.setVisible(False)
+
+    def show_view(self, iv: ImageView | None, name: str | None = None) -> None:
+        """Show ``iv``'s levels and colour map (None: no image, no bar)."""
+        if iv is None:
+            self.setVisible(False)
+            self.levels = None
+            return
+        if name is not None:
+            self.name = name
+        lo, hi = (float(v) for v in iv.levels)
+        if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+            hi = lo + 1.0 if math.isfinite(lo) else 1.0
+            lo = lo if math.isfinite(lo) else 0.0
+        if iv.cmap != self.cmap:
+            self.cmap = iv.cmap
+            self.setColorMap(pg.colormap.get(iv.cmap))
+        if (lo, hi) != self.levels:
+            self.levels = (lo, hi)
+            self.setLevels((lo, hi))
+            # Its ends (and 0 between them) only: the range stated, no crowded labels on a
+            # 60-px bar.
+            ticks = [(lo, f"{lo:.2g}"), (hi, f"{hi:.2g}")]
+            if lo < 0 < hi:
+                ticks.insert(1, (0.0, "0"))
+            self.axis.setTicks([ticks])
+        self.setToolTip(f"{self.name}: colours span {level_text(self.levels)}"
+                        + (" (0 white, symmetric)" if lo == -hi else "")
+                        + "; values past either end saturate")
+        self.setVisible(True)
+
+
+class IntegerAxis(pg.AxisItem):
+    """An axis of whole numbers: ticks only at integers (never 0.5). ``cells``: the axis
+    counts heatmap cells (cell k spans [k, k+1]), so tick k sits at its cell's centre."""
+
+    def __init__(self, orientation: str, *, cells: bool = False, **kwargs: object) -> None:
+        super().__init__(orientation, **kwargs)
+        self.cells = cells
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list:
+        """pyqtgraph's spacings, those under 1 dropped (at least a spacing of 1)."""
+        levels = [(s, o) for s, o in super().tickSpacing(minVal, maxVal, size) if s >= 1.0]
+        return levels or [(1.0, 0.0)]
+
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list:
+        if not self.cells:
+            return super().tickValues(minVal, maxVal, size)
+        out = []
+        for spacing, values in super().tickValues(minVal - 0.5, maxVal - 0.5, size):
+            vals = np.asarray(values, np.float64) + 0.5
+            out.append((spacing, [v for v in vals if minVal <= v <= maxVal]))
+        return out
+
+    def tickStrings(self, values: list, scale: float, spacing: float) -> list[str]:
+        shift = 0.5 if self.cells else 0.0
+        return [str(round(v * scale - shift)) for v in values]
+
+
+class SparseAxis(pg.AxisItem):
+    """An axis whose labels never print over each other: a level of ticks with more
+    labels than fit its length (a short log axis has a decade every few pixels) keeps
+    every k-th of them."""
+
+    MIN_GAP_PX = 14.0
+
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list:
+        out = []
+        room = max(1, int(size // self.MIN_GAP_PX))
+        for spacing, values in super().tickValues(minVal, maxVal, size):
+            values = list(values)
+            if len(values) > room:
+                k = -(-len(values) // room)
+                values = values[::k]
+            out.append((spacing, values))
+        return out[:1] if len(out) > 1 and len(out[0][1]) >= room else out
+
+
+def integer_axes(plot: pg.PlotItem, *names: str, cells: bool = False) -> None:
+    """Give ``plot`` :class:`IntegerAxis` es at ``names`` ("left", "bottom"), keeping
+    their labels."""
+    items = {}
+    for name in names:
+        old = plot.getAxis(name)
+        label = old.labelText if old.label.isVisible() else None
+        axis = IntegerAxis(name, cells=cells)
+        if label:
+            axis.setLabel(label)
+        items[name] = axis
+    plot.setAxisItems(items)
