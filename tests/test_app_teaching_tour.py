@@ -206,3 +206,38 @@ def test_a_tour_step_screenshot_waits_for_its_view(qtbot, qapp, make_window, tmp
     assert _screenshot(qapp, w, str(out)) == 0
     assert seen == [(True, False, True, True)]
     assert QImage(str(out)).width() >= 800
+
+
+@pytest.mark.qt
+@pytest.mark.gpu
+def test_the_tour_restores_the_session_it_interrupted(qtbot, make_window, tmp_path) -> None:
+    """A kernel file loaded, Tour → Start, a step on, then ✕: the kernel file, the problem,
+    the view and the window title come back."""
+    session = Session.load(ROOT / "assets" / "sessions" / "s6_builderforce_impulse.json")
+    kernel = ROOT / "assets" / "kernels" / "builderforce_reference.js"
+    session.kernel_path = str(kernel)
+    session.view["cursor"] = 7
+    path = tmp_path / "mine.json"
+    session.save(path)
+    w = make_window(None)
+    w.show()
+    qtbot.waitExposed(w)
+    _run(qtbot, w, lambda: w.open_session(path))
+    before = w.session()
+    title = w.windowTitle()
+    assert w.shader_panel.kind == "file" and before.kernel_path == str(kernel.resolve())
+    menu = next(a.menu() for a in w.menuBar().actions() if a.text() == "&Tour")
+    start = next(a for a in menu.actions() if a.text() == "Start the guided tour")
+    _run(qtbot, w, start.trigger)
+    _run(qtbot, w, w.teaching.caption.next.click)
+    assert w.shader_panel.kind != "file" and w.controls.problem() != before.problem
+    _run(qtbot, w, w.teaching.caption.close_button.click)
+    assert not w.teaching.tour_dock.isVisible()
+    after = w.session()
+    assert after.kernel_path == before.kernel_path and w.shader_panel.kind == "file"
+    assert after.problem == before.problem and w.windowTitle() == title
+    assert after.view == before.view and after.teaching is None
+    # Opening another session in between ends the tour: nothing is restored then.
+    _run(qtbot, w, start.trigger)
+    _run(qtbot, w, lambda: w.open_session(path))
+    assert w.teaching.saved is None

@@ -45,6 +45,8 @@ class TeachingDocks:
         self.step: Teaching | None = None
         #: A run's plots are shown and the teaching panel has not been given it yet.
         self._due = False
+        #: The session (and window title) the tour interrupted, restored when it ends.
+        self.saved: tuple[Session, str] | None = None
 
         self.dock.visibilityChanged.connect(self.panel.set_seen)
         # Once the main plots show a run, and after their paint (a zero timer runs after
@@ -55,7 +57,7 @@ class TeachingDocks:
         w.viewApplied.connect(lambda: self.panel.set_cursor(w.time_plots.cursor))
         self.panel.cursorRequested.connect(w.time_plots.set_cursor)
         self.caption.stepRequested.connect(self._open_step)
-        self.caption.closeRequested.connect(self.tour_dock.hide)
+        self.caption.closeRequested.connect(self.end_tour)
 
     def _plots_shown(self, *_: object) -> None:
         self._due = True
@@ -88,9 +90,10 @@ class TeachingDocks:
             self.step = t
             self.caption.show_step(session.source or "", t)
             self.tour_dock.show()
-        else:
+        else:  # another session than a tour step: the tour is over, nothing to restore
             self.step = None
             self.tour_dock.hide()
+            self.saved = None
 
     def open(self, view: str, **options: object) -> None:
         """Show the teaching dock on top, half the window wide, with ``view`` current."""
@@ -131,15 +134,41 @@ class TeachingDocks:
         start.triggered.connect(self.start_tour)
 
     def start_tour(self) -> None:
-        """Open the first step of ssmviz's tour."""
+        """Open the first step of ssmviz's tour; the session it interrupts (problem, view,
+        inputs file, kernel file) is kept for :meth:`end_tour`."""
+        w = self.window
+        saved = self.saved
+        if saved is None and not (self.step is not None and self.tour_dock.isVisible()):
+            saved = (w.session(), w.windowTitle())
         try:
-            self.window.open_session(tour_steps()[0])
+            w.open_session(tour_steps()[0])
         except (SsmvizError, IndexError) as exc:
-            self.window.status.show_error(f"the tour cannot start: {exc or 'no steps'}")
+            w.status.show_error(f"the tour cannot start: {exc or 'no steps'}")
+            return
+        self.saved = saved
+
+    def end_tour(self) -> None:
+        """Close the caption and give back the session the tour interrupted."""
+        self.tour_dock.hide()
+        self.step = None
+        saved, self.saved = self.saved, None
+        if saved is None:
+            return
+        session, title = saved
+        if session.teaching is None or session.teaching.view is None:
+            self.window.docks["gradients"].raise_()  # no teaching view was on screen
+        try:
+            self.window.apply_session(session)
+        except SsmvizError as exc:
+            self.window.status.show_error(f"the session before the tour: {exc}")
+            return
+        self.window.setWindowTitle(title)
 
     def _open_step(self, path: str) -> None:
+        saved = self.saved  # a step's session ends no tour
         try:
             self.window.open_session(path)
+            self.saved = saved
         except SsmvizError as exc:
             self.window.status.show_error(str(exc))
 
