@@ -9,6 +9,7 @@ a view exports PNG and SVG.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -179,6 +180,23 @@ def test_scan_tree_view_draws_the_kernels_tree_and_steps_level_by_level(qtbot, m
     state = next(n for n in tree.nodes if n.kind == "state" and n.stop == t + 1)
     assert f"step t = {t}" in text and f"{leaf.a_ref:+.6g}" in text
     assert f"{state.b_ref:+.6g}" in text and f"{state.b_gpu:+.6g}" in text
+
+
+def test_scan_tree_offers_one_click_to_a_seq_len_it_can_draw(qtbot, make_window):
+    """seq_len 128: no tree, nothing to play, and a button that runs the problem at 64
+    (every other setting kept), after which the tree is drawn."""
+    problem = Problem(family="s6", seq_len=128, d_inner=2, d_state=4)
+    w, view = _shown(qtbot, make_window, problem, "scan_tree")
+    assert view.data is None and "seq_len 64" in view.message.text()
+    assert view.shorter.isVisible() and view.shorter.text() == "Show at seq_len 64"
+    assert not view.play.isEnabled() and not view.step_on.isEnabled()
+    assert not view.item.boxes
+    with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
+        view.shorter.click()
+    qtbot.waitUntil(lambda: view.data is not None, timeout=VIEW_TIMEOUT_MS)
+    assert w.controls.problem() == replace(problem, seq_len=64)
+    assert view.data.tree.seq_len == 64 and view.item.boxes
+    assert not view.shorter.isVisible() and view.play.isEnabled()
 
 
 def test_discretisation_view_draws_the_cores_euler_and_zoh(qtbot, make_window):

@@ -4,6 +4,7 @@ their wiring to the runs, the selection, the time cursor and sessions."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer
@@ -56,6 +57,7 @@ class TeachingDocks:
         w.time_plots.cursorMoved.connect(self.panel.set_cursor)
         w.viewApplied.connect(lambda: self.panel.set_cursor(w.time_plots.cursor))
         self.panel.cursorRequested.connect(w.time_plots.set_cursor)
+        self.panel.problemRequested.connect(self._change_problem)
         self.caption.stepRequested.connect(self._open_step)
         self.caption.closeRequested.connect(self.end_tour)
 
@@ -163,6 +165,11 @@ class TeachingDocks:
             self.window.status.show_error(f"the session before the tour: {exc}")
             return
         self.window.setWindowTitle(title)
+
+    def _change_problem(self, changes: dict) -> None:
+        """A view asked for the problem with ``changes`` (e.g. seq_len 64): run it."""
+        w = self.window
+        w.controls.set_problem(replace(w.controls.problem(), **changes))
 
     def _open_step(self, path: str) -> None:
         saved = self.saved  # a step's session ends no tour

@@ -71,6 +71,7 @@ class TeachingPanel(QWidget):
 
     viewShown = Signal(str)
     cursorRequested = Signal(int)
+    problemRequested = Signal(object)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -84,6 +85,7 @@ class TeachingPanel(QWidget):
             view = cls()
             view.optionsChanged.connect(self.refresh)
             view.cursorRequested.connect(self.cursorRequested)
+            view.problemRequested.connect(self.problemRequested)
             self.views[name] = view
             self.tabs.addTab(view, VIEW_TITLES[name])
         self.result: RunResult | None = None
@@ -214,7 +216,7 @@ class TeachingPanel(QWidget):
         view = self.views[job.view]
         self.shown[job.view] = job.key
         if isinstance(data, str):
-            view.show_message(data, error=True)
+            view.show_error(data, job.result)
         else:
             view.show_message("")
             view.show_data(data)

@@ -25,6 +25,7 @@ from ssmviz.app.runner import RunResult
 from ssmviz.app.teaching import teaching_for
 from ssmviz.app.teaching.base import CURSOR_COLOUR, TeachingView
 from ssmviz.core.check import FORWARD_TOL, element_bound
+from ssmviz.core.families.s6.teaching import MAX_TREE_SEQ_LEN
 
 #: The kernel chunk lengths the view offers besides the kernel's own.
 TREE_CHUNKS = (16, 8, 4, 2)
@@ -134,9 +135,16 @@ class TreeItem(pg.GraphicsObject):
         self.edge_pen.setCosmetic(True)
         self.brushes = {k: pg.mkBrush(*c) for k, c in KIND_COLOURS.items()}
 
-    def set_tree(self, data: TreeData) -> None:
-        tree = data.tree
+    def set_tree(self, data: TreeData | None) -> None:
+        """Draw ``data``'s tree (None: none)."""
         self.prepareGeometryChange()
+        if data is None:
+            self.boxes, self.levels, self.kinds, self.status, self.edges = [], [], [], [], []
+            self.path = set()
+            self._rect = QRectF()
+            self.update()
+            return
+        tree = data.tree
         self.boxes = [QRectF(a + 0.08, n.level - BOX_HEIGHT / 2, max(b - a - 0.16, 0.1),
                              BOX_HEIGHT) for n, (a, b) in zip(tree.nodes, data.spans,
                                                              strict=True)]
@@ -206,7 +214,14 @@ class ScanTreeView(TeachingView):
         self.chunk_box.setToolTip("the chunk length the S6 forward runs with for this tree "
                                   "(as its tests do): shorter chunks, a deeper tree")
         self.chunk_box.currentIndexChanged.connect(lambda _i: self.optionsChanged.emit())
-        for w in (self.chunk_box, self.step_back, self.play, self.step_on, self.level_label):
+        self.shorter = QPushButton(f"Show at seq_len {MAX_TREE_SEQ_LEN}")
+        self.shorter.setToolTip("run this problem with a sequence short enough to draw "
+                                "its tree (every other setting kept)")
+        self.shorter.clicked.connect(
+            lambda: self.problemRequested.emit({"seq_len": MAX_TREE_SEQ_LEN}))
+        self.shorter.hide()
+        for w in (self.chunk_box, self.step_back, self.play, self.step_on, self.level_label,
+                  self.shorter):
             self.tools.addWidget(w)
         self.tools.addStretch(1)
         self.step_back.clicked.connect(lambda: self.step(-1))
@@ -250,8 +265,26 @@ class ScanTreeView(TeachingView):
     def prepare(result: RunResult, sel: Selection, options: object) -> TreeData:
         return tree_data(result, sel, options)
 
+    def show_error(self, text: str, result: RunResult) -> None:
+        """No tree: nothing to play; past seq_len 64, one click runs it at 64."""
+        self.timer.stop()
+        self.play.setText("Play")
+        self.data = None
+        self.item.set_tree(None)
+        self.table.setText("")
+        self.level_label.setText("")
+        self._enable(False)
+        self.shorter.setVisible(result.problem.seq_len > MAX_TREE_SEQ_LEN)
+        self.show_message(text, error=True)
+
+    def _enable(self, on: bool) -> None:
+        for w in (self.step_back, self.play, self.step_on):
+            w.setEnabled(on)
+
     def show_data(self, data: TreeData) -> None:
         self.data = data
+        self.shorter.hide()
+        self._enable(True)
         self.item.set_tree(data)
         tree = data.tree
         self.tree_plot.setRange(xRange=(0, tree.seq_len), yRange=(-0.6, len(tree.levels) - 0.4),
