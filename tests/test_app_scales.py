@@ -11,7 +11,7 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from ssmviz.app.scales import IntegerAxis, level_text, text_colour
+from ssmviz.app.scales import IntegerAxis, level_text, short, text_colour
 from ssmviz.app.viewdata import FdPoints
 from tests import test_app
 from tests.test_app import SMALL_SSD
@@ -37,13 +37,16 @@ def test_integer_axes_tick_whole_numbers_and_cells_at_their_centres(qapp) -> Non
         for _spacing, values in ax.tickValues(lo, hi, px):
             assert values and all(float(v).is_integer() for v in values), (lo, hi, values)
     cells = IntegerAxis("left", cells=True)
-    values = [v for _s, vs in cells.tickValues(0, 4, 400) for v in vs]
-    assert sorted(values) == [0.5, 1.5, 2.5, 3.5]
+    for lo, hi in ((0, 4), (4, 0)):  # (4, 0): a matrix's inverted rows axis
+        values = [v for _s, vs in cells.tickValues(lo, hi, 400) for v in vs]
+        assert sorted(values) == [0.5, 1.5, 2.5, 3.5]
     assert cells.tickStrings([0.5, 3.5], 1.0, 1.0) == ["0", "3"]
 
 
-def test_plot_text_is_dark_on_white(qapp) -> None:
+def test_plot_text_is_dark_on_white_and_bar_labels_short(qapp) -> None:
     assert text_colour().lightness() < 110
+    assert [short(v) for v in (-3.4e-8, 0.048, 5e-9, 120.0)] == ["-3.4e-8", "0.048", "5e-9",
+                                                                 "120"]
 
 
 def _check_bar(bar, iv, data: np.ndarray | None = None) -> None:

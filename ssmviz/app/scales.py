@@ -39,6 +39,15 @@ def apply_theme() -> None:
     pg.setConfigOption("foreground", text_colour())
 
 
+def short(v: float) -> str:
+    """``v`` in at most a few characters: "0.048", "-3.4e-8" (a bar's labels are narrow)."""
+    text = f"{v:.3g}" if 1e-2 <= abs(v) < 1e4 else f"{v:.2g}"
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}e{int(exponent)}"
+    return text
+
+
 def level_text(levels: tuple[float, float]) -> str:
     """The range of a colour scale in words: "±3.2e-07" (symmetric) or "0.1 … 4.5"."""
     lo, hi = levels
@@ -92,7 +101,7 @@ class ColourBar(pg.ColorBarItem):
             self.setLevels((lo, hi))
             # Its ends (and 0 between them) only: the range stated, no crowded labels on a
             # 60-px bar.
-            ticks = [(lo, f"{lo:.2g}"), (hi, f"{hi:.2g}")]
+            ticks = [(lo, short(lo)), (hi, short(hi))]
             if lo < 0 < hi:
                 ticks.insert(1, (0.0, "0"))
             self.axis.setTicks([ticks])
@@ -118,10 +127,11 @@ class IntegerAxis(pg.AxisItem):
     def tickValues(self, minVal: float, maxVal: float, size: float) -> list:
         if not self.cells:
             return super().tickValues(minVal, maxVal, size)
+        lo, hi = sorted((minVal, maxVal))  # an inverted axis (a matrix's rows) gives them
         out = []
-        for spacing, values in super().tickValues(minVal - 0.5, maxVal - 0.5, size):
+        for spacing, values in super().tickValues(lo - 0.5, hi - 0.5, size):
             vals = np.asarray(values, np.float64) + 0.5
-            out.append((spacing, [v for v in vals if minVal <= v <= maxVal]))
+            out.append((spacing, [v for v in vals if lo <= v <= hi]))
         return out
 
     def tickStrings(self, values: list, scale: float, spacing: float) -> list[str]:
