@@ -241,3 +241,46 @@ def test_the_tour_restores_the_session_it_interrupted(qtbot, make_window, tmp_pa
     _run(qtbot, w, start.trigger)
     _run(qtbot, w, lambda: w.open_session(path))
     assert w.teaching.saved is None
+
+
+@pytest.mark.qt
+@pytest.mark.gpu
+def test_presenter_mode_scales_text_and_lines_and_hides_the_gradients_in_the_tour(
+        qtbot, make_window) -> None:
+    from PySide6.QtWidgets import QApplication
+
+    from ssmviz.app.presenter import SCALE, TITLE_PT
+
+    w = make_window()
+    w.show()
+    qtbot.waitExposed(w)
+    app = QApplication.instance()
+    base_pt = app.font().pointSizeF()
+    title = w.time_plots.plots["input"].titleLabel
+    curve = w.time_plots.curves["y_ref"]
+    base_width = curve.opts["pen"].widthF()
+    view_menu = next(a.menu() for a in w.menuBar().actions() if a.text() == "&View")
+    presenter = next(a for a in view_menu.actions() if a.text() == "Presenter mode")
+    presenter.trigger()
+    try:
+        assert app.font().pointSizeF() == pytest.approx(base_pt * SCALE)
+        assert title.opts["size"] == f"{TITLE_PT * SCALE:g}pt"
+        assert curve.opts["pen"].widthF() == pytest.approx(base_width * SCALE)
+        assert w.time_plots.h_lines._width == pytest.approx(SCALE)
+        assert w.docks["gradients"].isVisible()  # outside the tour: kept
+        _run(qtbot, w, w.teaching.start_tour)
+        assert not any(w.docks[n].isVisible() for n in ("controls", "gradients", "shader"))
+        assert w.docks["readout"].isVisible()
+        # A step with a view shows it; the gradients stay hidden.
+        steps = tour_steps()
+        with_view = next(i for i, p in enumerate(steps) if Session.load(p).teaching.view)
+        for _ in range(with_view):
+            _run(qtbot, w, w.teaching.caption.next.click)
+        assert w.teaching.dock.isVisible() and not w.docks["gradients"].isVisible()
+        _run(qtbot, w, w.teaching.caption.close_button.click)
+        assert all(w.docks[n].isVisible() for n in ("controls", "gradients", "shader"))
+    finally:
+        presenter.trigger()
+    assert app.font().pointSizeF() == pytest.approx(base_pt)
+    assert title.opts["size"] == f"{TITLE_PT:g}pt"
+    assert curve.opts["pen"].widthF() == pytest.approx(base_width)

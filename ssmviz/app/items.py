@@ -295,12 +295,20 @@ class MultiLine(pg.GraphicsObject):
         super().__init__()
         self._colour = colour
         self._pens: dict[int, object] = {}
+        self._width = 1.0
         self._highlight = 0
         self._paths: list = []
         self._bounds: tuple[float, float, float, float] | None = None
         self._rect: QRectF | None = None
         self.xData: np.ndarray | None = None
         self.yData: np.ndarray | None = None
+
+    def set_width(self, width: float) -> None:
+        """Every line ``width`` px wide (presenter mode; 1 otherwise)."""
+        if width != self._width:
+            self._width = width
+            self._pens = {}
+            self.update()
 
     def set_highlight(self, i: int) -> None:
         if i != self._highlight:
@@ -348,7 +356,7 @@ class MultiLine(pg.GraphicsObject):
 
     def _pen(self, i: int) -> object:
         if i not in self._pens:
-            self._pens[i] = pg.mkPen(self._colour(i), width=1)
+            self._pens[i] = pg.mkPen(self._colour(i), width=self._width)
         return self._pens[i]
 
     def paint(self, painter, *args: object) -> None:

@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QMenuBar, QWidget
 
 from ssmviz.app.export import export_image
+from ssmviz.app.presenter import apply_presenter
 from ssmviz.app.session import Session, Teaching
 from ssmviz.app.teaching import measures_of, views_of
 from ssmviz.app.teaching.caption import CaptionPanel
@@ -48,6 +49,9 @@ class TeachingDocks:
         self._due = False
         #: The session (and window title) the tour interrupted, restored when it ends.
         self.saved: tuple[Session, str] | None = None
+        self.presenter = False
+        #: Docks presenter mode hid for the tour (shown again after it).
+        self._hidden: set[str] = set()
 
         self.dock.visibilityChanged.connect(self.panel.set_seen)
         # Once the main plots show a run, and after their paint (a zero timer runs after
@@ -96,6 +100,7 @@ class TeachingDocks:
             self.step = None
             self.tour_dock.hide()
             self.saved = None
+        self._presenter_docks()
 
     def open(self, view: str, **options: object) -> None:
         """Show the teaching dock on top, half the window wide, with ``view`` current."""
@@ -130,10 +135,48 @@ class TeachingDocks:
                 for ext in (".png", ".svg")]
 
     def add_menu(self, menu_bar: QMenuBar) -> None:
-        """A "Tour" menu: start the guided tour at its first step."""
+        """A "Tour" menu: start the guided tour at its first step; View ▸ Presenter mode."""
+        view_menu = next((a.menu() for a in menu_bar.actions() if a.text() == "&View"), None)
+        if view_menu is not None:
+            view_menu.addSeparator()
+            self.presenter_action = view_menu.addAction("Presenter mode")
+            self.presenter_action.setCheckable(True)
+            self.presenter_action.setToolTip("larger fonts and lines for a projector; the "
+                                             "tour hides the Gradients dock")
+            self.presenter_action.toggled.connect(self.set_presenter)
         menu = menu_bar.addMenu("&Tour")
         start = menu.addAction("Start the guided tour")
         start.triggered.connect(self.start_tour)
+
+    def set_presenter(self, on: bool) -> None:
+        """Presenter mode on or off (View menu)."""
+        self.presenter = bool(on)
+        apply_presenter(self.window, self.presenter)
+        self._presenter_docks()
+
+    def _presenter_docks(self) -> None:
+        """In presenter mode a tour step shows its plots, read-out and view only: the
+        Controls, Gradients and Shader source docks are hidden (and the teaching dock for a
+        step without a view); outside the tour, or presenter mode off, they are back."""
+        w = self.window
+        touring = self.step is not None and self.tour_dock.isVisible()
+        if self.presenter and touring:
+            hide = ["controls", "gradients", "shader"]
+            hide += [] if self.step.view else ["teaching"]
+            for name in hide:
+                if w.docks[name].isVisible():
+                    w.docks[name].hide()
+                    self._hidden.add(name)
+            if self.step.view and "teaching" in self._hidden:
+                self._hidden.discard("teaching")
+                self.dock.show()
+                self.dock.raise_()
+            return
+        for name in sorted(self._hidden):
+            w.docks[name].show()
+        if self._hidden:
+            w.docks["gradients"].raise_()
+        self._hidden.clear()
 
     def start_tour(self) -> None:
         """Open the first step of ssmviz's tour; the session it interrupts (problem, view,
@@ -153,6 +196,7 @@ class TeachingDocks:
         """Close the caption and give back the session the tour interrupted."""
         self.tour_dock.hide()
         self.step = None
+        self._presenter_docks()
         saved, self.saved = self.saved, None
         if saved is None:
             return
