@@ -199,6 +199,37 @@ def test_scan_tree_offers_one_click_to_a_seq_len_it_can_draw(qtbot, make_window)
     assert not view.shorter.isVisible() and view.play.isEnabled()
 
 
+def test_duality_view_draws_the_cores_mask_block_and_steps(qtbot, make_window):
+    """M = L ∘ C·B̄ᵀ, the factored block and each step's share are the core's numbers;
+    a step outlines its blocks, another block is factored on request."""
+    from ssmviz.core.families.ssd.duality import STEPS, ssd_duality
+
+    problem = Problem(family="ssd", seq_len=64, n_heads=2, d_head=2, n_groups=1,
+                      d_state=4, chunk_len=16)
+    w, view = _shown(qtbot, make_window, problem, "duality")
+    sel = w.controls.selection()
+    core = ssd_duality(w.result.inputs, convention="mamba", chunk_len=16,
+                       head=sel.channel // 2, position=sel.channel % 2)
+    d = view.data.d
+    np.testing.assert_array_equal(d.M, core.M)
+    np.testing.assert_array_equal(d.mask * d.cb, core.M)
+    assert (d.factors.r, d.factors.c) == (1, 0) and d.factors.rank <= 4
+    assert view.bars["mask"].levels == (0.0, 1.0)
+    assert "rank" in view.block_plot.titleLabel.text and len(view.sv.data) == 16
+    for i, key in enumerate(STEPS, start=1):
+        view.step_box.setCurrentIndex(i)
+        np.testing.assert_array_equal(view.share_curve.yData, core.shares[key])
+        assert len(view.step_blocks.rects) == int(core.step_blocks[key].sum())
+        assert STEPS[key] in view.y_plot.titleLabel.text
+    np.testing.assert_array_equal(view.y_curve.yData, core.y)
+    i = view.block_box.findData("3,1")
+    assert i > 0 and view.block_box.currentData() == "1,0"
+    with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
+        view.block_box.setCurrentIndex(i)
+    assert (view.data.d.factors.r, view.data.d.factors.c) == (3, 1)
+    np.testing.assert_array_equal(view.data.d.factors.block, core.M[48:64, 16:32])
+
+
 def test_discretisation_view_draws_the_cores_euler_and_zoh(qtbot, make_window):
     w, view = _shown(qtbot, make_window, SMALL, "discretisation")
     sel = w.controls.selection()

@@ -48,7 +48,7 @@ def test_the_tour_has_six_steps_or_more_each_a_view_with_a_caption() -> None:
         assert t.view is None or t.view in views_of(s.problem.family)
         views.append(t.view)
     # Every teaching view is in the tour; the planted bug runs the fault file.
-    assert {"operator", "chunks", "scan_tree", "discretisation"} <= set(views)
+    assert {"operator", "chunks", "duality", "scan_tree", "discretisation"} <= set(views)
     bug = Session.load(steps[-1])
     assert bug.kernel_path == str((ROOT / "assets/kernels/fault_off_by_one_ssd.js").resolve())
 

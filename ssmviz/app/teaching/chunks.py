@@ -59,7 +59,7 @@ class ChunksData:
     summary: str
 
 
-def _rects(blocks: np.ndarray, chunk_len: int, seq_len: int
+def block_rects(blocks: np.ndarray, chunk_len: int, seq_len: int
            ) -> list[tuple[float, float, float, float]]:
     """(x, y, w, h) of the True blocks (row chunk r, column chunk c): x is columns."""
     out = []
@@ -114,7 +114,7 @@ def chunks_data(result: RunResult, sel: Selection) -> ChunksData:
     else:
         parts.append("GPU chunk states match the reference")
     return ChunksData(head, pos, sel.channel, L, Q, dec.n_chunks, y, y_diag, y_off, y_gpu,
-                      _rects(dec.diag_blocks, Q, L), _rects(dec.off_blocks, Q, L),
+                      block_rects(dec.diag_blocks, Q, L), block_rects(dec.off_blocks, Q, L),
                       matrix_view(M, cmap=DIFF_CMAP, symmetric=True, extent=(L, L)), states,
                       bad_slots,
                       "; ".join(parts))

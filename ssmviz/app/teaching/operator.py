@@ -296,7 +296,7 @@ class OperatorView(TeachingView):
         self.grids: dict[str, ChunkGrid] = {}
         self.bars: dict[str, ColourBar] = {}
         for col, (key, title) in enumerate((("ref", "reference M"), ("gpu", "GPU M"),
-                                            ("diff", "GPU − reference"))):
+                                            ("diff", "GPU − ref"))):
             p = MatrixPlot(title=title)
             ci.addItem(p, row=0, col=col)
             p.setMinimumHeight(170)
@@ -386,7 +386,7 @@ class OperatorView(TeachingView):
         if self.log_colour:
             titles = ("reference log10 |M|", "GPU log10 |M|", "log10 |GPU − ref|")
         else:
-            titles = ("reference M", "GPU M", "GPU − reference")
+            titles = ("reference M", "GPU M", "GPU − ref")
         for (key, img), title in zip(self.images.items(), titles, strict=True):
             iv = d.images.get((key, self.log_colour))
             if iv is None:
