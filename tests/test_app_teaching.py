@@ -230,6 +230,20 @@ def test_duality_view_draws_the_cores_mask_block_and_steps(qtbot, make_window):
     np.testing.assert_array_equal(view.data.d.factors.block, core.M[48:64, 16:32])
 
 
+def test_operator_view_says_whether_m_is_toeplitz(qtbot, make_window):
+    """The LTI switch in the controls: the operator view's M becomes Toeplitz and says so."""
+    from ssmviz.core.problem import ParamInit
+
+    lti = Problem(family="s6", seq_len=32, d_inner=2, d_state=4,
+                  init=ParamInit(selection="lti"))
+    w, view = _shown(qtbot, make_window, lti, "operator")
+    assert "M is Toeplitz" in view.message.text()
+    assert op.toeplitz_gap(view.data.ref) < 1e-12
+    with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
+        w.controls.set_value("init.selection", "selective")
+    qtbot.waitUntil(lambda: "not Toeplitz" in view.message.text(), timeout=VIEW_TIMEOUT_MS)
+
+
 def test_discretisation_view_draws_the_cores_euler_and_zoh(qtbot, make_window):
     w, view = _shown(qtbot, make_window, SMALL, "discretisation")
     sel = w.controls.selection()

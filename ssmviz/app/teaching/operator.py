@@ -223,6 +223,12 @@ def operator_data(result: RunResult, sel: Selection, measure: str = "y") -> Oper
     if gpu is not None:
         alone = "" if measure == "states" else f", this {what.split()[0]} run alone"
         parts.append(f"GPU M: {source}{alone}")
+    if cols.size == L and L > 1:
+        gap = op.toeplitz_gap(ref)
+        parts.append("M is Toeplitz (time-invariant Δ, B, C: every row is the one above "
+                     "shifted, a plain convolution)" if gap < 1e-9 else
+                     f"M is not Toeplitz (selective: rows differ by up to {gap:.0%} of "
+                     "max |M| from the row above, shifted)")
     if cols.size < L:
         parts.append(f"{cols.size} of {L} columns measured")
     if gpu is not None:
