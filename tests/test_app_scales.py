@@ -105,8 +105,7 @@ def test_the_marks_have_hover_text(qtbot, make_window):
     rows = [r for r in w.grad_plots.rows.values() if len(r.fd.data)]
     assert rows
     for r in rows:
-        assert r.fd.opts["hoverable"]
-        tips = [str(p.data()) for p in r.fd.points()]
-        assert all(t.startswith("finite-difference check of") and "FD " in t for t in tips)
-    tip = w.time_plots.curves["chunk_h"].scatter.opts["tip"](x=16.0, y=0.5, data=None)
-    assert "chunk-end state at step 16" in tip
+        tip = r.fd.toolTip()
+        assert tip.startswith("green circles: finite-difference check points")
+        assert tip.count("\n") == len(r.fd.data) and "FD " in tip.splitlines()[1]
+    assert "chunk-end states" in w.time_plots.curves["chunk_h"].toolTip()

@@ -175,14 +175,10 @@ def unindexed(view: pg.GraphicsLayoutWidget) -> None:
     view.scene().setItemIndexMethod(QGraphicsScene.ItemIndexMethod.NoIndex)
 
 
-def _chunk_h_tip(x: float, y: float, data: object) -> str:
-    return (f"× the GPU's stored chunk-end state at step {x:.0f}: {y:.4g}\n"
-            "(read from the kernel's chunk-state buffer; it should sit on the reference "
-            "curve)")
-
-
-def _fd_tip(x: float, y: float, data: object) -> str:
-    return str(data) if data is not None else f"finite-difference point ({x:.3g}, {y:.3g})"
+#: Hover text of the SSD chunk-state marks. (Tooltips on the items, not pyqtgraph's
+#: per-point hover, whose bookkeeping cost ~2 ms of every update, ``bench --ui``.)
+CHUNK_H_TIP = ("×: the GPU's stored chunk-end states of the chosen state, read from the "
+               "kernel's chunk-state buffer; each should sit on its reference curve")
 
 
 class TimePlots(pg.GraphicsLayoutWidget):
@@ -231,7 +227,7 @@ class TimePlots(pg.GraphicsLayoutWidget):
                 symbolBrush="k",
             ),
         }
-        self.curves["chunk_h"].scatter.setData(hoverable=True, tip=_chunk_h_tip)
+        self.curves["chunk_h"].setToolTip(CHUNK_H_TIP)
         #: Every state's trajectory of the chosen channel, one pen each, in one item.
         self.h_lines = MultiLine(lambda i: pg.intColor(i, hues=9))
         self.plots["h"].addItem(self.h_lines)
@@ -266,10 +262,10 @@ class TimePlots(pg.GraphicsLayoutWidget):
         self.plots["input"].sigXRangeChanged.connect(self._x_range_changed)
         # A new width may want envelopes of another resolution.
         self.plots["input"].getViewBox().sigResized.connect(self._x_range_changed)
-        quiet_axes(list(self.plots.values()))
         # A 90-px log axis printed its decades over each other.
         self.plots["error"].setAxisItems({"left": SparseAxis("left")})
         self.plots["error"].getAxis("left").setLogMode(y=True)
+        quiet_axes(list(self.plots.values()))
         self.plots["error"].getAxis("left").setStyle(maxTickLevel=0)
         cache_static(list(self.plots.values()))
 
@@ -484,8 +480,7 @@ class _GradRow:
         """``time_plot``: the first time-axis plot of this widget, to link x with."""
         self.kind = view.kind
         self.plots: list[FittedPlot] = []
-        self.fd = pg.ScatterPlotItem(size=10, pen=FD_PEN, brush=FD_BRUSH, symbol="o",
-                                     hoverable=True, tip=_fd_tip)
+        self.fd = pg.ScatterPlotItem(size=10, pen=FD_PEN, brush=FD_BRUSH, symbol="o")
         self.fd.setZValue(30)
         self.fd.setVisible(False)  # shown with points only: an empty scatter still paints
         self.label: TitleLabel | None = None
@@ -611,13 +606,15 @@ class _GradRow:
             self._clear_fd()
 
     def _set_fd(self, x: np.ndarray, y: np.ndarray, fd: FdPoints) -> None:
-        """The green circles, each with its numbers as hover text."""
+        """The green circles; their hover text lists each point's numbers."""
         other = fd.gpu if fd.gpu is not None else fd.ref
         what = "GPU" if fd.gpu is not None else "reference"
-        tips = [f"finite-difference check of {fd.key}{list(map(int, i))}: "
-                f"FD {f:.4g}, {what} {g:.4g}" for i, f, g in zip(fd.index, fd.fd, other,
-                                                                  strict=True)]
-        self.fd.setData(x, y, data=tips)
+        lines = [f"{fd.key}{list(map(int, i))}: FD {f:.4g}, {what} {g:.4g}"
+                 for i, f, g in zip(fd.index, fd.fd, other, strict=True)]
+        self.fd.setToolTip("green circles: finite-difference check points "
+                           f"(central differences of the float64 loss), {fd.summary()}\n"
+                           + "\n".join(lines))
+        self.fd.setData(x, y)
         self.fd.setVisible(True)
 
     def _clear_fd(self) -> None:

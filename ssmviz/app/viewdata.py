@@ -241,7 +241,8 @@ def robust_levels(a: np.ndarray, *, symmetric: bool = False,
     """Colour levels from the ``q``-th percentiles of the finite values (outliers saturate).
 
     A larger array is measured on a fixed random sample of :data:`LEVEL_SAMPLE` of its
-    elements: colour levels need no more, and a stride could miss whole columns.
+    elements: colour levels need no more, and a stride could miss whole columns. The
+    levels are rounded outward to two significant digits (:func:`outward_levels`).
     """
     f = np.asarray(a, np.float64).ravel()
     if f.size > LEVEL_SAMPLE:
@@ -253,13 +254,26 @@ def robust_levels(a: np.ndarray, *, symmetric: bool = False,
     if symmetric:
         mag = np.abs(f)
         m = float(np.percentile(mag, q)) or float(np.max(mag)) or 1.0
-        return (-m, m)
+        return outward_levels(-m, m)
     lo, hi = (float(v) for v in np.percentile(f, [100.0 - q, q]))
     if hi <= lo:
         lo, hi = float(f.min()), float(f.max())
     if hi <= lo:
         lo, hi = lo - 0.5, hi + 0.5
-    return (lo, hi)
+    return outward_levels(lo, hi)
+
+
+def outward_levels(lo: float, hi: float) -> tuple[float, float]:
+    """[lo, hi] rounded outward to two significant digits of the larger magnitude: a
+    colour bar states them as they are, and a small change of the data (a control's step)
+    leaves them, so the bar is not redrawn on every run."""
+    m = max(abs(lo), abs(hi))
+    if not (np.isfinite(m) and m > 0):
+        return lo, hi
+    digits = 1 - int(np.floor(np.log10(m)))
+    step = 10.0 ** -digits
+    return (round(float(np.floor(lo / step)) * step, digits),
+            round(float(np.ceil(hi / step)) * step, digits))
 
 
 @functools.cache
