@@ -63,6 +63,12 @@ def main(session_path: str, settings_path: str) -> int:
         scroll["centre"] = w.centralWidget().horizontalScrollBar().isVisible()
         out[view] = {"titles": [t for v in widgets for t in _titles(v)],
                      "hscroll": scroll}
+        if view == "operator":  # its log-colour titles too
+            op_view = w.teaching.panel.views[view]
+            op_view.log_box.setChecked(True)
+            app.processEvents()
+            out["operator log"] = {"titles": _titles(op_view.plots), "hscroll": scroll}
+            op_view.log_box.setChecked(False)
     print(json.dumps(out))
     w.shutdown()
     w.close()

@@ -24,7 +24,7 @@ from ssmviz.app.viewdata import ImageView
 DARK_TEXT = "#202020"
 #: The colour bar's width in pixels, and its axis's (tick labels).
 BAR_PX = 9
-BAR_AXIS_PX = 40
+BAR_AXIS_PX = 42
 
 
 def text_colour() -> QColor:
@@ -78,7 +78,7 @@ class ColourBar(pg.GraphicsWidget):
         self.ticks: list[tuple[float, str]] = []
         self._pixmap = QPixmap()
         self.font = QFont()
-        self.font.setPointSizeF(7.5)
+        self.font.setPointSizeF(7.0)
         self.setFixedWidth(BAR_PX + BAR_AXIS_PX)
         self.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         plot.layout.addItem(self, 2, 5)  # right of the plot's right axis
@@ -131,8 +131,11 @@ class ColourBar(pg.GraphicsWidget):
         painter.setFont(self.font)
         lo, hi = self.levels
         height = QFontMetricsF(self.font).height()
+        ends = (bar.top(), bar.bottom())
         for v, text in self.ticks:
             y = bar.bottom() - (v - lo) / (hi - lo) * bar.height()
+            if text == "0" and min(abs(y - e) for e in ends) < height:
+                continue  # 0 too near an end to label without overlap
             painter.drawLine(QPointF(bar.right(), y), QPointF(bar.right() + 3, y))
             painter.drawText(QRectF(bar.right() + 4, y - height / 2, BAR_AXIS_PX, height),
                              int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),

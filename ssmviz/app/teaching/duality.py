@@ -246,7 +246,7 @@ class DualityView(TeachingView):
             self.block_image.show(data.block_image)
             w, h = data.block_image.extent
             self.block_plot.setRange(xRange=(0, w), yRange=(0, h), padding=0.0)
-            self.block_plot.setTitle(f"block ({f.r}, {f.c}): rank {f.rank}")
+            self.block_plot.setTitle(f"({f.r},{f.c}): rank {f.rank}")
             k = np.arange(1, f.singular.size + 1, dtype=np.float64)
             floor = max(float(f.singular[0]) * 1e-17, 1e-300)
             self.sv.setData(k, np.log10(np.maximum(f.singular, floor)))

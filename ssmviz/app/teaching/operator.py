@@ -390,7 +390,7 @@ class OperatorView(TeachingView):
         if d is None:
             return
         if self.log_colour:
-            titles = ("reference log10 |M|", "GPU log10 |M|", "log10 |GPU − ref|")
+            titles = ("ref |M| (log10)", "GPU |M| (log10)", "|GPU − ref| (log10)")
         else:
             titles = ("reference M", "GPU M", "GPU − ref")
         for (key, img), title in zip(self.images.items(), titles, strict=True):
