@@ -261,6 +261,17 @@ def test_discretisation_view_draws_the_cores_euler_and_zoh(qtbot, make_window):
     assert view.lines["a_time"].value() == t
     assert view.marks["a_map"].getData()[1][0] == disc.A_bar[t]
     assert f"Δ = {disc.dt[t]:.4g}" in view.readout.text()
+    # Sweep Δ over decades: the three rules, from the core's numbers; off again, the data's.
+    view.sweep_box.setChecked(True)
+    x = view.c["a_map"].xData
+    assert x[0] == pytest.approx(-4.0) and x[-1] == pytest.approx(1.0)
+    for curve, rule in (("a_euler", "euler"), ("a_map", "zoh"), ("a_bil", "bilinear")):
+        np.testing.assert_array_equal(view.c[curve].yData, disc.sweep[rule][0])
+    np.testing.assert_array_equal(view.c["b_bil"].yData, np.log10(disc.sweep["bilinear"][1]))
+    assert "bilinear" in view.p["a_map"].titleLabel.text
+    view.sweep_box.setChecked(False)
+    np.testing.assert_array_equal(view.c["a_map"].xData, np.log10(disc.dt[order]))
+    assert view.c["a_bil"].xData.size == 0
 
 
 def test_a_hidden_view_computes_nothing(qtbot, make_window, monkeypatch):
