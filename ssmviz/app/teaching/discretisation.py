@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QCheckBox, QLabel
+from PySide6.QtWidgets import QCheckBox, QLabel, QSizePolicy
 
 from ssmviz.app.derived import Selection
 from ssmviz.app.plots import Line, Plot, cache_static, quiet_axes
@@ -36,9 +36,9 @@ DIFF_PEN = pg.mkPen(DIFF_COLOUR, width=1.5)
 ABAR_PEN = pg.mkPen("#8c564b", width=1.5)
 BILINEAR_PEN = pg.mkPen("#2ca02c", width=1.5)
 #: The sweep's titles of the left column (rule colours as the pens).
-SWEEP_TITLES = {"a_map": "Ā vs Δ: Euler 1+ΔA (blue), ZOH exp(ΔA) (orange), bilinear (green)",
-                "b_map": "log10 B̄/B vs Δ: Euler, ZOH, bilinear",
-                "d_map": "Ā − ZOH's: Euler (blue), bilinear (green)"}
+SWEEP_TITLES = {"a_map": "Ā vs Δ: Euler 1+ΔA (blue), ZOH exp(ΔA) (brown), bilinear (green)",
+                "b_map": "log10 B̄/B vs Δ: Euler (blue), ZOH (orange), bilinear (green)",
+                "d_map": "Ā − ZOH's Ā: Euler (red), bilinear (green)"}
 CONVENTION_RULE = {"mamba": "Euler", "builderforce": "zero-order hold"}
 
 
@@ -54,16 +54,17 @@ class DiscretisationData:
     order: np.ndarray
 
 
-def log_ticks(lo: float, hi: float) -> list[list[tuple[float, str]]]:
-    """Ticks of an axis whose values are log10 Δ over [lo, hi]: labelled at 1, 2 and 5
+def log_ticks(lo: float, hi: float, labelled: tuple[int, ...] = (1, 2, 5)
+              ) -> list[list[tuple[float, str]]]:
+    """Ticks of an axis whose values are log10 Δ over [lo, hi]: labelled at ``labelled``
     times each power of ten, the other integers unlabelled."""
     major, minor = [], []
     for k in range(int(np.floor(lo)), int(np.ceil(hi)) + 1):
         for m in range(1, 10):
             x = float(np.log10(m * 10.0**k))
             if lo - 1e-9 <= x <= hi + 1e-9:
-                (major if m in (1, 2, 5) else minor).append((x, f"{m * 10.0**k:g}"
-                                                            if m in (1, 2, 5) else ""))
+                (major if m in labelled else minor).append((x, f"{m * 10.0**k:g}"
+                                                            if m in labelled else ""))
     return [major, minor]
 
 
@@ -88,6 +89,10 @@ class DiscretisationView(TeachingView):
         self.sweep_box.toggled.connect(lambda _on: self._show_maps())
         self.tools.addWidget(self.sweep_box)
         self.readout = QLabel("")
+        # Wrapped in the width it gets: a long read-out widened the dock past the window
+        # (a horizontal scrollbar at 1366×768).
+        self.readout.setWordWrap(True)
+        self.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.tools.addWidget(self.readout, 1)
         self.p: dict[str, Plot] = {}
@@ -203,7 +208,9 @@ class DiscretisationView(TeachingView):
             for key in ("a_map", "b_map", "d_map"):
                 self.p[key].setTitle(self.titles[key])
                 self.p[key].enableAutoRange()
-        self.p["d_map"].getAxis("bottom").setTicks(log_ticks(float(x[0]), float(x[-1])))
+        labelled = (1,) if x[-1] - x[0] > 2.5 else (1, 2, 5)  # decades: 1× labels only
+        self.p["d_map"].getAxis("bottom").setTicks(log_ticks(float(x[0]), float(x[-1]),
+                                                             labelled))
         self.set_cursor(self.cursor)
 
     def set_cursor(self, t: int) -> None:
