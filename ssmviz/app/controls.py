@@ -116,6 +116,7 @@ FIELDS = (
     FieldSpec("signal.phase_step", "float", "Input signal"),
     FieldSpec("signal.channel_offset", "float", "Input signal"),
     FieldSpec("signal.seed", "int", "Input signal"),
+    FieldSpec("signal.onset", "float", "Input signal"),
     FieldSpec("signal.path", "text", "Input signal"),
     FieldSpec("init.A", "choice", "Parameter init", A_INITS),
     FieldSpec("init.A_value", "float", "Parameter init", log=True),

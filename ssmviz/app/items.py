@@ -108,6 +108,8 @@ class Plot(pg.PlotItem):
     click inside the plot (a drag is not a click)."""
 
     sigClicked = Signal(float)
+    #: A left click with Shift held: its view x (the input plot places an impulse there).
+    sigShiftClicked = Signal(float)
 
     def __init__(self, title: str | None = None, *, viewBox: ViewBox | None = None,
                  **kwargs: object) -> None:
@@ -134,7 +136,11 @@ class Plot(pg.PlotItem):
             vb = self.getViewBox()
             if vb.sceneBoundingRect().contains(ev.scenePos()):
                 ev.accept()
-                self.sigClicked.emit(float(vb.mapSceneToView(ev.scenePos()).x()))
+                x = float(vb.mapSceneToView(ev.scenePos()).x())
+                if ev.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+                    self.sigShiftClicked.emit(x)
+                else:
+                    self.sigClicked.emit(x)
                 return
         super().mouseClickEvent(ev)
 

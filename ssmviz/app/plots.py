@@ -188,6 +188,8 @@ class TimePlots(pg.GraphicsLayoutWidget):
     """
 
     cursorMoved = Signal(int)
+    #: Shift+click on the input plot: place (or move) an impulse at that step.
+    impulseRequested = Signal(int)
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -205,6 +207,10 @@ class TimePlots(pg.GraphicsLayoutWidget):
             self.plots[name] = p
         self.plots["error"].setLogMode(y=True)
         self.plots["error"].setLabel("bottom", "time step t")
+        self.plots["input"].sigShiftClicked.connect(
+            lambda x: self.impulseRequested.emit(round(x)))
+        self.plots["input"].setToolTip("click: move the cursor; shift+click: place an "
+                                       "impulse there (the chosen channel's input)")
         # The plots share x: only the bottom one writes the step numbers. Each axis's
         # labels are re-drawn on every x range change (a new length, a zoom), and seven
         # of them were most of that paint (`bench --ui`, seq_len 65536).

@@ -3,6 +3,7 @@ their wiring to the runs, the selection, the time cursor and sessions."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -62,6 +63,7 @@ class TeachingDocks:
         w.viewApplied.connect(lambda: self.panel.set_cursor(w.time_plots.cursor))
         self.panel.cursorRequested.connect(w.time_plots.set_cursor)
         self.panel.problemRequested.connect(self._change_problem)
+        w.time_plots.impulseRequested.connect(self.place_impulse)
         self.caption.stepRequested.connect(self._open_step)
         self.caption.closeRequested.connect(self.end_tour)
 
@@ -214,6 +216,20 @@ class TeachingDocks:
         """A view asked for the problem with ``changes`` (e.g. seq_len 64): run it."""
         w = self.window
         w.controls.set_problem(replace(w.controls.problem(), **changes))
+
+    def place_impulse(self, t: int) -> None:
+        """Make the input an impulse at step ``t`` of the chosen channel (the others keep
+        their offsets from it) and run: the plots show h and y answer it."""
+        w = self.window
+        p = w.controls.problem()
+        if w.controls.inputs_path or p.signal.name == "file":
+            w.status.show_error("an impulse cannot be placed on inputs from a file")
+            return
+        t = min(max(int(t), 0), p.seq_len - 1)
+        channel = w.controls.selection().channel
+        onset = ((t + 0.5) / p.seq_len - p.signal.phase_step * channel / (2 * math.pi)) % 1.0
+        w.controls.set_problem(replace(p, signal=replace(p.signal, name="impulse",
+                                                         onset=onset)))
 
     def _open_step(self, path: str) -> None:
         saved = self.saved  # a step's session ends no tour
