@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from ssmviz.app.teaching import views_of
+from ssmviz.cli_help import document_options
 from ssmviz.core import families as registry
 from ssmviz.core.errors import SsmvizError
 
@@ -193,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     tour.add_argument("--out", metavar="DIR", required=True,
                       help="the folder for the PNGs (made when its parent exists)")
     tour.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
+    document_options(parser, CHECK_DEFAULTS)
     return parser
 
 
