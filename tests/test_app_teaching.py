@@ -180,6 +180,16 @@ def test_scan_tree_view_draws_the_kernels_tree_and_steps_level_by_level(qtbot, m
     state = next(n for n in tree.nodes if n.kind == "state" and n.stop == t + 1)
     assert f"step t = {t}" in text and f"{leaf.a_ref:+.6g}" in text
     assert f"{state.b_ref:+.6g}" in text and f"{state.b_gpu:+.6g}" in text
+    # The textbook Kogge–Stone scan beside it: the core's tree, log2 levels.
+    from ssmviz.core.families.s6.textbook import s6_kogge_stone_tree
+
+    with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
+        view.tree_box.setCurrentIndex(1)
+    ks = s6_kogge_stone_tree(w.result.inputs, convention="mamba", channel=sel.channel,
+                             state=sel.state)
+    assert view.data.tree.levels == ks.levels and len(view.item.boxes) == len(ks.nodes)
+    assert len(ks.levels) == 1 + 5 and "Kogge–Stone" in view.message.text()
+    assert not view.chunk_box.isEnabled()
 
 
 def test_scan_tree_offers_one_click_to_a_seq_len_it_can_draw(qtbot, make_window):

@@ -88,3 +88,24 @@ def test_a_sweep_of_delta_parts_euler_zoh_and_bilinear() -> None:
     assert a_e == pytest.approx(-19.0) and a_z == pytest.approx(np.exp(-20.0))
     assert a_b == pytest.approx(-9.0 / 11.0)
     assert sw["zoh"][1][-1] == pytest.approx(-np.expm1(-20.0) / 2.0)
+
+
+def test_the_textbook_kogge_stone_scan_ends_in_every_state() -> None:
+    from ssmviz.core.families.s6.teaching import combine
+    from ssmviz.core.families.s6.textbook import s6_kogge_stone_tree
+
+    arrays = Problem(family="s6", seq_len=13, d_inner=2, d_state=3).build()
+    tree = s6_kogge_stone_tree(arrays, convention="mamba", channel=1, state=2)
+    assert [len(lv) for lv in tree.levels] == [13, 12, 11, 9, 5]  # t ≥ 2^(k−1) combine
+    h = reference("s6", arrays, "mamba", None)["h"][0, :, 1, 2]
+    last = {}
+    for node in tree.nodes:
+        last[node.stop - 1] = node
+        if node.inputs:  # each combination is combine() of its two inputs
+            (lft, r) = (tree.nodes[i] for i in node.inputs)
+            a, b = combine((lft.a_ref, lft.b_ref), (r.a_ref, r.b_ref))
+            assert (a, b) == pytest.approx((node.a_ref, node.b_ref), rel=1e-12, abs=1e-15)
+            assert node.stop - node.start == min(node.stop, r.stop - r.start + lft.stop - lft.start)
+    for t, node in last.items():  # each step's last node is the prefix [0, t]: h_t
+        assert node.start == 0 and node.b_ref == pytest.approx(h[t], rel=1e-12, abs=1e-15)
+    assert tree.root == last[12].id
