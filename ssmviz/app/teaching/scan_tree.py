@@ -316,8 +316,11 @@ class ScanTreeView(TeachingView):
         self.show_message(text, error=True)
 
     def _enable(self, on: bool) -> None:
+        """Play / Level with a tree; without one they are disabled and out of the way
+        (the "Show at seq_len 64" button takes their room)."""
         for w in (self.step_back, self.play, self.step_on):
             w.setEnabled(on)
+            w.setVisible(on)
 
     def show_data(self, data: TreeData) -> None:
         self.data = data
