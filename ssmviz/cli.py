@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from ssmviz.app.teaching import views_of
+from ssmviz.cli_help import document_options
 from ssmviz.core import families as registry
 from ssmviz.core.errors import SsmvizError
 
@@ -204,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "it (exit 0 valid, 2 not)")
     pcheck.add_argument("profile", metavar="PROFILE.toml")
     pcheck.add_argument("file", metavar="FILE", help="the kernel (.wgsl, .js, .ts)")
+    document_options(parser, CHECK_DEFAULTS)
     return parser
 
 

@@ -9,6 +9,7 @@ a view exports PNG and SVG.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -179,6 +180,78 @@ def test_scan_tree_view_draws_the_kernels_tree_and_steps_level_by_level(qtbot, m
     state = next(n for n in tree.nodes if n.kind == "state" and n.stop == t + 1)
     assert f"step t = {t}" in text and f"{leaf.a_ref:+.6g}" in text
     assert f"{state.b_ref:+.6g}" in text and f"{state.b_gpu:+.6g}" in text
+    # The textbook Kogge–Stone scan beside it: the core's tree, log2 levels.
+    from ssmviz.core.families.s6.textbook import s6_kogge_stone_tree
+
+    with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
+        view.tree_box.setCurrentIndex(1)
+    ks = s6_kogge_stone_tree(w.result.inputs, convention="mamba", channel=sel.channel,
+                             state=sel.state)
+    assert view.data.tree.levels == ks.levels and len(view.item.boxes) == len(ks.nodes)
+    assert len(ks.levels) == 1 + 5 and "Kogge–Stone" in view.message.text()
+    assert not view.chunk_box.isEnabled()
+
+
+def test_scan_tree_offers_one_click_to_a_seq_len_it_can_draw(qtbot, make_window):
+    """seq_len 128: no tree, nothing to play, and a button that runs the problem at 64
+    (every other setting kept), after which the tree is drawn."""
+    problem = Problem(family="s6", seq_len=128, d_inner=2, d_state=4)
+    w, view = _shown(qtbot, make_window, problem, "scan_tree")
+    assert view.data is None and "seq_len 64" in view.message.text()
+    assert view.shorter.isVisible() and view.shorter.text() == "Show at seq_len 64"
+    assert not view.play.isEnabled() and not view.step_on.isEnabled()
+    assert not view.item.boxes
+    with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
+        view.shorter.click()
+    qtbot.waitUntil(lambda: view.data is not None, timeout=VIEW_TIMEOUT_MS)
+    assert w.controls.problem() == replace(problem, seq_len=64)
+    assert view.data.tree.seq_len == 64 and view.item.boxes
+    assert not view.shorter.isVisible() and view.play.isEnabled()
+
+
+def test_duality_view_draws_the_cores_mask_block_and_steps(qtbot, make_window):
+    """M = L ∘ C·B̄ᵀ, the factored block and each step's share are the core's numbers;
+    a step outlines its blocks, another block is factored on request."""
+    from ssmviz.core.families.ssd.duality import STEPS, ssd_duality
+
+    problem = Problem(family="ssd", seq_len=64, n_heads=2, d_head=2, n_groups=1,
+                      d_state=4, chunk_len=16)
+    w, view = _shown(qtbot, make_window, problem, "duality")
+    sel = w.controls.selection()
+    core = ssd_duality(w.result.inputs, convention="mamba", chunk_len=16,
+                       head=sel.channel // 2, position=sel.channel % 2)
+    d = view.data.d
+    np.testing.assert_array_equal(d.M, core.M)
+    np.testing.assert_array_equal(d.mask * d.cb, core.M)
+    assert (d.factors.r, d.factors.c) == (1, 0) and d.factors.rank <= 4
+    assert view.bars["mask"].levels == (0.0, 1.0)
+    assert "rank" in view.block_plot.titleLabel.text and len(view.sv.data) == 16
+    for i, key in enumerate(STEPS, start=1):
+        view.step_box.setCurrentIndex(i)
+        np.testing.assert_array_equal(view.share_curve.yData, core.shares[key])
+        assert len(view.step_blocks.rects) == int(core.step_blocks[key].sum())
+        assert STEPS[key] in view.y_plot.titleLabel.text
+    np.testing.assert_array_equal(view.y_curve.yData, core.y)
+    i = view.block_box.findData("3,1")
+    assert i > 0 and view.block_box.currentData() == "1,0"
+    with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
+        view.block_box.setCurrentIndex(i)
+    assert (view.data.d.factors.r, view.data.d.factors.c) == (3, 1)
+    np.testing.assert_array_equal(view.data.d.factors.block, core.M[48:64, 16:32])
+
+
+def test_operator_view_says_whether_m_is_toeplitz(qtbot, make_window):
+    """The LTI switch in the controls: the operator view's M becomes Toeplitz and says so."""
+    from ssmviz.core.problem import ParamInit
+
+    lti = Problem(family="s6", seq_len=32, d_inner=2, d_state=4,
+                  init=ParamInit(selection="lti"))
+    w, view = _shown(qtbot, make_window, lti, "operator")
+    assert "M is Toeplitz" in view.message.text()
+    assert op.toeplitz_gap(view.data.ref) < 1e-12
+    with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
+        w.controls.set_value("init.selection", "selective")
+    qtbot.waitUntil(lambda: "not Toeplitz" in view.message.text(), timeout=VIEW_TIMEOUT_MS)
 
 
 def test_discretisation_view_draws_the_cores_euler_and_zoh(qtbot, make_window):
@@ -198,6 +271,17 @@ def test_discretisation_view_draws_the_cores_euler_and_zoh(qtbot, make_window):
     assert view.lines["a_time"].value() == t
     assert view.marks["a_map"].getData()[1][0] == disc.A_bar[t]
     assert f"Δ = {disc.dt[t]:.4g}" in view.readout.text()
+    # Sweep Δ over decades: the three rules, from the core's numbers; off again, the data's.
+    view.sweep_box.setChecked(True)
+    x = view.c["a_map"].xData
+    assert x[0] == pytest.approx(-4.0) and x[-1] == pytest.approx(1.0)
+    for curve, rule in (("a_euler", "euler"), ("a_map", "zoh"), ("a_bil", "bilinear")):
+        np.testing.assert_array_equal(view.c[curve].yData, disc.sweep[rule][0])
+    np.testing.assert_array_equal(view.c["b_bil"].yData, np.log10(disc.sweep["bilinear"][1]))
+    assert "bilinear" in view.p["a_map"].titleLabel.text
+    view.sweep_box.setChecked(False)
+    np.testing.assert_array_equal(view.c["a_map"].xData, np.log10(disc.dt[order]))
+    assert view.c["a_bil"].xData.size == 0
 
 
 def test_a_hidden_view_computes_nothing(qtbot, make_window, monkeypatch):

@@ -48,7 +48,7 @@ def test_the_tour_has_six_steps_or_more_each_a_view_with_a_caption() -> None:
         assert t.view is None or t.view in views_of(s.problem.family)
         views.append(t.view)
     # Every teaching view is in the tour; the planted bug runs the fault file.
-    assert {"operator", "chunks", "scan_tree", "discretisation"} <= set(views)
+    assert {"operator", "chunks", "duality", "scan_tree", "discretisation"} <= set(views)
     bug = Session.load(steps[-1])
     assert bug.kernel_path == str((ROOT / "assets/kernels/fault_off_by_one_ssd.js").resolve())
 
@@ -206,3 +206,81 @@ def test_a_tour_step_screenshot_waits_for_its_view(qtbot, qapp, make_window, tmp
     assert _screenshot(qapp, w, str(out)) == 0
     assert seen == [(True, False, True, True)]
     assert QImage(str(out)).width() >= 800
+
+
+@pytest.mark.qt
+@pytest.mark.gpu
+def test_the_tour_restores_the_session_it_interrupted(qtbot, make_window, tmp_path) -> None:
+    """A kernel file loaded, Tour → Start, a step on, then ✕: the kernel file, the problem,
+    the view and the window title come back."""
+    session = Session.load(ROOT / "assets" / "sessions" / "s6_builderforce_impulse.json")
+    kernel = ROOT / "assets" / "kernels" / "builderforce_reference.js"
+    session.kernel_path = str(kernel)
+    session.view["cursor"] = 7
+    path = tmp_path / "mine.json"
+    session.save(path)
+    w = make_window(None)
+    w.show()
+    qtbot.waitExposed(w)
+    _run(qtbot, w, lambda: w.open_session(path))
+    before = w.session()
+    title = w.windowTitle()
+    assert w.shader_panel.kind == "file" and before.kernel_path == str(kernel.resolve())
+    menu = next(a.menu() for a in w.menuBar().actions() if a.text() == "&Tour")
+    start = next(a for a in menu.actions() if a.text() == "Start the guided tour")
+    _run(qtbot, w, start.trigger)
+    _run(qtbot, w, w.teaching.caption.next.click)
+    assert w.shader_panel.kind != "file" and w.controls.problem() != before.problem
+    _run(qtbot, w, w.teaching.caption.close_button.click)
+    assert not w.teaching.tour_dock.isVisible()
+    after = w.session()
+    assert after.kernel_path == before.kernel_path and w.shader_panel.kind == "file"
+    assert after.problem == before.problem and w.windowTitle() == title
+    assert after.view == before.view and after.teaching is None
+    # Opening another session in between ends the tour: nothing is restored then.
+    _run(qtbot, w, start.trigger)
+    _run(qtbot, w, lambda: w.open_session(path))
+    assert w.teaching.saved is None
+
+
+@pytest.mark.qt
+@pytest.mark.gpu
+def test_presenter_mode_scales_text_and_lines_and_hides_the_gradients_in_the_tour(
+        qtbot, make_window) -> None:
+    from PySide6.QtWidgets import QApplication
+
+    from ssmviz.app.presenter import SCALE, TITLE_PT
+
+    w = make_window()
+    w.show()
+    qtbot.waitExposed(w)
+    app = QApplication.instance()
+    base_pt = app.font().pointSizeF()
+    title = w.time_plots.plots["input"].titleLabel
+    curve = w.time_plots.curves["y_ref"]
+    base_width = curve.opts["pen"].widthF()
+    view_menu = next(a.menu() for a in w.menuBar().actions() if a.text() == "&View")
+    presenter = next(a for a in view_menu.actions() if a.text() == "Presenter mode")
+    presenter.trigger()
+    try:
+        assert app.font().pointSizeF() == pytest.approx(base_pt * SCALE)
+        assert title.opts["size"] == f"{TITLE_PT * SCALE:g}pt"
+        assert curve.opts["pen"].widthF() == pytest.approx(base_width * SCALE)
+        assert w.time_plots.h_lines._width == pytest.approx(SCALE)
+        assert w.docks["gradients"].isVisible()  # outside the tour: kept
+        _run(qtbot, w, w.teaching.start_tour)
+        assert not any(w.docks[n].isVisible() for n in ("controls", "gradients", "shader"))
+        assert w.docks["readout"].isVisible()
+        # A step with a view shows it; the gradients stay hidden.
+        steps = tour_steps()
+        with_view = next(i for i, p in enumerate(steps) if Session.load(p).teaching.view)
+        for _ in range(with_view):
+            _run(qtbot, w, w.teaching.caption.next.click)
+        assert w.teaching.dock.isVisible() and not w.docks["gradients"].isVisible()
+        _run(qtbot, w, w.teaching.caption.close_button.click)
+        assert all(w.docks[n].isVisible() for n in ("controls", "gradients", "shader"))
+    finally:
+        presenter.trigger()
+    assert app.font().pointSizeF() == pytest.approx(base_pt)
+    assert title.opts["size"] == f"{TITLE_PT:g}pt"
+    assert curve.opts["pen"].widthF() == pytest.approx(base_width)

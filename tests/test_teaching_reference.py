@@ -69,3 +69,43 @@ def test_discretisation_conventions() -> None:
     bf = Problem(family="s6", convention="builderforce", seq_len=50, d_inner=2, d_state=4,
                  init=ParamInit(dt_min=0.01, dt_max=0.5)).build()
     np.testing.assert_allclose(s6_discretisation(bf, channel=1, state=3).dt, dt, rtol=1e-12)
+
+
+def test_a_sweep_of_delta_parts_euler_zoh_and_bilinear() -> None:
+    from ssmviz.core.families.s6.teaching import SWEEP_DT, discretisation_sweep
+
+    A = -2.0
+    sw = discretisation_sweep(A)
+    assert SWEEP_DT[0] == 1e-4 and SWEEP_DT[-1] == 10.0
+    small = SWEEP_DT < 1e-3  # Δ·|A| ≪ 1: the three agree to O(Δ²)
+    for rule in ("euler", "bilinear"):
+        for k in (0, 1):
+            gap = np.abs(sw[rule][k][small] - sw["zoh"][k][small])
+            assert np.all(gap <= 4 * (SWEEP_DT[small] * A) ** 2), rule
+    # Δ = 10: forward Euler's Ā = 1 + ΔA = −19 leaves [−1, 1]; ZOH's decays to ~0; the
+    # bilinear rule's (1 − 10)/(1 + 10) stays inside.
+    a_e, a_z, a_b = (sw[r][0][-1] for r in ("euler", "zoh", "bilinear"))
+    assert a_e == pytest.approx(-19.0) and a_z == pytest.approx(np.exp(-20.0))
+    assert a_b == pytest.approx(-9.0 / 11.0)
+    assert sw["zoh"][1][-1] == pytest.approx(-np.expm1(-20.0) / 2.0)
+
+
+def test_the_textbook_kogge_stone_scan_ends_in_every_state() -> None:
+    from ssmviz.core.families.s6.teaching import combine
+    from ssmviz.core.families.s6.textbook import s6_kogge_stone_tree
+
+    arrays = Problem(family="s6", seq_len=13, d_inner=2, d_state=3).build()
+    tree = s6_kogge_stone_tree(arrays, convention="mamba", channel=1, state=2)
+    assert [len(lv) for lv in tree.levels] == [13, 12, 11, 9, 5]  # t ≥ 2^(k−1) combine
+    h = reference("s6", arrays, "mamba", None)["h"][0, :, 1, 2]
+    last = {}
+    for node in tree.nodes:
+        last[node.stop - 1] = node
+        if node.inputs:  # each combination is combine() of its two inputs
+            (lft, r) = (tree.nodes[i] for i in node.inputs)
+            a, b = combine((lft.a_ref, lft.b_ref), (r.a_ref, r.b_ref))
+            assert (a, b) == pytest.approx((node.a_ref, node.b_ref), rel=1e-12, abs=1e-15)
+            assert node.stop - node.start == min(node.stop, r.stop - r.start + lft.stop - lft.start)
+    for t, node in last.items():  # each step's last node is the prefix [0, t]: h_t
+        assert node.start == 0 and node.b_ref == pytest.approx(h[t], rel=1e-12, abs=1e-15)
+    assert tree.root == last[12].id

@@ -39,7 +39,7 @@ from ssmviz.core import families
 from ssmviz.core.check import load_inputs_npz
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.fields import FLOAT_LIMIT
-from ssmviz.core.problem import A_INITS, CONVENTIONS, DY_KINDS, Problem
+from ssmviz.core.problem import A_INITS, CONVENTIONS, DY_KINDS, SELECTIONS, Problem
 from ssmviz.core.signals import SIGNAL_NAMES
 
 BAD_STYLE = "background-color: #ffd6d6;"
@@ -116,6 +116,7 @@ FIELDS = (
     FieldSpec("signal.phase_step", "float", "Input signal"),
     FieldSpec("signal.channel_offset", "float", "Input signal"),
     FieldSpec("signal.seed", "int", "Input signal"),
+    FieldSpec("signal.onset", "float", "Input signal"),
     FieldSpec("signal.path", "text", "Input signal"),
     FieldSpec("init.A", "choice", "Parameter init", A_INITS),
     FieldSpec("init.A_value", "float", "Parameter init", log=True),
@@ -124,6 +125,7 @@ FIELDS = (
     FieldSpec("init.delta_noise", "float", "Parameter init"),
     FieldSpec("init.D", "float", "Parameter init"),
     FieldSpec("init.bc_scale", "float", "Parameter init"),
+    FieldSpec("init.selection", "choice", "Parameter init", SELECTIONS),
 )
 SIZE_PATHS = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups")
 

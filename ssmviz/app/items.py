@@ -108,6 +108,8 @@ class Plot(pg.PlotItem):
     click inside the plot (a drag is not a click)."""
 
     sigClicked = Signal(float)
+    #: A left click with Shift held: its view x (the input plot places an impulse there).
+    sigShiftClicked = Signal(float)
 
     def __init__(self, title: str | None = None, *, viewBox: ViewBox | None = None,
                  **kwargs: object) -> None:
@@ -134,7 +136,11 @@ class Plot(pg.PlotItem):
             vb = self.getViewBox()
             if vb.sceneBoundingRect().contains(ev.scenePos()):
                 ev.accept()
-                self.sigClicked.emit(float(vb.mapSceneToView(ev.scenePos()).x()))
+                x = float(vb.mapSceneToView(ev.scenePos()).x())
+                if ev.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+                    self.sigShiftClicked.emit(x)
+                else:
+                    self.sigClicked.emit(x)
                 return
         super().mouseClickEvent(ev)
 
@@ -295,12 +301,20 @@ class MultiLine(pg.GraphicsObject):
         super().__init__()
         self._colour = colour
         self._pens: dict[int, object] = {}
+        self._width = 1.0
         self._highlight = 0
         self._paths: list = []
         self._bounds: tuple[float, float, float, float] | None = None
         self._rect: QRectF | None = None
         self.xData: np.ndarray | None = None
         self.yData: np.ndarray | None = None
+
+    def set_width(self, width: float) -> None:
+        """Every line ``width`` px wide (presenter mode; 1 otherwise)."""
+        if width != self._width:
+            self._width = width
+            self._pens = {}
+            self.update()
 
     def set_highlight(self, i: int) -> None:
         if i != self._highlight:
@@ -348,7 +362,7 @@ class MultiLine(pg.GraphicsObject):
 
     def _pen(self, i: int) -> object:
         if i not in self._pens:
-            self._pens[i] = pg.mkPen(self._colour(i), width=1)
+            self._pens[i] = pg.mkPen(self._colour(i), width=self._width)
         return self._pens[i]
 
     def paint(self, painter, *args: object) -> None:

@@ -22,9 +22,11 @@ from shiboken6 import isValid
 
 from ssmviz.app.derived import LOG_FLOOR, GradView, Trace
 from ssmviz.app.items import FittedPlot, Line, MultiLine, Plot, TitleLabel
+from ssmviz.app.scales import ColourBar, SparseAxis, integer_axes
 from ssmviz.app.viewdata import (
     ENVELOPE_POINTS,
     LOD_POINTS,
+    FdPoints,
     ImageView,
     envelope,
     envelope_points,
@@ -173,6 +175,12 @@ def unindexed(view: pg.GraphicsLayoutWidget) -> None:
     view.scene().setItemIndexMethod(QGraphicsScene.ItemIndexMethod.NoIndex)
 
 
+#: Hover text of the SSD chunk-state marks. (Tooltips on the items, not pyqtgraph's
+#: per-point hover, whose bookkeeping cost ~2 ms of every update, ``bench --ui``.)
+CHUNK_H_TIP = ("×: the GPU's stored chunk-end states of the chosen state, read from the "
+               "kernel's chunk-state buffer; each should sit on its reference curve")
+
+
 class TimePlots(pg.GraphicsLayoutWidget):
     """The time plots, x-linked, with one synchronised cursor line each.
 
@@ -180,6 +188,8 @@ class TimePlots(pg.GraphicsLayoutWidget):
     """
 
     cursorMoved = Signal(int)
+    #: Shift+click on the input plot: place (or move) an impulse at that step.
+    impulseRequested = Signal(int)
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -197,6 +207,10 @@ class TimePlots(pg.GraphicsLayoutWidget):
             self.plots[name] = p
         self.plots["error"].setLogMode(y=True)
         self.plots["error"].setLabel("bottom", "time step t")
+        self.plots["input"].sigShiftClicked.connect(
+            lambda x: self.impulseRequested.emit(round(x)))
+        self.plots["input"].setToolTip("click: move the cursor; shift+click: place an "
+                                       "impulse there (the chosen channel's input)")
         # The plots share x: only the bottom one writes the step numbers. Each axis's
         # labels are re-drawn on every x range change (a new length, a zoom), and seven
         # of them were most of that paint (`bench --ui`, seq_len 65536).
@@ -219,12 +233,16 @@ class TimePlots(pg.GraphicsLayoutWidget):
                 symbolBrush="k",
             ),
         }
+        self.curves["chunk_h"].setToolTip(CHUNK_H_TIP)
         #: Every state's trajectory of the chosen channel, one pen each, in one item.
         self.h_lines = MultiLine(lambda i: pg.intColor(i, hues=9))
         self.plots["h"].addItem(self.h_lines)
         self.h_image = heatmap_item()
         self.plots["h_map"].addItem(self.h_image)
         self.plots["h_map"].setLabel("left", "state n")
+        integer_axes(self.plots["h_map"], "left", cells=True)
+        self.h_bar = ColourBar(self.plots["h_map"], "h")
+        integer_axes(self.plots["error"], "bottom")
         self.cursors: dict[str, pg.InfiniteLine] = {}
         self._syncing = False
         for name, p in self.plots.items():
@@ -250,7 +268,11 @@ class TimePlots(pg.GraphicsLayoutWidget):
         self.plots["input"].sigXRangeChanged.connect(self._x_range_changed)
         # A new width may want envelopes of another resolution.
         self.plots["input"].getViewBox().sigResized.connect(self._x_range_changed)
+        # A 90-px log axis printed its decades over each other.
+        self.plots["error"].setAxisItems({"left": SparseAxis("left")})
+        self.plots["error"].getAxis("left").setLogMode(y=True)
         quiet_axes(list(self.plots.values()))
+        self.plots["error"].getAxis("left").setStyle(maxTickLevel=0)
         cache_static(list(self.plots.values()))
 
     def minimumSizeHint(self) -> QSize:  # Qt override
@@ -350,7 +372,9 @@ class TimePlots(pg.GraphicsLayoutWidget):
 
         def show_states() -> None:
             show_image(self.h_image, h_image)
-            self.plots["h_map"].fit_range(1, (0.0, h_image.extent[1]))
+            self.h_bar.show_view(h_image)
+            # The cells exactly: a padded range ticked a state past the last one.
+            self.plots["h_map"].fit_range(1, (0.0, h_image.extent[1]), pad=False)
 
         def then(group: dict, names: tuple[str, ...]) -> None:
             if "h" in group:
@@ -472,6 +496,7 @@ class _GradRow:
             layout.addItem(p, row=2 * row, col=0, colspan=3)
             _style(p)
             p.setLabel("bottom", view.x_label)
+            integer_axes(p, "bottom")
             if view.kind == "line":  # over time: PlotDataItems downsample long ones
                 self.gpu = p.plot(pen=GPU_PEN, name="GPU")
                 self.ref = p.plot(pen=REF_PEN, name="reference")
@@ -492,14 +517,23 @@ class _GradRow:
             # never widens the first column.
             self.label = TitleLabel("")
             layout.addItem(self.label, row=2 * row, col=0, colspan=3)
-            for col, title in enumerate(("GPU", "reference", "GPU − reference")):
+            self.bars: list[ColourBar] = []
+            # GPU and reference share their levels: one bar (right of the reference) for
+            # both, so the three columns keep room for their images.
+            for col, title in enumerate(("GPU", "ref", "GPU − ref")):
                 p = FittedPlot(title=title)
                 layout.addItem(p, row=2 * row + 1, col=col)
                 p.setLabel("bottom", view.x_label)
+                integer_axes(p, "left", "bottom", cells=True)
                 img = heatmap_item()
                 p.addItem(img)
                 self.images.append(img)
                 self.plots.append(p)
+                if col:
+                    scale = "GPU and reference" if col == 1 else "GPU − reference"
+                    self.bars.append(ColourBar(p, f"{view.key}: {scale}"))
+                #: The bar that states this heatmap's colours (GPU: the reference's).
+                p.colour_bar = self.bars[-1] if col else None
             self.plots[0].addItem(self.fd)
         for p in self.plots:
             p.setMinimumHeight(110)
@@ -518,7 +552,7 @@ class _GradRow:
         fd = view.fd
         has_fd = fd is not None and fd.fd.size > 0
         if has_fd:
-            title += f" · FD({fd.fd.size}) {fd.max_rel_err():.0e}"
+            title += f" · {fd.summary()}"
         if title != self.title:
             self.title = title
             if self.label is not None:
@@ -550,15 +584,15 @@ class _GradRow:
                 self.plots[0].fit_range(0, (-0.5, n - 0.5), pad=False)
             self.plots[0].fit_range(1, finite_bounds(*ys), keep=True)
             if has_fd:
-                self._set_fd(fd.index[:, 0].astype(np.float64), fd.fd)
+                self._set_fd(fd.index[:, 0].astype(np.float64), fd.fd, fd)
             else:
                 self._clear_fd()
             return
         gpu_img, ref_img, diff_img = self.images
         extent = (float(view.ref.shape[0]), float(view.ref.shape[1]))
         for p in self.plots:
-            p.fit_range(0, (0.0, extent[0]))
-            p.fit_range(1, (0.0, extent[1]))
+            p.fit_range(0, (0.0, extent[0]), pad=False)
+            p.fit_range(1, (0.0, extent[1]), pad=False)
         # Downsampled with levels off the UI thread (viewdata.prepare_view).
         show_image(ref_img, view.images["ref"])
         if view.gpu is not None:
@@ -567,13 +601,25 @@ class _GradRow:
         else:
             gpu_img.clear()
             diff_img.clear()
+        gpu_bar, diff_bar = self.bars
+        gpu_bar.show_view(view.images["ref"])
+        diff_bar.show_view(view.images["diff"] if view.gpu is not None else None)
+        self.plots[0].colour_bar = gpu_bar
         if has_fd:
             # Mark the FD elements at their cell centres on the GPU heatmap.
-            self._set_fd(fd.index[:, 0] + 0.5, fd.index[:, 1] + 0.5)
+            self._set_fd(fd.index[:, 0] + 0.5, fd.index[:, 1] + 0.5, fd)
         else:
             self._clear_fd()
 
-    def _set_fd(self, x: np.ndarray, y: np.ndarray) -> None:
+    def _set_fd(self, x: np.ndarray, y: np.ndarray, fd: FdPoints) -> None:
+        """The green circles; their hover text lists each point's numbers."""
+        other = fd.gpu if fd.gpu is not None else fd.ref
+        what = "GPU" if fd.gpu is not None else "reference"
+        lines = [f"{fd.key}{list(map(int, i))}: FD {f:.4g}, {what} {g:.4g}"
+                 for i, f, g in zip(fd.index, fd.fd, other, strict=True)]
+        self.fd.setToolTip("green circles: finite-difference check points "
+                           f"(central differences of the float64 loss), {fd.summary()}\n"
+                           + "\n".join(lines))
         self.fd.setData(x, y)
         self.fd.setVisible(True)
 

@@ -78,6 +78,8 @@ class ImageView:
     rgba: np.ndarray
     levels: tuple[float, float]
     extent: tuple[float, float]
+    #: The colour map it was coloured with (its colour bar shows it).
+    cmap: str = VALUE_CMAP
 
 
 @dataclass
@@ -101,6 +103,17 @@ class FdPoints:
         other = self.gpu if self.gpu is not None else self.ref
         scale = max(float(np.max(np.abs(self.fd))), 1e-30)
         return float(np.max(np.abs(self.fd - other))) / scale
+
+    def nonzero(self) -> bool:
+        """Whether any point fell on a non-zero entry (the reference's or the difference's):
+        points that all sit on zero gradients check nothing."""
+        return bool(np.any(self.fd != 0) or np.any(self.ref != 0))
+
+    def summary(self) -> str:
+        """For a title: "FD(5) 3e-06", or that the check is empty."""
+        if not self.fd.size or not self.nonzero():
+            return "no FD points on non-zero entries"
+        return f"FD({self.fd.size}) {self.max_rel_err():.0e}"
 
 
 @dataclass
@@ -228,7 +241,8 @@ def robust_levels(a: np.ndarray, *, symmetric: bool = False,
     """Colour levels from the ``q``-th percentiles of the finite values (outliers saturate).
 
     A larger array is measured on a fixed random sample of :data:`LEVEL_SAMPLE` of its
-    elements: colour levels need no more, and a stride could miss whole columns.
+    elements: colour levels need no more, and a stride could miss whole columns. The
+    levels are rounded outward to two significant digits (:func:`outward_levels`).
     """
     f = np.asarray(a, np.float64).ravel()
     if f.size > LEVEL_SAMPLE:
@@ -240,13 +254,26 @@ def robust_levels(a: np.ndarray, *, symmetric: bool = False,
     if symmetric:
         mag = np.abs(f)
         m = float(np.percentile(mag, q)) or float(np.max(mag)) or 1.0
-        return (-m, m)
+        return outward_levels(-m, m)
     lo, hi = (float(v) for v in np.percentile(f, [100.0 - q, q]))
     if hi <= lo:
         lo, hi = float(f.min()), float(f.max())
     if hi <= lo:
         lo, hi = lo - 0.5, hi + 0.5
-    return (lo, hi)
+    return outward_levels(lo, hi)
+
+
+def outward_levels(lo: float, hi: float) -> tuple[float, float]:
+    """[lo, hi] rounded outward to two significant digits of the larger magnitude: a
+    colour bar states them as they are, and a small change of the data (a control's step)
+    leaves them, so the bar is not redrawn on every run."""
+    m = max(abs(lo), abs(hi))
+    if not (np.isfinite(m) and m > 0):
+        return lo, hi
+    digits = 1 - int(np.floor(np.log10(m)))
+    step = 10.0 ** -digits
+    return (round(float(np.floor(lo / step)) * step, digits),
+            round(float(np.ceil(hi / step)) * step, digits))
 
 
 @functools.cache
@@ -292,8 +319,9 @@ def image_view(a: np.ndarray, *, symmetric: bool = False,
     small = np.ascontiguousarray(downsample_rows(a))
     if levels is None:
         levels = robust_levels(small, symmetric=symmetric)
-    rgba = colourise(small, levels, colour_lut(DIFF_CMAP if symmetric else VALUE_CMAP))
-    return ImageView(rgba, levels, (float(a.shape[0]), float(a.shape[1])))
+    cmap = DIFF_CMAP if symmetric else VALUE_CMAP
+    rgba = colourise(small, levels, colour_lut(cmap))
+    return ImageView(rgba, levels, (float(a.shape[0]), float(a.shape[1])), cmap)
 
 
 def fd_small_enough(family: str, inputs: Mapping[str, np.ndarray]) -> bool:

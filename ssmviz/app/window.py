@@ -28,6 +28,7 @@ from ssmviz.app.export import export_csv, export_image, export_npz
 from ssmviz.app.plots import GradPlots, TimePlots
 from ssmviz.app.readout import ReadoutPanel
 from ssmviz.app.runner import RunResult
+from ssmviz.app.scales import apply_theme
 from ssmviz.app.session import Session
 from ssmviz.app.shader_panel import ShaderPanel, builtin_shader
 from ssmviz.app.statusbar import RunStatusBar
@@ -100,6 +101,7 @@ class MainWindow(QMainWindow):
         self.update_seconds = 0.0
         self.update_cpu = 0.0  # the same, in UI-thread CPU seconds
 
+        apply_theme()  # before the first plot: its text in the theme's colour
         self.time_plots = TimePlots()
         self.setCentralWidget(scrolling(self.time_plots))
         self.controls = ControlsPanel()

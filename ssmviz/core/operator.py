@@ -277,6 +277,19 @@ def bad_elements(gpu: np.ndarray, ref: np.ndarray, *, tolerance: float = FORWARD
         return ~(np.abs(gpu - ref) <= element_bound(ref, tolerance))
 
 
+def toeplitz_gap(M: np.ndarray) -> float:
+    """How far a square M (seq_len, seq_len) is from Toeplitz (each row the one above
+    shifted by one step, as for an LTI system): max |M[t, j] − M[t−1, j−1]| / max |M|
+    (0 for an LTI system up to rounding; large for a selective one)."""
+    M = np.asarray(M, np.float64)
+    if M.ndim != 2 or M.shape[0] != M.shape[1]:
+        raise SsmvizError(f"toeplitz_gap needs a square matrix; got shape {M.shape}")
+    top = float(np.max(np.abs(M))) if M.size else 0.0
+    if M.shape[0] < 2 or top == 0.0:
+        return 0.0
+    return float(np.max(np.abs(M[1:, 1:] - M[:-1, :-1]))) / top
+
+
 def block_errors(diff: np.ndarray, chunk_len: int) -> np.ndarray:
     """Largest |diff| per chunk block: (n_sel, seq_len, seq_len) full-size differences
     (or bools) -> (n_sel, n_chunks, n_chunks), n_chunks = ceil(seq_len / chunk_len)."""

@@ -26,6 +26,8 @@ from ssmviz.core.reference._common import CONVENTIONS
 from ssmviz.core.signals import SignalSpec
 
 A_INITS = ("mamba", "constant", "random")
+#: Whether Δ, B and C change with the step (Mamba) or not (an LTI system, as S4).
+SELECTIONS = ("selective", "lti")
 DY_KINDS = ("random", "ones")
 
 
@@ -73,8 +75,14 @@ class ParamInit:
     delta_noise: float = 0.1
     D: float = 1.0
     bc_scale: float = 1.0
+    #: ``selective``: Δ, B and C drawn per step; ``lti``: every step takes step 0's (a
+    #: time-invariant system: M is Toeplitz, a plain convolution).
+    selection: str = "selective"
 
     def validate(self) -> None:
+        if self.selection not in SELECTIONS:
+            raise SsmvizError(f"init selection must be one of {', '.join(SELECTIONS)}; "
+                              f"got '{self.selection}'")
         if self.A not in A_INITS:
             raise SsmvizError(f"init A must be one of {', '.join(A_INITS)}; got '{self.A}'")
         for key in ("A_value", "dt_min", "dt_max"):
@@ -169,6 +177,13 @@ class Problem:
             n = shape[per_state_axis]
             return np.broadcast_to(np.log(np.arange(1, n + 1, dtype=np.float64)), shape).copy()
         return np.log(self._rng("A").uniform(1.0, 16.0, size=shape))
+
+    def per_step(self, a: np.ndarray) -> np.ndarray:
+        """A per-step input (batch, seq_len, ...) as drawn, or (``init.selection`` "lti")
+        with every step equal to step 0."""
+        if self.init.selection != "lti":
+            return a
+        return np.broadcast_to(a[:, :1], a.shape).copy()
 
     def draw_dy(self, shape: tuple[int, ...]) -> np.ndarray:
         """The upstream gradient: ones, or standard normals (stream ``dy``)."""

@@ -38,7 +38,9 @@ class SignalSpec:
     ``frequency`` is in cycles per ``seq_len`` (so a sine with frequency 4 shows
     four periods whatever the length); ``phase_step`` shifts each channel's phase
     by that many radians (or, for impulse/step, its onset by that fraction of the
-    sequence); ``channel_offset`` adds ``c * channel_offset`` to channel ``c``.
+    sequence); ``channel_offset`` adds ``c * channel_offset`` to channel ``c``;
+    ``onset`` is where channel 0's impulse or step starts, a fraction of the sequence in
+    [0, 1) (the app's shift+click on the input plot sets it).
     """
 
     name: str = "sine"
@@ -49,6 +51,7 @@ class SignalSpec:
     channel_offset: float = 0.0
     seed: int = 0
     path: str | None = None  # for name == "file": a .npy or .csv
+    onset: float = 0.1
 
     def validate(self) -> None:
         """Raise SsmvizError (one line naming the field) when the spec is unusable."""
@@ -56,6 +59,9 @@ class SignalSpec:
             raise SsmvizError(f"signal must be one of {', '.join(SIGNAL_NAMES)}; got '{self.name}'")
         for key in ("amplitude", "frequency", "offset", "phase_step", "channel_offset"):
             check_number(f"signal {key}", getattr(self, key))
+        check_number("signal onset", self.onset)
+        if not 0.0 <= self.onset < 1.0:
+            raise SsmvizError(f"signal onset must be in [0, 1); got {self.onset}")
         if self.frequency < 0:
             raise SsmvizError(f"signal frequency must be ≥ 0; got {self.frequency}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int | np.integer):
@@ -100,7 +106,7 @@ def _sawtooth(phase: np.ndarray) -> np.ndarray:
 
 def _onset(spec: SignalSpec, g: _Grid) -> np.ndarray:
     # Channel c starts at a fraction phase_step*c/(2π) of the sequence (wrapped).
-    start = np.mod(0.1 + spec.phase_step * g.c / (2 * np.pi), 1.0)
+    start = np.mod(spec.onset + spec.phase_step * g.c / (2 * np.pi), 1.0)
     return np.floor(start * g.seq_len).astype(np.int64)
 
 

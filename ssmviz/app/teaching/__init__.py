@@ -23,6 +23,7 @@ MEASURES = ("y", "states")
 VIEW_TITLES: dict[str, str] = {
     "operator": "Operator M",
     "chunks": "Chunks",
+    "duality": "Duality",
     "scan_tree": "Scan tree",
     "discretisation": "Discretisation",
 }

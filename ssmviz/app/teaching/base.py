@@ -40,12 +40,15 @@ class TeachingView(QWidget):
     only) and :meth:`show_data`.
 
     ``optionsChanged`` asks the panel for a new :meth:`prepare` (e.g. log colours);
-    ``cursorRequested(t)`` asks the window to move the time cursor (a click on a row).
+    ``cursorRequested(t)`` asks the window to move the time cursor (a click on a row);
+    ``problemRequested(changes)`` asks it to run the problem with ``changes`` (a dict of
+    Problem fields, e.g. a shorter seq_len the view can show).
     """
 
     name: ClassVar[str] = ""
     optionsChanged = Signal()
     cursorRequested = Signal(int)
+    problemRequested = Signal(object)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -98,6 +101,10 @@ class TeachingView(QWidget):
 
     def show_cursor_numbers(self, t: int, numbers: Any) -> None:
         """Put :meth:`cursor_numbers` on the plots (UI thread)."""
+
+    def show_error(self, text: str, result: RunResult) -> None:
+        """:meth:`prepare` failed on ``result`` with the one line ``text``."""
+        self.show_message(text, error=True)
 
     def show_message(self, text: str, *, error: bool = False) -> None:
         self.message.setText(text)

@@ -16,6 +16,7 @@ import pyqtgraph as pg
 from ssmviz.app.derived import Selection, sizes_of
 from ssmviz.app.plots import Line, Plot, cache_static, heatmap_item, quiet_axes, show_image
 from ssmviz.app.runner import RunResult
+from ssmviz.app.scales import ColourBar, integer_axes
 from ssmviz.app.teaching import teaching_for
 from ssmviz.app.teaching.base import CURSOR_COLOUR, GPU_COLOUR, REF_COLOUR, TeachingView
 from ssmviz.app.teaching.items import (
@@ -58,7 +59,7 @@ class ChunksData:
     summary: str
 
 
-def _rects(blocks: np.ndarray, chunk_len: int, seq_len: int
+def block_rects(blocks: np.ndarray, chunk_len: int, seq_len: int
            ) -> list[tuple[float, float, float, float]]:
     """(x, y, w, h) of the True blocks (row chunk r, column chunk c): x is columns."""
     out = []
@@ -113,7 +114,7 @@ def chunks_data(result: RunResult, sel: Selection) -> ChunksData:
     else:
         parts.append("GPU chunk states match the reference")
     return ChunksData(head, pos, sel.channel, L, Q, dec.n_chunks, y, y_diag, y_off, y_gpu,
-                      _rects(dec.diag_blocks, Q, L), _rects(dec.off_blocks, Q, L),
+                      block_rects(dec.diag_blocks, Q, L), block_rects(dec.off_blocks, Q, L),
                       matrix_view(M, cmap=DIFF_CMAP, symmetric=True, extent=(L, L)), states,
                       bad_slots,
                       "; ".join(parts))
@@ -157,16 +158,20 @@ class ChunksView(TeachingView):
         self.band = RowBand(CURSOR_COLOUR)
         for item in (self.matrix, self.grid, self.off, self.diag, self.band):
             self.matrix_plot.addItem(item)
+        integer_axes(self.matrix_plot, "left", "bottom", cells=True)
+        self.bars = {"M": ColourBar(self.matrix_plot, "M")}
         self.matrix_plot.sigRowClicked.connect(self.cursorRequested)
 
         self.state_plots: dict[str, Plot] = {}
         self.state_images: dict[str, pg.ImageItem] = {}
-        for row, (key, title) in enumerate((("ref", "chunk states: reference"),
-                                            ("gpu", "the GPU's chunk-state buffer"),
+        for row, (key, title) in enumerate((("ref", "ref chunk states"),
+                                            ("gpu", "GPU chunk states"),
                                             ("diff", "GPU − reference")), start=1):
             p = Plot(title=title)
             ci.addItem(p, row=row, col=1)
             p.setLabel("left", "state")
+            integer_axes(p, "left", cells=True)
+            self.bars[key] = ColourBar(p, title)
             img = heatmap_item()
             p.addItem(img)
             self.state_plots[key], self.state_images[key] = p, img
@@ -212,12 +217,14 @@ class ChunksView(TeachingView):
         self.curves_plot.enableAutoRange()
         L = float(data.seq_len)
         self.matrix.show(data.matrix)
+        self.bars["M"].show_view(data.matrix)
         self.grid.set_grid(data.seq_len, data.chunk_len)
         self.diag.set_blocks(data.diag_rects)
         self.off.set_blocks(data.off_rects)
         self.matrix_plot.setRange(xRange=(0, L), yRange=(0, L), padding=0.0)
         for key, img in self.state_images.items():
             iv = data.states.get(key)
+            self.bars[key].show_view(iv)
             if iv is None:
                 img.clear()
                 continue

@@ -3,13 +3,16 @@ their wiring to the runs, the selection, the time cursor and sessions."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QMenuBar, QWidget
 
 from ssmviz.app.export import export_image
+from ssmviz.app.presenter import apply_presenter
 from ssmviz.app.session import Session, Teaching
 from ssmviz.app.teaching import measures_of, views_of
 from ssmviz.app.teaching.caption import CaptionPanel
@@ -45,6 +48,11 @@ class TeachingDocks:
         self.step: Teaching | None = None
         #: A run's plots are shown and the teaching panel has not been given it yet.
         self._due = False
+        #: The session (and window title) the tour interrupted, restored when it ends.
+        self.saved: tuple[Session, str] | None = None
+        self.presenter = False
+        #: Docks presenter mode hid for the tour (shown again after it).
+        self._hidden: set[str] = set()
 
         self.dock.visibilityChanged.connect(self.panel.set_seen)
         # Once the main plots show a run, and after their paint (a zero timer runs after
@@ -54,8 +62,10 @@ class TeachingDocks:
         w.time_plots.cursorMoved.connect(self.panel.set_cursor)
         w.viewApplied.connect(lambda: self.panel.set_cursor(w.time_plots.cursor))
         self.panel.cursorRequested.connect(w.time_plots.set_cursor)
+        self.panel.problemRequested.connect(self._change_problem)
+        w.time_plots.impulseRequested.connect(self.place_impulse)
         self.caption.stepRequested.connect(self._open_step)
-        self.caption.closeRequested.connect(self.tour_dock.hide)
+        self.caption.closeRequested.connect(self.end_tour)
 
     def _plots_shown(self, *_: object) -> None:
         self._due = True
@@ -88,9 +98,11 @@ class TeachingDocks:
             self.step = t
             self.caption.show_step(session.source or "", t)
             self.tour_dock.show()
-        else:
+        else:  # another session than a tour step: the tour is over, nothing to restore
             self.step = None
             self.tour_dock.hide()
+            self.saved = None
+        self._presenter_docks()
 
     def open(self, view: str, **options: object) -> None:
         """Show the teaching dock on top, half the window wide, with ``view`` current."""
@@ -125,21 +137,105 @@ class TeachingDocks:
                 for ext in (".png", ".svg")]
 
     def add_menu(self, menu_bar: QMenuBar) -> None:
-        """A "Tour" menu: start the guided tour at its first step."""
+        """A "Tour" menu: start the guided tour at its first step; View ▸ Presenter mode."""
+        view_menu = next((a.menu() for a in menu_bar.actions() if a.text() == "&View"), None)
+        if view_menu is not None:
+            view_menu.addSeparator()
+            self.presenter_action = view_menu.addAction("Presenter mode")
+            self.presenter_action.setCheckable(True)
+            self.presenter_action.setToolTip("larger fonts and lines for a projector; the "
+                                             "tour hides the Gradients dock")
+            self.presenter_action.toggled.connect(self.set_presenter)
         menu = menu_bar.addMenu("&Tour")
         start = menu.addAction("Start the guided tour")
         start.triggered.connect(self.start_tour)
 
+    def set_presenter(self, on: bool) -> None:
+        """Presenter mode on or off (View menu)."""
+        self.presenter = bool(on)
+        apply_presenter(self.window, self.presenter)
+        self._presenter_docks()
+
+    def _presenter_docks(self) -> None:
+        """In presenter mode a tour step shows its plots, read-out and view only: the
+        Controls, Gradients and Shader source docks are hidden (and the teaching dock for a
+        step without a view); outside the tour, or presenter mode off, they are back."""
+        w = self.window
+        touring = self.step is not None and self.tour_dock.isVisible()
+        if self.presenter and touring:
+            hide = ["controls", "gradients", "shader"]
+            hide += [] if self.step.view else ["teaching"]
+            for name in hide:
+                if w.docks[name].isVisible():
+                    w.docks[name].hide()
+                    self._hidden.add(name)
+            if self.step.view and "teaching" in self._hidden:
+                self._hidden.discard("teaching")
+                self.dock.show()
+                self.dock.raise_()
+            return
+        for name in sorted(self._hidden):
+            w.docks[name].show()
+        if self._hidden:
+            w.docks["gradients"].raise_()
+        self._hidden.clear()
+
     def start_tour(self) -> None:
-        """Open the first step of ssmviz's tour."""
+        """Open the first step of ssmviz's tour; the session it interrupts (problem, view,
+        inputs file, kernel file) is kept for :meth:`end_tour`."""
+        w = self.window
+        saved = self.saved
+        if saved is None and not (self.step is not None and self.tour_dock.isVisible()):
+            saved = (w.session(), w.windowTitle())
         try:
-            self.window.open_session(tour_steps()[0])
+            w.open_session(tour_steps()[0])
         except (SsmvizError, IndexError) as exc:
-            self.window.status.show_error(f"the tour cannot start: {exc or 'no steps'}")
+            w.status.show_error(f"the tour cannot start: {exc or 'no steps'}")
+            return
+        self.saved = saved
+
+    def end_tour(self) -> None:
+        """Close the caption and give back the session the tour interrupted."""
+        self.tour_dock.hide()
+        self.step = None
+        self._presenter_docks()
+        saved, self.saved = self.saved, None
+        if saved is None:
+            return
+        session, title = saved
+        if session.teaching is None or session.teaching.view is None:
+            self.window.docks["gradients"].raise_()  # no teaching view was on screen
+        try:
+            self.window.apply_session(session)
+        except SsmvizError as exc:
+            self.window.status.show_error(f"the session before the tour: {exc}")
+            return
+        self.window.setWindowTitle(title)
+
+    def _change_problem(self, changes: dict) -> None:
+        """A view asked for the problem with ``changes`` (e.g. seq_len 64): run it."""
+        w = self.window
+        w.controls.set_problem(replace(w.controls.problem(), **changes))
+
+    def place_impulse(self, t: int) -> None:
+        """Make the input an impulse at step ``t`` of the chosen channel (the others keep
+        their offsets from it) and run: the plots show h and y answer it."""
+        w = self.window
+        p = w.controls.problem()
+        if w.controls.inputs_path or p.signal.name == "file":
+            w.status.show_error("an impulse cannot be placed on inputs from a file")
+            return
+        t = min(max(int(t), 0), p.seq_len - 1)
+        channel = w.controls.selection().channel
+        onset = ((t + 0.5) / p.seq_len - p.signal.phase_step * channel / (2 * math.pi)) % 1.0
+        w.controls.set_problem(replace(p, signal=replace(p.signal, name="impulse",
+                                                         onset=onset)))
 
     def _open_step(self, path: str) -> None:
+        saved = self.saved  # a step's session ends no tour
         try:
             self.window.open_session(path)
+            self.saved = saved
         except SsmvizError as exc:
             self.window.status.show_error(str(exc))
 

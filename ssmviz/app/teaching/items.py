@@ -58,11 +58,11 @@ def matrix_view(m: np.ndarray, *, cmap: str, symmetric: bool = False,
         levels = robust_levels(small, symmetric=symmetric, q=q)
     # colourise takes (x, y) arrays: the transpose puts columns along x.
     rgba = colourise(small.T, levels, colour_lut(cmap))
-    return ImageView(rgba, levels, extent or (float(m.shape[1]), float(m.shape[0])))
+    return ImageView(rgba, levels, extent or (float(m.shape[1]), float(m.shape[0])), cmap)
 
 
 class MatrixPlot(Plot):
-    """A square plot of a matrix, row 0 at the top; ``sigRowClicked(t)`` gives the row of a
+    """A plot of a matrix, row 0 at the top; ``sigRowClicked(t)`` gives the row of a
     left click (a drag is not a click)."""
 
     sigRowClicked = Signal(int)
@@ -70,7 +70,8 @@ class MatrixPlot(Plot):
     def __init__(self, title: str | None = None) -> None:
         super().__init__(title=title)
         self.invertY(True)
-        self.setAspectLocked(True)
+        # No locked aspect: the axes span the matrix exactly (a locked square in a wide
+        # plot left empty axis ranges beside it, e.g. −100 … 350 for 256 rows).
         self.setLabel("bottom", "input step j")
 
     def mouseClickEvent(self, ev: object) -> None:  # pyqtgraph override

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QCheckBox, QComboBox
 from ssmviz.app.derived import Selection, sizes_of
 from ssmviz.app.plots import Line, MultiLine, Plot, cache_static, quiet_axes
 from ssmviz.app.runner import RunResult, one_line, run_chunk_len
+from ssmviz.app.scales import ColourBar, integer_axes
 from ssmviz.app.teaching import measures_of
 from ssmviz.app.teaching.base import (
     CURSOR_COLOUR,
@@ -222,6 +223,11 @@ def operator_data(result: RunResult, sel: Selection, measure: str = "y") -> Oper
     if gpu is not None:
         alone = "" if measure == "states" else f", this {what.split()[0]} run alone"
         parts.append(f"GPU M: {source}{alone}")
+    if cols.size == L and L > 1:
+        gap = op.toeplitz_gap(ref)
+        parts.append("M is Toeplitz (time-invariant Δ, B, C: every row is the one above "
+                     "shifted, a plain convolution)" if gap < 1e-9 else
+                     "M is not Toeplitz (selective)")
     if cols.size < L:
         parts.append(f"{cols.size} of {L} columns measured")
     if gpu is not None:
@@ -293,12 +299,15 @@ class OperatorView(TeachingView):
         self.images: dict[str, MatrixImage] = {}
         self.bands: dict[str, RowBand] = {}
         self.grids: dict[str, ChunkGrid] = {}
+        self.bars: dict[str, ColourBar] = {}
         for col, (key, title) in enumerate((("ref", "reference M"), ("gpu", "GPU M"),
-                                            ("diff", "GPU − reference"))):
+                                            ("diff", "GPU − ref"))):
             p = MatrixPlot(title=title)
             ci.addItem(p, row=0, col=col)
             p.setMinimumHeight(170)
             p.setMinimumWidth(150)
+            integer_axes(p, "left", "bottom", cells=True)
+            self.bars[key] = ColourBar(p, title)
             if col == 0:
                 p.setLabel("left", "output step t")
             else:
@@ -314,7 +323,8 @@ class OperatorView(TeachingView):
         self.row_plot = Plot(title="row t of M: the convolution kernel at step t")
         ci.addItem(self.row_plot, row=1, col=0, colspan=3)
         self.row_plot.setLabel("bottom", "input step j")
-        self.row_plot.addLegend(offset=(-10, 5), brush=(255, 255, 255, 200))
+        integer_axes(self.row_plot, "bottom")
+        # No legend box over the curves (it hid the last columns): the title names them.
         self.ref_row = Line(pen=pg.mkPen(REF_COLOUR, width=1.5), name="reference")
         self.gpu_row = pg.ScatterPlotItem(size=5, pen=pg.mkPen(None),
                                           brush=pg.mkBrush(GPU_COLOUR), name="GPU")
@@ -323,6 +333,7 @@ class OperatorView(TeachingView):
         self.terms_plot = Plot(title="its terms per state n")
         ci.addItem(self.terms_plot, row=2, col=0, colspan=3)
         self.terms_plot.setLabel("bottom", "input step j")
+        integer_axes(self.terms_plot, "bottom")
         self.terms_plot.setXLink(self.row_plot)
         self.terms = MultiLine(_state_colour)
         self.terms_plot.addItem(self.terms)
@@ -377,18 +388,18 @@ class OperatorView(TeachingView):
         d = self.data
         if d is None:
             return
-        for key, img in self.images.items():
+        if self.log_colour:
+            titles = ("ref |M| (log10)", "GPU |M| (log10)", "|GPU − ref| (log10)")
+        else:
+            titles = ("reference M", "GPU M", "GPU − ref")
+        for (key, img), title in zip(self.images.items(), titles, strict=True):
             iv = d.images.get((key, self.log_colour))
             if iv is None:
                 img.clear()
             else:
                 img.show(iv)
-        if self.log_colour:
-            titles = ("reference log10 |M|", "GPU log10 |M|", "log10 |GPU − ref|")
-        else:
-            titles = ("reference M", "GPU M", "GPU − reference")
-        for p, title in zip(self.maps.values(), titles, strict=True):
-            p.setTitle(title)
+            self.bars[key].show_view(iv, title)
+            self.maps[key].setTitle(title)
 
     def set_cursor(self, t: int) -> None:
         super().set_cursor(t)
@@ -411,8 +422,8 @@ class OperatorView(TeachingView):
         self.terms.set_highlight(d.state)
         tc = registry.teaching(d.family)
         u = tc.signal
-        self.row_plot.setTitle(f"row t = {t}: the convolution kernel, y_{t} = Σ_j "
-                               f"M[{t}, j]·{u}_j + D·{u}_{t}")
+        self.row_plot.setTitle(f"row t = {t} (orange: reference, blue dots: GPU): "
+                               f"y_{t} = Σ_j M[{t}, j]·{u}_j + D·{u}_{t}")
         self.terms_plot.setTitle(f"its terms per state n (n = {d.state} bold): {tc.row_term}")
         for p in (self.row_plot, self.terms_plot):
             p.enableAutoRange(axis="y")

@@ -28,10 +28,11 @@ def view_classes() -> dict[str, type[TeachingView]]:
     """name -> view class, every view of every family."""
     from ssmviz.app.teaching.chunks import ChunksView
     from ssmviz.app.teaching.discretisation import DiscretisationView
+    from ssmviz.app.teaching.duality import DualityView
     from ssmviz.app.teaching.operator import OperatorView
     from ssmviz.app.teaching.scan_tree import ScanTreeView
 
-    classes = (OperatorView, ChunksView, ScanTreeView, DiscretisationView)
+    classes = (OperatorView, ChunksView, DualityView, ScanTreeView, DiscretisationView)
     return {c.name: c for c in classes}
 
 
@@ -71,6 +72,7 @@ class TeachingPanel(QWidget):
 
     viewShown = Signal(str)
     cursorRequested = Signal(int)
+    problemRequested = Signal(object)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -84,6 +86,7 @@ class TeachingPanel(QWidget):
             view = cls()
             view.optionsChanged.connect(self.refresh)
             view.cursorRequested.connect(self.cursorRequested)
+            view.problemRequested.connect(self.problemRequested)
             self.views[name] = view
             self.tabs.addTab(view, VIEW_TITLES[name])
         self.result: RunResult | None = None
@@ -214,7 +217,7 @@ class TeachingPanel(QWidget):
         view = self.views[job.view]
         self.shown[job.view] = job.key
         if isinstance(data, str):
-            view.show_message(data, error=True)
+            view.show_error(data, job.result)
         else:
             view.show_message("")
             view.show_data(data)

@@ -17,7 +17,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QLineF, QRectF, Qt, QTimer
 from PySide6.QtGui import QPainter
-from PySide6.QtWidgets import QComboBox, QLabel, QPushButton
+from PySide6.QtWidgets import QComboBox, QLabel, QPushButton, QSizePolicy
 
 from ssmviz.app.derived import Selection
 from ssmviz.app.plots import Plot, quiet_axes
@@ -25,6 +25,8 @@ from ssmviz.app.runner import RunResult
 from ssmviz.app.teaching import teaching_for
 from ssmviz.app.teaching.base import CURSOR_COLOUR, TeachingView
 from ssmviz.core.check import FORWARD_TOL, element_bound
+from ssmviz.core.families.s6.teaching import MAX_TREE_SEQ_LEN
+from ssmviz.core.families.s6.textbook import s6_kogge_stone_tree
 
 #: The kernel chunk lengths the view offers besides the kernel's own.
 TREE_CHUNKS = (16, 8, 4, 2)
@@ -32,7 +34,7 @@ TREE_CHUNKS = (16, 8, 4, 2)
 PLAY_MS = 700
 #: Fill of a node by kind.
 KIND_COLOURS = {"leaf": (200, 220, 240), "chunk": (255, 224, 178), "carry": (255, 204, 204),
-                "block": (230, 210, 240), "state": (200, 235, 200)}
+                "block": (230, 210, 240), "state": (200, 235, 200), "ks": (205, 230, 215)}
 BOX_HEIGHT = 0.6
 
 
@@ -47,10 +49,22 @@ class TreeData:
     spans: list[tuple[int, int]]
 
 
-def tree_data(result: RunResult, sel: Selection, chunk_len: int | None = None) -> TreeData:
+def tree_data(result: RunResult, sel: Selection, chunk_len: int | None = None,
+              textbook: bool = False) -> TreeData:
     """The view's numbers for ``result`` and ``sel`` (worker thread); ``chunk_len``: the
-    kernel's chunk length for this tree (None: the kernel's own choice)."""
+    kernel's chunk length for this tree (None: the kernel's own choice); ``textbook``:
+    the Kogge–Stone scan instead (reference values only)."""
     p = result.problem
+    if textbook:
+        tree = s6_kogge_stone_tree(result.inputs, convention=p.convention,
+                                   channel=sel.channel, state=sel.state,
+                                   batch_index=sel.batch)
+        combines = sum(n.kind == "ks" for n in tree.nodes)
+        summary = (f"batch element {sel.batch}, channel {tree.channel}, state {tree.state}; "
+                   f"textbook Kogge–Stone scan: {len(tree.levels)} levels, {combines} "
+                   f"combinations for seq_len {tree.seq_len} (the kernel's chunked tree does "
+                   "about 2·seq_len); reference values only")
+        return TreeData(tree, ["ok"] * len(tree.nodes), summary, drawn_spans(tree))
     scan_tree = teaching_for(p.family, "scan_tree").scan_tree
     choice = result.kernel
     note = ""
@@ -87,7 +101,8 @@ def drawn_spans(tree: object) -> list[tuple[int, int]]:
     """(start, stop) each node is drawn over: its own span, or for a prefix the span of
     its last input (the part it adds)."""
     nodes = tree.nodes
-    return [(nodes[n.inputs[-1]].start, nodes[n.inputs[-1]].stop)
+    return [(n.stop - 1, n.stop) if n.kind == "ks"  # the textbook's: at its step
+            else (nodes[n.inputs[-1]].start, nodes[n.inputs[-1]].stop)
             if n.kind in PREFIX_KINDS and n.inputs else (n.start, n.stop) for n in nodes]
 
 
@@ -108,6 +123,12 @@ def _status(tree: object) -> list[str]:
         else:
             out.append("ok")
     return out
+
+
+def _level_name(tree: object, k: int, ids: tuple[int, ...]) -> str:
+    """A level by what it computes: its kinds of node, or the textbook's shift."""
+    kinds = sorted({tree.nodes[i].kind for i in ids})
+    return f"t − {2 ** (k - 1)}" if kinds == ["ks"] else "/".join(kinds)
 
 
 class TreeItem(pg.GraphicsObject):
@@ -134,9 +155,16 @@ class TreeItem(pg.GraphicsObject):
         self.edge_pen.setCosmetic(True)
         self.brushes = {k: pg.mkBrush(*c) for k, c in KIND_COLOURS.items()}
 
-    def set_tree(self, data: TreeData) -> None:
-        tree = data.tree
+    def set_tree(self, data: TreeData | None) -> None:
+        """Draw ``data``'s tree (None: none)."""
         self.prepareGeometryChange()
+        if data is None:
+            self.boxes, self.levels, self.kinds, self.status, self.edges = [], [], [], [], []
+            self.path = set()
+            self._rect = QRectF()
+            self.update()
+            return
+        tree = data.tree
         self.boxes = [QRectF(a + 0.08, n.level - BOX_HEIGHT / 2, max(b - a - 0.16, 0.1),
                              BOX_HEIGHT) for n, (a, b) in zip(tree.nodes, data.spans,
                                                              strict=True)]
@@ -199,6 +227,9 @@ class ScanTreeView(TeachingView):
         self.play = QPushButton("Play")
         self.step_on = QPushButton("Level ▶")
         self.level_label = QLabel("")
+        # It takes the room left (the tool row never widens the dock past the window).
+        self.level_label.setSizePolicy(QSizePolicy.Policy.Ignored,
+                                       QSizePolicy.Policy.Preferred)
         self.chunk_box = QComboBox()
         self.chunk_box.addItem("kernel chunk: its own", None)
         for q in TREE_CHUNKS:
@@ -206,9 +237,22 @@ class ScanTreeView(TeachingView):
         self.chunk_box.setToolTip("the chunk length the S6 forward runs with for this tree "
                                   "(as its tests do): shorter chunks, a deeper tree")
         self.chunk_box.currentIndexChanged.connect(lambda _i: self.optionsChanged.emit())
-        for w in (self.chunk_box, self.step_back, self.play, self.step_on, self.level_label):
+        self.tree_box = QComboBox()
+        self.tree_box.addItem("kernel's tree", False)
+        self.tree_box.addItem("Kogge–Stone", True)
+        self.tree_box.setToolTip("the kernel's own chunk → carry → state tree, or the "
+                                 "textbook parallel scan (more work, fewer levels)")
+        self.tree_box.currentIndexChanged.connect(lambda _i: self._tree_changed())
+        self.shorter = QPushButton(f"Show at seq_len {MAX_TREE_SEQ_LEN}")
+        self.shorter.setToolTip("run this problem with a sequence short enough to draw "
+                                "its tree (every other setting kept)")
+        self.shorter.clicked.connect(
+            lambda: self.problemRequested.emit({"seq_len": MAX_TREE_SEQ_LEN}))
+        self.shorter.hide()
+        for w in (self.tree_box, self.chunk_box, self.step_back, self.play, self.step_on,
+                  self.level_label, self.shorter):
             self.tools.addWidget(w)
-        self.tools.addStretch(1)
+        self.tools.setStretchFactor(self.level_label, 1)
         self.step_back.clicked.connect(lambda: self.step(-1))
         self.step_on.clicked.connect(lambda: self.step(+1))
         self.play.clicked.connect(self.toggle_play)
@@ -234,8 +278,16 @@ class ScanTreeView(TeachingView):
     def chunk_len(self) -> int | None:
         return self.chunk_box.currentData()
 
-    def options(self) -> int | None:
-        return self.chunk_len
+    @property
+    def textbook(self) -> bool:
+        return bool(self.tree_box.currentData())
+
+    def _tree_changed(self) -> None:
+        self.chunk_box.setEnabled(not self.textbook)  # the textbook has no chunks
+        self.optionsChanged.emit()
+
+    def options(self) -> tuple[int | None, bool]:
+        return self.chunk_len, self.textbook
 
     def set_options(self, **options: object) -> None:
         if "tree_chunk_len" in options:
@@ -248,18 +300,39 @@ class ScanTreeView(TeachingView):
 
     @staticmethod
     def prepare(result: RunResult, sel: Selection, options: object) -> TreeData:
-        return tree_data(result, sel, options)
+        chunk_len, textbook = options
+        return tree_data(result, sel, chunk_len, textbook)
+
+    def show_error(self, text: str, result: RunResult) -> None:
+        """No tree: nothing to play; past seq_len 64, one click runs it at 64."""
+        self.timer.stop()
+        self.play.setText("Play")
+        self.data = None
+        self.item.set_tree(None)
+        self.table.setText("")
+        self.level_label.setText("")
+        self._enable(False)
+        self.shorter.setVisible(result.problem.seq_len > MAX_TREE_SEQ_LEN)
+        self.show_message(text, error=True)
+
+    def _enable(self, on: bool) -> None:
+        """Play / Level with a tree; without one they are disabled and out of the way
+        (the "Show at seq_len 64" button takes their room)."""
+        for w in (self.step_back, self.play, self.step_on):
+            w.setEnabled(on)
+            w.setVisible(on)
 
     def show_data(self, data: TreeData) -> None:
         self.data = data
+        self.shorter.hide()
+        self._enable(True)
         self.item.set_tree(data)
         tree = data.tree
         self.tree_plot.setRange(xRange=(0, tree.seq_len), yRange=(-0.6, len(tree.levels) - 0.4),
                                 padding=0.02)
         # Each level named by what it computes (its kinds of node).
         self.tree_plot.getAxis("left").setTicks([[
-            (k, "/".join(sorted({tree.nodes[i].kind for i in ids})))
-            for k, ids in enumerate(tree.levels)]])
+            (k, _level_name(tree, k, ids)) for k, ids in enumerate(tree.levels)]])
         self.show_message(data.summary, error="wrong" in data.status)
         self._show_level()
         self.set_cursor(self.cursor)

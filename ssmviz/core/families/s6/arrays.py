@@ -46,7 +46,7 @@ def build_arrays(p: Problem) -> dict[str, np.ndarray]:
     s = problem_sizes(p)
     b, L, d, n = s["batch"], s["seq_len"], s["d_inner"], s["d_state"]
     bias = inverse_softplus(p.draw_dt(d))
-    noise = p.init.delta_noise * p.draw_normal("delta", (b, L, d))
+    noise = p.per_step(p.init.delta_noise * p.draw_normal("delta", (b, L, d)))
     if p.convention == "builderforce":
         # builderforce has no delta_bias: fold the bias into the raw delta.
         delta, delta_bias = noise + bias, np.zeros(d)
@@ -57,8 +57,8 @@ def build_arrays(p: Problem) -> dict[str, np.ndarray]:
         "u": generate(p.signal, b, L, d),
         "delta": delta,
         "A_log": p.draw_A_log((d, n), per_state_axis=1),
-        "B": scale * p.draw_normal("B", (b, L, n)),
-        "C": scale * p.draw_normal("C", (b, L, n)),
+        "B": p.per_step(scale * p.draw_normal("B", (b, L, n))),
+        "C": p.per_step(scale * p.draw_normal("C", (b, L, n))),
         "D": np.full(d, p.init.D),
         "delta_bias": delta_bias,
         "dy": p.draw_dy((b, L, d)),

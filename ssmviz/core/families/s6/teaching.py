@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -136,7 +136,8 @@ class Discretisation:
     dt: Δ = softplus(delta + delta_bias); A: the scalar A[d, n] = -exp(A_log[d, n]);
     A_bar: exp(Δ·A) (the same in both conventions); coef_euler: Δ; coef_zoh:
     expm1(Δ·A)/A; B: B_t[n]; B_bar_euler = Δ·B (mamba); B_bar_zoh = expm1(Δ·A)/A·B
-    (builderforce); diff = B_bar_zoh − B_bar_euler (≈ Δ²·A/2·B for small Δ·|A|).
+    (builderforce); diff = B_bar_zoh − B_bar_euler (≈ Δ²·A/2·B for small Δ·|A|);
+    sweep: :func:`discretisation_sweep` of A over :data:`SWEEP_DT` (rule -> (Ā, B̄/B)).
     """
 
     dt: np.ndarray
@@ -148,6 +149,7 @@ class Discretisation:
     B_bar_euler: np.ndarray
     B_bar_zoh: np.ndarray
     diff: np.ndarray
+    sweep: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
 def s6_discretisation(
@@ -163,9 +165,33 @@ def s6_discretisation(
                               convention="builderforce")
     B = ch.B[:, n].copy()
     bar_e, bar_z = euler[:, 0] * B, zoh[:, 0] * B
-    return Discretisation(dt=dt, A=float(-np.exp(ch.A_log[d, n])), A_bar=a_bar[:, 0],
+    A = float(-np.exp(ch.A_log[d, n]))
+    return Discretisation(dt=dt, A=A, A_bar=a_bar[:, 0],
                           coef_euler=euler[:, 0].copy(), coef_zoh=zoh[:, 0], B=B,
-                          B_bar_euler=bar_e, B_bar_zoh=bar_z, diff=bar_z - bar_e)
+                          B_bar_euler=bar_e, B_bar_zoh=bar_z, diff=bar_z - bar_e,
+                          sweep=discretisation_sweep(A))
+
+
+#: The Δ sweep of :func:`discretisation_sweep`: 1e-4 … 10, log-spaced.
+SWEEP_DT = np.logspace(-4.0, 1.0, 251)
+#: The textbook rules a sweep compares, in order.
+RULES = ("euler", "zoh", "bilinear")
+
+
+def discretisation_sweep(A: float, dt: np.ndarray = SWEEP_DT) -> dict[str, tuple[np.ndarray,
+                                                                                np.ndarray]]:
+    """Ā and B̄/B of the scalar ``A`` (< 0) for each Δ of ``dt`` under the three textbook
+    rules: rule -> (Ā, B̄/B), each (len(dt),).
+
+    euler (forward): Ā = 1 + ΔA, B̄/B = Δ; zoh: Ā = exp(ΔA), B̄/B = (exp(ΔA) − 1)/A;
+    bilinear (S4): Ā = (1 + ΔA/2)/(1 − ΔA/2), B̄/B = Δ/(1 − ΔA/2). They agree to O(Δ²)
+    while Δ·|A| ≪ 1 and part ways as it grows (forward Euler's Ā leaves [−1, 1] past
+    Δ·|A| = 2). Mamba's kernels take Ā by zoh and B̄ by euler."""
+    dt = np.asarray(dt, np.float64)
+    x = dt * float(A)
+    return {"euler": (1.0 + x, dt.copy()),
+            "zoh": (np.exp(x), np.expm1(x) / float(A)),
+            "bilinear": ((1.0 + x / 2) / (1.0 - x / 2), dt / (1.0 - x / 2))}
 
 
 # -- the scan tree -------------------------------------------------------------------------

@@ -15,7 +15,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ssmviz.core.families.family import Family
-from ssmviz.core.families.ssd import arrays, bench, builderforce, cases, reference, teaching
+from ssmviz.core.families.ssd import (
+    arrays,
+    bench,
+    builderforce,
+    cases,
+    duality,
+    reference,
+    teaching,
+)
 from ssmviz.core.families.ssd.abi import ROLES, SHADER, SSD_ABI
 from ssmviz.core.families.ssd.kernel import SSDKernel
 from ssmviz.core.families.ssd.view import VIEW
@@ -59,7 +67,7 @@ FAMILY = Family(
     floor_ops=bench.floor_ops,
     view=lambda: VIEW,
     teaching=Teaching(
-        views=("operator", "chunks"),
+        views=("operator", "chunks", "duality"),
         signal="x",
         per_step=("x", "dt", "B", "C"),
         params=("A_log", "D", "dt_bias"),
@@ -75,5 +83,6 @@ FAMILY = Family(
         states_operator=teaching.ssd_states_operator,
         chunk_decomposition=teaching.ssd_chunk_decomposition,
         chunk_states=teaching.ssd_chunk_states,
+        duality=duality.ssd_duality,
     ),
 )

@@ -61,10 +61,10 @@ def build_arrays(p: Problem) -> dict[str, np.ndarray]:
     scale = p.init.bc_scale
     return {
         "x": generate(p.signal, b, L, h * d_head).reshape(b, L, h, d_head),
-        "dt": p.init.delta_noise * p.draw_normal("delta", (b, L, h)),
+        "dt": p.per_step(p.init.delta_noise * p.draw_normal("delta", (b, L, h))),
         "A_log": p.draw_A_log((h,), per_state_axis=None),
-        "B": scale * p.draw_normal("B", (b, L, g, n)),
-        "C": scale * p.draw_normal("C", (b, L, g, n)),
+        "B": p.per_step(scale * p.draw_normal("B", (b, L, g, n))),
+        "C": p.per_step(scale * p.draw_normal("C", (b, L, g, n))),
         "D": np.full(h, p.init.D),
         "dt_bias": inverse_softplus(p.draw_dt(h)),
         "dy": p.draw_dy((b, L, h, d_head)),

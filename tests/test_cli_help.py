@@ -1,0 +1,39 @@
+"""Every option of every command has a help text, and one with a default states it."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+from ssmviz.cli import CHECK_DEFAULTS, build_parser
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def test_every_option_has_help_and_states_its_default() -> None:
+    commands = _commands()
+    assert {"check", "sweep", "bench", "tour"} <= set(commands)
+    for name, parser in commands.items():
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            flag = action.option_strings[0] if action.option_strings else action.dest
+            assert action.help and action.help.strip(), (name, flag)
+            default = action.default if action.default is not None else (
+                CHECK_DEFAULTS.get(action.dest) if name == "check" else None)
+            if default is not None and not isinstance(action, argparse._StoreTrueAction):
+                assert "default" in action.help and str(default) in action.help, \
+                    (name, flag, action.help)
+
+
+def test_check_help_lists_the_sizes_defaults() -> None:
+    out = subprocess.run([sys.executable, "-m", "ssmviz", "check", "--help"],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    for text in ("sequence length (default: 1024)", "state size N (default: 16)",
+                 "(default: 4 for S6, n_heads·d_head for SSD)", "(default: 3)"):
+        assert text in " ".join(out.split()), text
