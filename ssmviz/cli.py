@@ -491,6 +491,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.view is not None and not args.ui:
         raise SsmvizError("--view needs --ui (it opens a teaching view in the app it times)")
     if args.ui:
+        given += [_flag(d) for d in ("kernel", "abi", "timeout") if getattr(args, d) is not None]
         if given:
             raise SsmvizError(f"{given[0]} does not apply to bench --ui (it times the app's "
                               "own live run; only --view, --json and --cpu go with it)")

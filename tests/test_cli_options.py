@@ -73,6 +73,11 @@ SWEEP = {
     "runs": [(["sweep"], ["--runs", "1"])],
     "json": [(["sweep"], ["--json", "s.json"])],  # s.json exists: overwritten counts
     "cpu": [(["sweep"], ["--cpu"])],
+    "kernel": [(["sweep"], ["--kernel", KERNEL])],
+    "abi": [(["sweep", "--kernel", KERNEL], ["--abi", "builderforce-s6"]),
+            (["sweep"], ["--abi", "builderforce-s6"])],
+    "timeout": [(["sweep", "--kernel", KERNEL], ["--timeout", "7"]),
+                (["sweep"], ["--timeout", "7"])],
 }
 BENCH = {
     "json": [(["bench"], ["--json", "b.json"]), (["bench", "--ui"], ["--json", "b.json"])],
@@ -92,6 +97,11 @@ BENCH = {
             (["bench", "--family", "tint"], ["--cpu"])],
     "ui": [(["bench"], ["--ui"])],
     "view": [(["bench", "--ui"], ["--view", "operator"]), (["bench"], ["--view", "operator"])],
+    "kernel": [(["bench"], ["--kernel", KERNEL]), (["bench", "--ui"], ["--kernel", KERNEL])],
+    "abi": [(["bench", "--kernel", KERNEL], ["--abi", "builderforce-s6"]),
+            (["bench"], ["--abi", "builderforce-s6"])],
+    "timeout": [(["bench", "--kernel", KERNEL], ["--timeout", "7"]),
+                (["bench"], ["--timeout", "7"])],
 }
 TOUR = {
     "out": [(["tour", "--out", "pngs"], ["--out", "other"])],
@@ -139,7 +149,7 @@ class Recorder:
     def _install(self) -> None:
         from ssmviz.core import bench, check, gpu, sweep
         from ssmviz.core.check import CheckReport
-        from ssmviz.core.external import command
+        from ssmviz.core.external import command, kernel_bench, kernel_sweep
         from ssmviz.core.external.profiles import get_profile
         from ssmviz.core.external.runner import KernelCheckResult
 
@@ -177,6 +187,17 @@ class Recorder:
             rec.append(("format_results", passes))
             return "table"
 
+        def run_kernel_sweep(path, plans, **kw):
+            kw.pop("out", None)
+            kw.pop("step", None)
+            rec.append(("run_kernel_sweep", path, [(p.profile, p.family, len(p.cases))
+                                                   for p in plans], sorted(kw.items())))
+            return {"exit_code": 0, "cases": []}
+
+        def run_kernel_bench(path, **kw):
+            rec.append(("run_kernel_bench", path, sorted(kw.items())))
+            return 0, []
+
         def run_ui_bench(json_path, view=None):
             rec.append(("run_ui_bench", json_path, view))
             return 0
@@ -195,6 +216,8 @@ class Recorder:
         self.mp.setattr(sweep, "run_sweep", run_sweep)
         self.mp.setattr(bench, "run_bench", run_bench)
         self.mp.setattr(bench, "format_results", format_results)
+        self.mp.setattr(kernel_sweep, "run_kernel_sweep", run_kernel_sweep)
+        self.mp.setattr(kernel_bench, "run_kernel_bench", run_kernel_bench)
         self.mp.setattr("ssmviz.app.uibench.run_ui_bench", run_ui_bench)
         self.mp.setattr("ssmviz.app.teaching.tour.write_tour", write_tour)
         self.mp.setattr(gpu, "configure", configure)
