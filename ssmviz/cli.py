@@ -203,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     pnew.add_argument("--out", metavar="PATH.toml", help="write it there (default: print it)")
     pcheck = psub.add_parser("check", help="validate a profile against a kernel without running "
                              "it (exit 0 valid, 2 not)")
-    pcheck.add_argument("profile", metavar="PROFILE.toml")
+    pcheck.add_argument("profile", metavar="PROFILE.toml", help="the ABI profile to validate")
     pcheck.add_argument("file", metavar="FILE", help="the kernel (.wgsl, .js, .ts)")
     document_options(parser, CHECK_DEFAULTS)
     return parser

@@ -44,6 +44,11 @@ def _document(parser: argparse.ArgumentParser, defaults: Mapping[str, object]) -
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
             continue
+        if isinstance(action, argparse._SubParsersAction):  # e.g. ``profile {new,check}``
+            action.help = action.help or "one of: " + ", ".join(action.choices)
+            for sub in action.choices.values():
+                _document(sub, defaults)
+            continue
         text = action.help or OPTION_HELP.get(action.dest, "")
         if isinstance(action, argparse._StoreTrueAction) or "default" in text:
             action.help = text

@@ -9,15 +9,22 @@ import sys
 from ssmviz.cli import CHECK_DEFAULTS, build_parser
 
 
-def _commands() -> dict[str, argparse.ArgumentParser]:
-    parser = build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return dict(sub.choices)
+def _commands(parser: argparse.ArgumentParser | None = None,
+              prefix: str = "") -> dict[str, argparse.ArgumentParser]:
+    """Every command, nested ones included (``profile new``), by its full name."""
+    parser = parser or build_parser()
+    out: dict[str, argparse.ArgumentParser] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                out[prefix + name] = sub
+                out.update(_commands(sub, prefix + name + " "))
+    return out
 
 
 def test_every_option_has_help_and_states_its_default() -> None:
     commands = _commands()
-    assert {"check", "sweep", "bench", "tour"} <= set(commands)
+    assert {"check", "sweep", "bench", "tour", "profile new", "profile check"} <= set(commands)
     for name, parser in commands.items():
         for action in parser._actions:
             if isinstance(action, argparse._HelpAction):

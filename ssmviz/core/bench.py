@@ -175,7 +175,8 @@ def bench_reference(repeats: int, step: Step = no_step) -> list[dict[str, Any]]:
 
 
 def _tint_files() -> list[Path]:
-    return sorted((assets_dir() / "kernels").glob("*")) + sorted(shaders_dir().glob("*.wgsl"))
+    samples = (p for p in (assets_dir() / "kernels").iterdir() if p.is_file())
+    return sorted(samples) + sorted(shaders_dir().glob("*.wgsl"))
 
 
 def bench_tint(repeats: int, step: Step = no_step) -> list[dict[str, Any]]:
