@@ -16,11 +16,12 @@ import os
 import sys
 import textwrap
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from ssmviz.app.teaching import views_of
 from ssmviz.cli_help import document_options
 from ssmviz.core import families as registry
+from ssmviz.core.cliargs import Parser
 from ssmviz.core.errors import SsmvizError
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -32,11 +33,8 @@ OUT_OF_MEMORY = (
 )
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a bad argument in one line and exits 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"ssmviz: error: {message}\n")
+#: Every parser refuses an empty value and a repeated option (see ssmviz.core.cliargs).
+_Parser = Parser
 
 
 def _int_at_least(minimum: int, name: str):
@@ -443,10 +441,16 @@ def _check_kernel(args: argparse.Namespace) -> int:
         if not args.inputs:
             _refuse_foreign_sizes(args, checked, f"the {' and '.join(checked)} kernels of "
                                   f"{args.kernel}")
+            sizes = {k: getattr(args, k) for k in SIZE_FLAGS if getattr(args, k, None) is not None}
             for fam in checked:
-                sizes = {k: getattr(args, k) for k in SIZE_FLAGS
-                         if getattr(args, k, None) is not None}
-                check_memory(fam, base_sizes(fam, sizes), runs=args.runs)
+                run = base_sizes(fam, sizes)
+                for k, v in sizes.items():  # a size the family derives must agree
+                    if k in run and run[k] != v:
+                        raise SsmvizError(
+                            f"{_flag(k)} {v}: the {fam} kernel of {args.kernel} would run at "
+                            f"{k} {run[k]} (derived from the other sizes); set those instead"
+                            + (", or choose --family" if len(checked) > 1 else ""))
+                check_memory(fam, run, runs=args.runs)
         if args.export and len(checked) > 1:
             raise SsmvizError(f"--export: {args.kernel} holds {' and '.join(checked)} kernels; "
                               "choose one with --family")

@@ -14,7 +14,9 @@ SCREENSHOT_TIMEOUT_S = 300
 
 def build_app_parser() -> argparse.ArgumentParser:
     """The app's options (``ssmviz --help`` lists them beside the commands)."""
-    p = argparse.ArgumentParser(prog="ssmviz", description="SSM kernel visualiser (desktop app).")
+    from ssmviz.core.cliargs import Parser
+
+    p = Parser(prog="ssmviz", description="SSM kernel visualiser (desktop app).")
     p.add_argument("session", nargs="?",
                    help="a session .json to open (samples: assets/sessions/*.json)")
     p.add_argument("--screenshot", metavar="PATH.png",

@@ -195,7 +195,10 @@ def _parse_meta(zf: zipfile.ZipFile, h: _Header, path: str) -> dict[str, Any]:
 
 def open_inputs(path: str) -> InputsFile:
     """Open an inputs archive: headers and meta only. One-line SsmvizError for a missing,
-    unreadable or corrupt file."""
+    unreadable or corrupt file, or one that is not a regular file (a FIFO, a device)."""
+    from ssmviz.core.fileio import regular_file
+
+    regular_file(path, "inputs")
     try:
         with zipfile.ZipFile(path) as zf:
             headers: dict[str, _Header] = {}

@@ -43,7 +43,7 @@ from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external import progress
 from ssmviz.core.external.diagnostics import Diagnostic
 from ssmviz.core.external.live import run_live
-from ssmviz.core.external.loader import load_kernel_text
+from ssmviz.core.external.loader import load_kernel_text, read_text
 from ssmviz.core.external.profiles import detect_profile, detect_profiles
 from ssmviz.core.external.runner import (
     EXIT_BUILD,
@@ -438,9 +438,9 @@ def serve(fd: int) -> None:
 def _read_for_depth(path: str, text: str | None) -> str | None:
     if text is not None:
         return text
-    try:
-        return Path(path).read_bytes().decode("utf-8", "replace")
-    except OSError:
+    try:  # only a regular file: a FIFO would block here before the loader refuses it
+        return read_text(path)
+    except SsmvizError:
         return None
 
 

@@ -89,10 +89,10 @@ class KernelFile:
 
 def read_text(path: str) -> str:
     """The file's text (UTF-8); SsmvizError naming the file when it cannot be read."""
-    p = Path(path)
+    from ssmviz.core.fileio import regular_file
+
+    p = regular_file(path, "kernel file")
     try:
-        if not p.is_file():
-            raise SsmvizError(f"kernel file '{path}' not found")
         size = p.stat().st_size
         if size > MAX_FILE_BYTES:
             raise SsmvizError(f"kernel file '{path}' is {size} bytes, more than {MAX_FILE_BYTES}")
