@@ -22,7 +22,7 @@ from ssmviz.app.teaching import views_of
 from ssmviz.cli_help import document_options
 from ssmviz.core import families as registry
 from ssmviz.core.cliargs import Parser
-from ssmviz.core.errors import SsmvizError
+from ssmviz.core.errors import SsmvizError, Terminated
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 #: The subcommands; any other first argument starts the app.
@@ -646,13 +646,55 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``ssmviz`` command."""
+    """Entry point of the ``ssmviz`` command (:func:`ssmviz.entry.entry` runs it)."""
+    from ssmviz.core.stdout import EXIT_CLOSED, StdoutClosed
+
     argv = list(sys.argv[1:] if argv is None else argv)
     _quiet_runtime_dir()
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a full stdout fails here at the latest, not at exit
+        return code
+    except StdoutClosed:  # the reader went away (`| head`): end quietly
+        return EXIT_CLOSED
+    except SsmvizError as exc:  # a failed write to stdout
+        print(f"ssmviz: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Terminated:
+        print("ssmviz: terminated (SIGTERM)", file=sys.stderr)
+        return 143
+
+
+def _interrupted_meanwhile() -> None:
+    """Raise for a signal a Qt command recorded but did not act on yet
+    (:mod:`ssmviz.app.interrupt`): an interrupted run never exits 0."""
+    if "ssmviz.app.interrupt" in sys.modules:
+        from ssmviz.app.interrupt import raise_if_interrupted
+
+        raise_if_interrupted()
+
+
+def _main(argv: list[str]) -> int:
+    try:
+        code = _run_command(argv)
+        _interrupted_meanwhile()
+        return code
+    except KeyboardInterrupt:
+        print("ssmviz: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
+
+
+def _run_command(argv: list[str]) -> int:
+    if not argv or argv[0] not in (*COMMANDS, "-h", "--help") or argv[0] == "tour" or (
+            argv[0] == "bench" and "--ui" in argv):
+        from ssmviz.app import interrupt
+
+        interrupt.install()  # the Qt commands' signal policy, before PySide6 loads
     if not argv or argv[0] not in (*COMMANDS, "-h", "--help"):
         try:
             return cmd_app(argv)
         except KeyboardInterrupt:
+            print("ssmviz: interrupted (Ctrl-C)", file=sys.stderr)
             return 130
         except MemoryError:
             print(OUT_OF_MEMORY, file=sys.stderr)
