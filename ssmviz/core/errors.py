@@ -27,3 +27,7 @@ class KernelBuildError(SsmvizError):
 class Terminated(BaseException):
     """SIGTERM arrived: the command unwinds (temporaries removed, the kernel worker killed)
     and exits 143. A BaseException, so that no ``except Exception`` on the way stops it."""
+
+
+class OutOfMemoryError(LimitError):
+    """RAM or address space ran out creating a device or a buffer (exit 2, one line)."""
