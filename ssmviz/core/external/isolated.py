@@ -54,7 +54,7 @@ from ssmviz.core.external.runner import (
     check_kernel,
     check_kernel_file,
 )
-from ssmviz.core.gpu import get_runtime
+from ssmviz.core.gpu import get_runtime, summarize_wgpu_error
 
 #: How long a fresh worker may take to import ssmviz and create its device.
 START_TIMEOUT_S = 120.0
@@ -386,8 +386,14 @@ def _picklable(exc: BaseException) -> BaseException:
             pickle.dumps(exc)
             return exc
         return SsmvizError(str(exc))
-    traceback.print_exception(exc)  # into the worker's log, for whoever debugs ssmviz
-    text = " ".join(str(exc).split())[:200]
+    # The worker's log is relayed to the user's stderr: a traceback goes there only for
+    # whoever debugs ssmviz (SSMVIZ_DEBUG=1); the user gets the one line below.
+    if os.environ.get("SSMVIZ_DEBUG"):
+        traceback.print_exception(exc)
+    if isinstance(exc, MemoryError):
+        return SsmvizError("out of memory in the kernel worker (MemoryError); reduce batch, "
+                           "seq_len or the state sizes")
+    text = " ".join(summarize_wgpu_error(exc).split())[:200]
     return SsmvizError(f"the kernel check failed: {type(exc).__name__}: {text}")
 
 
