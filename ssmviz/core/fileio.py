@@ -74,18 +74,21 @@ def check_output_path(path: str | Path, suffix: str, flag: str) -> Path:
     p = Path(path)
     if str(path) == "" or p.name in ("", ".", ".."):
         raise SsmvizError(f"{flag} needs a file path ending in {suffix}; got '{path}'")
+    parent = p.parent if str(p.parent) else Path(".")
+    limit = _name_max(parent)
+    size = len(os.fsencode(p.name))
+    if size + TEMP_NAME_EXTRA > limit:  # checked first: stat() itself fails on such names
+        raise SsmvizError(f"{flag}: the file name is too long ({size} bytes; at most "
+                          f"{limit - TEMP_NAME_EXTRA} here, since ssmviz writes a temporary "
+                          "beside it)")
+    if len(os.fsencode(str(p))) >= _path_max(parent):
+        raise SsmvizError(f"{flag}: the path is too long ({len(os.fsencode(str(p)))} bytes)")
     if p.is_dir():
         raise SsmvizError(f"{flag} {path} is a directory; give a file path ending in {suffix}")
     if p.suffix.lower() != suffix:
         raise SsmvizError(f"{flag} needs a path ending in {suffix}; got '{path}'")
-    parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise SsmvizError(f"{flag} {path}: the folder {parent} does not exist")
-    limit = _name_max(parent)
-    if len(os.fsencode(p.name)) + TEMP_NAME_EXTRA > limit:
-        raise SsmvizError(f"{flag}: the file name is too long ({len(os.fsencode(p.name))} "
-                          f"bytes; at most {limit - TEMP_NAME_EXTRA} here, since ssmviz "
-                          "writes a temporary beside it)")
     return p
 
 
@@ -94,6 +97,13 @@ def _name_max(folder: Path) -> int:
         return os.pathconf(folder, "PC_NAME_MAX")
     except (OSError, ValueError):
         return 255
+
+
+def _path_max(folder: Path) -> int:
+    try:
+        return os.pathconf(folder, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        return 4096
 
 
 def check_distinct_outputs(paths: Mapping[str, str | Path | None]) -> None:
