@@ -63,6 +63,10 @@ def files(tmp_path_factory) -> Path:
     (d / "bigbind.js").write_text(ref.replace(
         decl, "var<storage, read_write> h_cache: array<f32, 268435456>;"))
     (d / "old.json").write_text('{"previous": true}\n')
+    over = dict(s6, u=s6["u"].copy())
+    over["u"][0, 3, 1] = 1e300
+    np.savez(d / "over.npz", **over)
+    np.savez(d / "under.npz", **dict(s6, B=np.full_like(s6["B"], 1e-310)))
     return d
 
 
@@ -147,6 +151,24 @@ def test_json_through_a_link_writes_its_target(files: Path, tmp_path: Path):
     assert (tmp_path / "link.json").is_symlink()
     assert json.loads((tmp_path / "target.json").read_text())["passed"] is True
     assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
+
+
+# -- group 12: inputs float32 cannot hold are named; both paths judge what the GPU got ---------
+
+
+@pytest.mark.parametrize("kernel", [[], ["--kernel", "ref.js", "--family", "s6"]],
+                         ids=["built-in", "kernel-file"])
+@pytest.mark.parametrize(("name", "code", "said"), [
+    ("over.npz", 1, "u: 1 value(s) overflow float32"),
+    ("under.npz", 0, "B: 60 value(s) below float32's normal range"),
+])
+def test_inputs_float32_cannot_hold(files: Path, tmp_path: Path, kernel: list[str], name: str,
+                                    code: int, said: str):
+    out, guarded = _run(files, tmp_path, ["check", "--inputs", name, "--runs", "1", *kernel])
+    assert out.returncode == code, out.output
+    assert said in out.output and "Traceback" not in out.output
+    assert "RuntimeWarning" not in out.output
+    assert snapshot(guarded) == guarded and not out.new_files
 
 
 # -- group 3: standard output that fails -------------------------------------------------------
