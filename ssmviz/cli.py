@@ -461,6 +461,12 @@ def _check_kernel(args: argparse.Namespace) -> int:
     if args.json:
         write_kernel_json(args.json, args.kernel, results)
     if args.export:
+        if code != EXIT_PASS and not any(r.report is not None for r in results):
+            # The kernel hung, crashed or did not build: its own exit code says so (1 a
+            # hang, 2 no build), with the reason above; there is nothing to write.
+            print(f"--export {args.export}: not written, the kernel did not run",
+                  file=sys.stderr)
+            return code
         export_kernel_npz(args.export, results, extra=lambda r: _file_operators(args, r))
     return code
 
