@@ -706,7 +706,12 @@ def _run_command(argv: list[str]) -> int:
             print(OUT_OF_MEMORY, file=sys.stderr)
             return EXIT_USAGE
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # a refused argument: its one line is printed
+        if not exc.code:
+            raise  # --help
+        return int(exc.code)
     try:
         if getattr(args, "cpu", False):  # every subcommand has --cpu
             from ssmviz.core import gpu

@@ -116,7 +116,7 @@ def unavailable_reason() -> str | None:
 
 #: After Node hung, later calls within this many seconds fail at once (one wait a check).
 HUNG_MEMORY_S = 300.0
-_hung: list[tuple[float, str]] = []  # (when, why) of the last hang
+_hung: dict[tuple[str, str], tuple[float, str]] = {}  # (node, script) -> (when, why)
 _CACHE: OrderedDict[str, TintRun] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 32
@@ -126,6 +126,7 @@ def clear_cache() -> None:
     """Forget the cached answers (the benchmark times fresh runs)."""
     with _CACHE_LOCK:
         _CACHE.clear()
+        _hung.clear()
 
 
 def run_tint(inputs: Sequence[TintInput], *, timeout: float | None = None) -> TintRun:
@@ -147,10 +148,11 @@ def run_tint(inputs: Sequence[TintInput], *, timeout: float | None = None) -> Ti
         if key in _CACHE:
             _CACHE.move_to_end(key)
             return _CACHE[key]
-    if _hung and time.monotonic() - _hung[-1][0] < HUNG_MEMORY_S:
-        raise TintUnavailableError(_hung[-1][1])  # it hung a moment ago: do not wait again
     node = node_binary()
     assert node is not None  # checked by unavailable_reason
+    hung = _hung.get((node, str(SCRIPT)))
+    if hung is not None and time.monotonic() - hung[0] < HUNG_MEMORY_S:
+        raise TintUnavailableError(hung[1])  # it hung a moment ago: do not wait again
     t0 = time.perf_counter()
     progress.report("step", "the Tint cross-check (Node)")
     proc = _run_node(node, payload, timeout)
@@ -186,7 +188,7 @@ def _run_node(node: str, payload: str, timeout: float) -> subprocess.CompletedPr
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         why = f"timed out: Tint (node) gave no answer within {timeout:g} s and was killed"
-        _hung.append((time.monotonic(), why))
+        _hung[(node, str(SCRIPT))] = (time.monotonic(), why)
         raise TintUnavailableError(why) from None
     except BaseException:
         _kill_group(proc)
