@@ -82,3 +82,17 @@ def test_a_wgsl_file_with_unicode_identifiers_builds(tmp_path: Path):
     out = run_ssmviz(["check", "--kernel", "k.wgsl"], cwd=tmp_path)
     assert "DOES NOT BUILD" not in out.output and "unexpected character" not in out.output, \
         out.output
+
+
+@pytest.mark.gpu
+def test_a_second_export_of_the_same_entries_is_named(tmp_path: Path):
+    """A module with ``..._V2_WGSL`` beside ``..._WGSL``: the one not run is named."""
+    start = REFERENCE.index(FORWARD)
+    end = REFERENCE.index("export const SELECTIVE_SCAN_BACKWARD_WGSL")
+    v2 = REFERENCE[start:end].replace("FORWARD_WGSL", "FORWARD_V2_WGSL")
+    (tmp_path / "v2.js").write_text(REFERENCE + "\n" + v2, encoding="utf-8")
+    out = run_ssmviz(["check", "--kernel", "v2.js", "--family", "s6", "--runs", "1",
+                      "--seq-len", "20", "--d-inner", "2", "--d-state", "3"], cwd=tmp_path)
+    assert "Traceback" not in out.output
+    assert ("exports SELECTIVE_SCAN_FORWARD_WGSL and SELECTIVE_SCAN_FORWARD_V2_WGSL define the "
+            "same entry points (`forward_scan`, `forward_reduce`)") in out.last_line, out.output
