@@ -58,14 +58,15 @@ def watch(app: Any) -> None:
     """Wake ``app``'s event loop when a signal arrives (once per process)."""
     if _keep:
         return
-    from PySide6.QtCore import QSocketNotifier
+    from PySide6.QtCore import QObject, QSocketNotifier
 
     rsock, wsock = socket.socketpair()
     for s in (rsock, wsock):
         s.setblocking(False)
     with contextlib.suppress(ValueError):  # not the main thread: no handlers there anyway
         signal.set_wakeup_fd(wsock.fileno())
-        notifier = QSocketNotifier(rsock.fileno(), QSocketNotifier.Type.Read, app)
+        notifier = QSocketNotifier(rsock.fileno(), QSocketNotifier.Type.Read,
+                                   app if isinstance(app, QObject) else None)
 
         def drain() -> None:
             with contextlib.suppress(OSError):
