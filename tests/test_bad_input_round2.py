@@ -208,6 +208,8 @@ def test_closed_pipe_ends_quietly(tmp_path: Path, argv: list[str]):
      "out of memory creating buffer"),
     (700, ["small.json", "--screenshot", "x.png"], "out of memory"),
     (1500, ["small.json", "--screenshot", "x.png"], "out of memory"),
+    (700, ["tour", "--out", "."], "out of memory"),
+    (1500, ["bench", "--ui"], "out of memory"),
 ])
 def test_out_of_memory_is_one_line_exit_2(files: Path, tmp_path: Path, limit_mb: int,
                                           argv: list[str], reason: str):
@@ -315,5 +317,5 @@ def test_a_hung_node_is_killed_and_the_check_goes_on(files: Path, tmp_path: Path
 
 
 def test_the_matrix_grew_by_sixty():
-    parametrized = len(CASES) + 3 + 7 + 9  # + closed pipes, OOM limits, Ctrl-C moments
+    parametrized = len(CASES) + 3 + 9 + 9  # + closed pipes, OOM limits, Ctrl-C moments
     assert parametrized + 6 >= 60

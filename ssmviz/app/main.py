@@ -92,10 +92,10 @@ def run_app(argv: Sequence[str]) -> int:
             # The window would fall back to the built-in kernel; a picture of another
             # kernel than the session names would be silently wrong.
             return _fail(f"session kernel_path file not found: {session.kernel_path}")
-    from ssmviz.core.memory import DEVICE_ADDRESS_SPACE, QT_ADDRESS_SPACE, check_address_space
+    from ssmviz.core.memory import check_app_address_space
 
     try:  # Qt aborts (std::bad_alloc) when it runs out: refuse before it starts
-        check_address_space(QT_ADDRESS_SPACE + DEVICE_ADDRESS_SPACE, "the app's window")
+        check_app_address_space()
     except SsmvizError as exc:
         return _fail(str(exc))
     from PySide6.QtCore import qInstallMessageHandler

@@ -52,7 +52,9 @@ def _app():
     from PySide6.QtWidgets import QApplication
 
     from ssmviz.app import interrupt
+    from ssmviz.core.memory import check_app_address_space
 
+    check_app_address_space()
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "ssmviz"])
     interrupt.watch(app)
     interrupt.raise_if_interrupted()

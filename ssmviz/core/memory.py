@@ -108,3 +108,9 @@ def check_address_space(need: int, what: str) -> None:
         raise OutOfMemoryError(
             f"out of memory: {what} needs about {need >> 20} MB of address space and this "
             f"process's limit (ulimit -v) leaves {max(left, 0) >> 20} MB; raise the limit")
+
+
+def check_app_address_space() -> None:
+    """:func:`check_address_space` for Qt's window and its GPU device together (the app,
+    ``--screenshot``, ``tour``, ``bench --ui``): Qt aborts (std::bad_alloc) when short."""
+    check_address_space(QT_ADDRESS_SPACE + DEVICE_ADDRESS_SPACE, "the app's window")
