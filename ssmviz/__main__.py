@@ -1,7 +1,5 @@
 """``python -m ssmviz``: the same as the ``ssmviz`` command."""
 
-import sys
+from ssmviz.entry import entry
 
-from ssmviz.cli import main
-
-sys.exit(main())
+entry()

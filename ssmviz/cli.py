@@ -16,12 +16,13 @@ import os
 import sys
 import textwrap
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from ssmviz.app.teaching import views_of
 from ssmviz.cli_help import document_options
 from ssmviz.core import families as registry
-from ssmviz.core.errors import SsmvizError
+from ssmviz.core.cliargs import Parser
+from ssmviz.core.errors import SsmvizError, Terminated
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 #: The subcommands; any other first argument starts the app.
@@ -32,11 +33,8 @@ OUT_OF_MEMORY = (
 )
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a bad argument in one line and exits 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"ssmviz: error: {message}\n")
+#: Every parser refuses an empty value and a repeated option (see ssmviz.core.cliargs).
+_Parser = Parser
 
 
 def _int_at_least(minimum: int, name: str):
@@ -443,10 +441,16 @@ def _check_kernel(args: argparse.Namespace) -> int:
         if not args.inputs:
             _refuse_foreign_sizes(args, checked, f"the {' and '.join(checked)} kernels of "
                                   f"{args.kernel}")
+            sizes = {k: getattr(args, k) for k in SIZE_FLAGS if getattr(args, k, None) is not None}
             for fam in checked:
-                sizes = {k: getattr(args, k) for k in SIZE_FLAGS
-                         if getattr(args, k, None) is not None}
-                check_memory(fam, base_sizes(fam, sizes), runs=args.runs)
+                run = base_sizes(fam, sizes)
+                for k, v in sizes.items():  # a size the family derives must agree
+                    if k in run and run[k] != v:
+                        raise SsmvizError(
+                            f"{_flag(k)} {v}: the {fam} kernel of {args.kernel} would run at "
+                            f"{k} {run[k]} (derived from the other sizes); set those instead"
+                            + (", or choose --family" if len(checked) > 1 else ""))
+                check_memory(fam, run, runs=args.runs)
         if args.export and len(checked) > 1:
             raise SsmvizError(f"--export: {args.kernel} holds {' and '.join(checked)} kernels; "
                               "choose one with --family")
@@ -457,6 +461,12 @@ def _check_kernel(args: argparse.Namespace) -> int:
     if args.json:
         write_kernel_json(args.json, args.kernel, results)
     if args.export:
+        if code != EXIT_PASS and not any(r.report is not None for r in results):
+            # The kernel hung, crashed or did not build: its own exit code says so (1 a
+            # hang, 2 no build), with the reason above; there is nothing to write.
+            print(f"--export {args.export}: not written, the kernel did not run",
+                  file=sys.stderr)
+            return code
         export_kernel_npz(args.export, results, extra=lambda r: _file_operators(args, r))
     return code
 
@@ -642,19 +652,66 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``ssmviz`` command."""
+    """Entry point of the ``ssmviz`` command (:func:`ssmviz.entry.entry` runs it)."""
+    from ssmviz.core.stdout import EXIT_CLOSED, StdoutClosed
+
     argv = list(sys.argv[1:] if argv is None else argv)
     _quiet_runtime_dir()
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a full stdout fails here at the latest, not at exit
+        return code
+    except StdoutClosed:  # the reader went away (`| head`): end quietly
+        return EXIT_CLOSED
+    except SsmvizError as exc:  # a failed write to stdout
+        print(f"ssmviz: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Terminated:
+        print("ssmviz: terminated (SIGTERM)", file=sys.stderr)
+        return 143
+
+
+def _interrupted_meanwhile() -> None:
+    """Raise for a signal a Qt command recorded but did not act on yet
+    (:mod:`ssmviz.app.interrupt`): an interrupted run never exits 0."""
+    if "ssmviz.app.interrupt" in sys.modules:
+        from ssmviz.app.interrupt import raise_if_interrupted
+
+        raise_if_interrupted()
+
+
+def _main(argv: list[str]) -> int:
+    try:
+        code = _run_command(argv)
+        _interrupted_meanwhile()
+        return code
+    except KeyboardInterrupt:
+        print("ssmviz: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
+
+
+def _run_command(argv: list[str]) -> int:
+    if not argv or argv[0] not in (*COMMANDS, "-h", "--help") or argv[0] == "tour" or (
+            argv[0] == "bench" and "--ui" in argv):
+        from ssmviz.app import interrupt
+
+        interrupt.install()  # the Qt commands' signal policy, before PySide6 loads
     if not argv or argv[0] not in (*COMMANDS, "-h", "--help"):
         try:
             return cmd_app(argv)
         except KeyboardInterrupt:
+            print("ssmviz: interrupted (Ctrl-C)", file=sys.stderr)
             return 130
         except MemoryError:
             print(OUT_OF_MEMORY, file=sys.stderr)
             return EXIT_USAGE
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # a refused argument: its one line is printed
+        if not exc.code:
+            raise  # --help
+        return int(exc.code)
     try:
         if getattr(args, "cpu", False):  # every subcommand has --cpu
             from ssmviz.core import gpu

@@ -44,6 +44,9 @@ def _huge_workgroup_kernel() -> str:
 #: (case id, file name, its text, extra argv, exit code, what the reason must name)
 CASES = [
     ("spin-timeout", "spin.js", spin_kernel, ["--timeout", "3"], 1, "TIMEOUT"),
+    ("spin-with-export", "spin.js", spin_kernel,
+     ["--abi", "builderforce-s6", "--timeout", "2.5", "--runs", "1", "--export", "run.npz"], 1,
+     "not written, the kernel did not run"),
     ("spin-names-its-pass", "spin.js", spin_kernel,
      ["--abi", "builderforce-s6", "--timeout", "2.5", "--runs", "1"], 1, "`forward_scan`"),
     ("pipeline-compile-hangs", "private.js", huge_private_kernel,

@@ -117,7 +117,8 @@ def _script(tmp_path: Path, monkeypatch, body: str) -> None:
 
 
 @pytest.mark.parametrize(("body", "words"), [
-    ("setInterval(() => {}, 1000);\n", "Tint (node) gave no answer within 1 s"),
+    ("setInterval(() => {}, 1000);\n",
+     "timed out: Tint (node) gave no answer within 1 s and was killed"),
     ("process.stderr.write('boom\\nmore\\n'); process.exit(3);\n",
      "Tint (node) exited with status 3: boom"),
     ("console.log('not json');\n", "Tint (node) gave an answer ssmviz cannot read"),

@@ -433,6 +433,10 @@ class ControlsPanel(QWidget):
             self.widgets[path].setEnabled(not locked)
 
     def _check_inputs_match(self, problem: Problem) -> None:
+        if self.inputs_arrays is not None and not set(
+                families.get(problem.family).input_keys) <= set(self.inputs_arrays):
+            raise SsmvizError(f"the inputs file {self.inputs_path} holds no {problem.family} "
+                              "inputs; close it to change the family")
         wanted = problem.sizes()
         for key, value in sizes_of(problem.family, self.inputs_arrays or {}).items():
             if wanted.get(key, value) != value:

@@ -14,7 +14,9 @@ SCREENSHOT_TIMEOUT_S = 300
 
 def build_app_parser() -> argparse.ArgumentParser:
     """The app's options (``ssmviz --help`` lists them beside the commands)."""
-    p = argparse.ArgumentParser(prog="ssmviz", description="SSM kernel visualiser (desktop app).")
+    from ssmviz.core.cliargs import Parser
+
+    p = Parser(prog="ssmviz", description="SSM kernel visualiser (desktop app).")
     p.add_argument("session", nargs="?",
                    help="a session .json to open (samples: assets/sessions/*.json)")
     p.add_argument("--screenshot", metavar="PATH.png",
@@ -90,9 +92,16 @@ def run_app(argv: Sequence[str]) -> int:
             # The window would fall back to the built-in kernel; a picture of another
             # kernel than the session names would be silently wrong.
             return _fail(f"session kernel_path file not found: {session.kernel_path}")
+    from ssmviz.core.memory import check_app_address_space
+
+    try:  # Qt aborts (std::bad_alloc) when it runs out: refuse before it starts
+        check_app_address_space()
+    except SsmvizError as exc:
+        return _fail(str(exc))
     from PySide6.QtCore import qInstallMessageHandler
     from PySide6.QtWidgets import QApplication
 
+    from ssmviz.app import interrupt
     from ssmviz.app.window import MainWindow
     from ssmviz.core import gpu
 
@@ -100,6 +109,8 @@ def run_app(argv: Sequence[str]) -> int:
         gpu.configure(force_cpu=True)
     qInstallMessageHandler(_qt_messages)
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "ssmviz"])
+    interrupt.watch(app)
+    interrupt.raise_if_interrupted()  # one that came during the imports
     app.setOrganizationName("ssmviz")
     app.setApplicationName("ssmviz")
     _set_icon(app)
@@ -124,8 +135,21 @@ def run_app(argv: Sequence[str]) -> int:
     if not screenshot:
         code = app.exec()
         window.shutdown()
+        interrupt.raise_if_interrupted()
         return int(code)
-    return _screenshot(app, window, args.screenshot)
+    try:
+        return _screenshot(app, window, args.screenshot)
+    finally:
+        window.shutdown()
+
+
+def _exec(loop) -> None:
+    """``loop.exec()``, ended by Ctrl-C or SIGTERM (which then raise here)."""
+    from ssmviz.app.interrupt import raise_if_interrupted
+
+    raise_if_interrupted()
+    loop.exec()
+    raise_if_interrupted()
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -136,6 +160,8 @@ def _fail(message: str, code: int = 2) -> int:
 def _screenshot(app, window, path: str) -> int:
     """Wait for the first run, save the window as PNG; no PNG when nothing ran."""
     from PySide6.QtCore import QEventLoop, QTimer
+
+    from ssmviz.app.interrupt import raise_if_interrupted
 
     if window.controls.error_text:  # the controls refused the problem: no run will come
         window.shutdown()
@@ -149,14 +175,15 @@ def _screenshot(app, window, path: str) -> int:
 
     window.plotsUpdated.connect(plotted)
     QTimer.singleShot(SCREENSHOT_TIMEOUT_S * 1000, loop.quit)
-    loop.exec()
+    _exec(loop)
     if shown:  # and a session's teaching view shows the run too
         poll = QTimer(interval=20)
         poll.timeout.connect(lambda: None if window.teaching.busy else loop.quit())
         poll.start()
-        loop.exec()
+        _exec(loop)
         poll.stop()
     app.processEvents()
+    raise_if_interrupted()
     error = window.result.error if window.result is not None else ""
     if not shown or error:
         window.shutdown()

@@ -193,10 +193,10 @@ class Session:
 
         (A missing ``kernel_path`` is the window's to report: it falls back to the
         built-in kernel and says so.)"""
+        from ssmviz.core.fileio import regular_file
+
         try:
-            raw = Path(path).read_bytes()
-        except FileNotFoundError as exc:
-            raise SsmvizError(f"session file not found: {path}") from exc
+            raw = regular_file(path, "session").read_bytes()
         except OSError as exc:
             raise SsmvizError(f"cannot read session {path}: {exc.strerror or exc}") from exc
         try:
@@ -213,12 +213,25 @@ class Session:
             value = getattr(session, key)
             if value and not Path(value).is_absolute():
                 setattr(session, key, str((folder / value).resolve()))
-        if session.inputs_path and not Path(session.inputs_path).is_file():
-            raise SsmvizError(f"session inputs_path file not found: {session.inputs_path}")
+        if session.inputs_path:
+            _check_inputs_family(session)
         signal = session.problem.signal
         if signal.name == "file" and not Path(signal.path or "").is_file():
             raise SsmvizError(f"session problem.signal.path file not found: {signal.path}")
         return session
+
+
+def _check_inputs_family(session: Session) -> None:
+    """The session's inputs file is a regular file holding its problem's family's inputs."""
+    from ssmviz.core.fileio import regular_file
+    from ssmviz.core.inputs import open_inputs
+
+    path = str(regular_file(session.inputs_path or "", "session inputs_path"))
+    found = open_inputs(path)
+    family = found.meta_family or found.guess_family()
+    if family != session.problem.family:
+        raise SsmvizError(f"session inputs_path {path} holds {family} inputs, but the session's "
+                          f"problem.family is {session.problem.family}")
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -51,7 +51,14 @@ def _app():
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtWidgets import QApplication
 
-    return QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "ssmviz"])
+    from ssmviz.app import interrupt
+    from ssmviz.core.memory import check_app_address_space
+
+    check_app_address_space()
+    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "ssmviz"])
+    interrupt.watch(app)
+    interrupt.raise_if_interrupted()
+    return app
 
 
 def _idle(window) -> bool:

@@ -22,3 +22,12 @@ class LimitError(SsmvizError):
 
 class KernelBuildError(SsmvizError):
     """A WGSL kernel failed to compile or to build its pipeline."""
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: the command unwinds (temporaries removed, the kernel worker killed)
+    and exits 143. A BaseException, so that no ``except Exception`` on the way stops it."""
+
+
+class OutOfMemoryError(LimitError):
+    """RAM or address space ran out creating a device or a buffer (exit 2, one line)."""

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple, TypeVar
 import numpy as np
 import wgpu
 
-from ssmviz.core.errors import KernelBuildError, LimitError, SsmvizError
+from ssmviz.core.errors import KernelBuildError, LimitError, OutOfMemoryError, SsmvizError
 
 #: Quiet-NaN bit pattern written into outputs before a dispatch; an element that
 #: still holds it afterwards was never written by the kernel.
@@ -239,6 +239,34 @@ def _create_trusted_module(device: Any, code: str, label: str) -> Any:
     return _api.GPUShaderModule(label, handle, device)
 
 
+def _says_out_of_memory(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError | wgpu.GPUOutOfMemoryError):
+        return True
+    text = str(exc).lower()
+    return "memory" in text and ("not enough" in text or "out of" in text
+                                 or "allocat" in text)
+
+
+@contextlib.contextmanager
+def allocating(what: str, nbytes: int | None = None) -> Iterator[None]:
+    """Around a device's or a buffer's creation: running out of memory there (MemoryError,
+    a wgpu out-of-memory error, a driver's "not enough memory") becomes one
+    :class:`OutOfMemoryError` line naming ``what``; other errors pass through."""
+    try:
+        yield
+    except SsmvizError:
+        raise
+    except (MemoryError, RuntimeError, wgpu.GPUError) as exc:
+        if not _says_out_of_memory(exc):
+            raise
+        size = f" ({nbytes / (1 << 20):.1f} MB)" if nbytes else ""
+        said = [ln.strip() for ln in str(exc).splitlines() if "memory" in ln.lower()]
+        raise OutOfMemoryError(
+            f"out of memory creating {what}{size}: "
+            f"{said[-1].rstrip('.') if said else type(exc).__name__}; reduce batch, seq_len "
+            "or the state sizes") from None
+
+
 def summarize_wgpu_error(exc: BaseException) -> str:
     """The most telling line of a wgpu/naga error, with its ``wgsl:LINE:COL`` when given."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
@@ -425,7 +453,16 @@ class GpuRuntime:
     @classmethod
     def _create(cls, force_cpu: bool, *, fresh: bool = False) -> GpuRuntime:
         """The runtime on the default device (shared with other wgpu users), or with
-        ``fresh`` on a device of its own (the default one was lost)."""
+        ``fresh`` on a device of its own (the default one was lost). Out of memory (or of
+        address space, checked first: a driver short of it may crash) is one line."""
+        from ssmviz.core.memory import DEVICE_ADDRESS_SPACE, check_address_space
+
+        check_address_space(DEVICE_ADDRESS_SPACE, "the GPU device")
+        with allocating("the GPU device"):
+            return cls._create_device(force_cpu, fresh=fresh)
+
+    @classmethod
+    def _create_device(cls, force_cpu: bool, *, fresh: bool) -> GpuRuntime:
         adapter = _choose_adapter(force_cpu)
         wanted = {name: adapter.limits[name] for name in _RAISED_LIMITS if name in adapter.limits}
         if fresh:
@@ -606,7 +643,8 @@ class GpuRuntime:
         arr = self._as_stored(array)
         if arr.nbytes == 0:
             return self.empty(4, label=label)
-        return self.device.create_buffer_with_data(data=arr, usage=_STORAGE, label=label)
+        with allocating(f"buffer '{label}'" if label else "a buffer", arr.nbytes):
+            return self.device.create_buffer_with_data(data=arr, usage=_STORAGE, label=label)
 
     def write(self, buffer: Any, array: np.ndarray) -> None:
         """Overwrite a buffer made by :meth:`upload` with new data of the same size (stored
@@ -623,7 +661,8 @@ class GpuRuntime:
     def empty(self, nbytes: int, *, fill_u32: int | None = None, label: str = "") -> Any:
         """A zero-filled storage buffer, or one filled with a 32-bit pattern."""
         size = max(4, -(-int(nbytes) // 4) * 4)
-        buf = self.device.create_buffer(size=size, usage=_STORAGE, label=label)
+        with allocating(f"buffer '{label}'" if label else "a buffer", size):
+            buf = self.device.create_buffer(size=size, usage=_STORAGE, label=label)
         if fill_u32 is not None:
             self.fill(buf, fill_u32)
         return buf

@@ -5,7 +5,9 @@ key) and its JSON ``meta``, so that the sizes can be checked against the device 
 RAM before any data is read: a small file whose shapes claim terabytes is refused
 without allocating. :meth:`InputsFile.load` then reads the family's input keys.
 
-Types: float32 and float64 are used as they are; float16 is widened to float32 (exact),
+Types: float32 is used as it is, float64 is rounded to float32 (what the GPU gets, and so
+what the reference gets too; a value float32 cannot hold is named), float16 is widened to
+float32 (exact),
 with a note. Every other dtype (integer, bool, complex, object, string, structured) is
 refused in one line naming the key and the dtype: a cast would drop information (the
 imaginary part) or turn labels into numbers, and the result would look valid.
@@ -128,11 +130,37 @@ class InputsFile:
         if half:
             self.notes.append(f"{', '.join(half)} stored as float16: widened to float32 "
                               "(exact; the kernel and the reference see the float16 values)")
+        self.notes += _to_float32(arrays)
         unused = sorted(k for k in self.headers if k not in headers and k != "meta"
                         and not k.startswith(("gpu_", "ref_")))
         if unused:
             self.notes.append(f"keys not used by {family}: {', '.join(unused)}")
         return arrays
+
+
+def _to_float32(arrays: dict[str, np.ndarray]) -> list[str]:
+    """Round float64 arrays to float32 in place -- what the GPU gets, so the float64
+    reference gets exactly that too -- and name the values float32 cannot hold: finite
+    ones that overflow to ±inf, non-zero ones below its normal range (subnormal or 0)."""
+    notes = []
+    tiny = np.finfo(np.float32).tiny
+    for key, a in arrays.items():
+        if a.dtype != np.float64:
+            continue
+        with np.errstate(over="ignore", invalid="ignore"):
+            f = a.astype(np.float32)
+            over = np.isfinite(a) & ~np.isfinite(f)
+            under = (a != 0) & np.isfinite(a) & (np.abs(f) < tiny)
+        if over.any():
+            notes.append(f"warning: {key}: {int(over.sum())} value(s) overflow float32 (e.g. "
+                         f"{a[over].flat[0]:.3g} becomes {f[over].flat[0]}); the GPU and the "
+                         "reference get inf")
+        if under.any():
+            notes.append(f"warning: {key}: {int(under.sum())} value(s) below float32's normal "
+                         f"range (e.g. {a[under].flat[0]:.3g} becomes {f[under].flat[0]:.3g}); "
+                         "the GPU and the reference get the float32 value")
+        arrays[key] = f
+    return notes
 
 
 def _reason(exc: BaseException) -> str:
@@ -195,7 +223,10 @@ def _parse_meta(zf: zipfile.ZipFile, h: _Header, path: str) -> dict[str, Any]:
 
 def open_inputs(path: str) -> InputsFile:
     """Open an inputs archive: headers and meta only. One-line SsmvizError for a missing,
-    unreadable or corrupt file."""
+    unreadable or corrupt file, or one that is not a regular file (a FIFO, a device)."""
+    from ssmviz.core.fileio import regular_file
+
+    regular_file(path, "inputs")
     try:
         with zipfile.ZipFile(path) as zf:
             headers: dict[str, _Header] = {}

@@ -154,9 +154,9 @@ def load_signal_file(path: str | Path) -> np.ndarray:
     A 1-D array is one channel; a 2-D array is ``(seq_len, channels)``; a 3-D
     ``.npy`` is ``(batch, seq_len, channels)``.
     """
-    p = Path(path)
-    if not p.is_file():
-        raise SsmvizError(f"signal file not found: {p}")
+    from ssmviz.core.fileio import regular_file
+
+    p = regular_file(path, "signal file")
     try:
         if p.suffix.lower() == ".npy":
             data = np.load(p, allow_pickle=False)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -21,6 +22,7 @@ from typing import Any
 
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external.isolated import check_kernel_file_isolated
+from ssmviz.core.external.loader import load_kernel_file
 from ssmviz.core.external.runner import EXIT_BUILD
 
 _SIZE_ARGS = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups",
@@ -59,8 +61,33 @@ def run_kernel_check(
         return EXIT_BUILD
     if collect is not None:
         collect.extend(results)
-    out("\n\n".join(r.render() for r in results))
+    out("\n\n".join([*(r.render() for r in results), *_same_entries(path)]))
     return max(r.exit_code for r in results)
+
+
+_ENTRY = re.compile(r"@compute\b[^;{]*?\bfn\s+([^\W\d]\w*)")
+
+
+def _same_entries(path: str) -> list[str]:
+    """A warning per entry point that several exports of a module define (``..._V2_WGSL``
+    beside ``..._WGSL``): a profile runs one of them, so the others are named, never
+    silently left unchecked."""
+    try:
+        sources = load_kernel_file(path).sources
+    except SsmvizError:
+        return []
+    where: dict[str, list[str]] = {}
+    for src in sources:
+        for name in dict.fromkeys(_ENTRY.findall(src.text)):
+            where.setdefault(name, []).append(src.name)
+    shared: dict[tuple[str, ...], list[str]] = {}
+    for entry, names in where.items():
+        if len(names) > 1:
+            shared.setdefault(tuple(names), []).append(f"`{entry}`")
+    return [f"{path}: warning: exports {' and '.join(names)} define the same entry points "
+            f"({', '.join(entries)}); the check ran one of them: check the others with a "
+            "profile of their own (--abi PROFILE.toml with `export`)"
+            for names, entries in shared.items()]
 
 
 def main_check_kernel(args: argparse.Namespace, *, arrays: Mapping[str, Any] | None = None,

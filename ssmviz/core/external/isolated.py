@@ -43,7 +43,7 @@ from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external import progress
 from ssmviz.core.external.diagnostics import Diagnostic
 from ssmviz.core.external.live import run_live
-from ssmviz.core.external.loader import load_kernel_text
+from ssmviz.core.external.loader import load_kernel_text, read_text
 from ssmviz.core.external.profiles import detect_profile, detect_profiles
 from ssmviz.core.external.runner import (
     EXIT_BUILD,
@@ -54,7 +54,7 @@ from ssmviz.core.external.runner import (
     check_kernel,
     check_kernel_file,
 )
-from ssmviz.core.gpu import get_runtime
+from ssmviz.core.gpu import get_runtime, summarize_wgpu_error
 
 #: How long a fresh worker may take to import ssmviz and create its device.
 START_TIMEOUT_S = 120.0
@@ -386,8 +386,14 @@ def _picklable(exc: BaseException) -> BaseException:
             pickle.dumps(exc)
             return exc
         return SsmvizError(str(exc))
-    traceback.print_exception(exc)  # into the worker's log, for whoever debugs ssmviz
-    text = " ".join(str(exc).split())[:200]
+    # The worker's log is relayed to the user's stderr: a traceback goes there only for
+    # whoever debugs ssmviz (SSMVIZ_DEBUG=1); the user gets the one line below.
+    if os.environ.get("SSMVIZ_DEBUG"):
+        traceback.print_exception(exc)
+    if isinstance(exc, MemoryError):
+        return SsmvizError("out of memory in the kernel worker (MemoryError); reduce batch, "
+                           "seq_len or the state sizes")
+    text = " ".join(summarize_wgpu_error(exc).split())[:200]
     return SsmvizError(f"the kernel check failed: {type(exc).__name__}: {text}")
 
 
@@ -438,9 +444,9 @@ def serve(fd: int) -> None:
 def _read_for_depth(path: str, text: str | None) -> str | None:
     if text is not None:
         return text
-    try:
-        return Path(path).read_bytes().decode("utf-8", "replace")
-    except OSError:
+    try:  # only a regular file: a FIFO would block here before the loader refuses it
+        return read_text(path)
+    except SsmvizError:
         return None
 
 

@@ -25,6 +25,9 @@ MAX_FILE_BYTES = 8 << 20
 
 _WGSL_HINT = re.compile(r"@compute|@workgroup_size|@group\s*\(|@binding\s*\(|\bfn\s+\w+\s*\(")
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+#: Words after which a ``/`` opens a regular expression (``return /x/``), not a division.
+_REGEX_KEYWORDS = {"return", "typeof", "case", "do", "else", "in", "of", "new", "delete",
+                   "void", "throw", "instanceof", "yield", "await"}
 #: Template literals nested in ``${...}`` deeper than this are refused: the scanner recurses
 #: once per level (3000 levels once overflowed Python's stack); real modules nest 1 or 2.
 MAX_TEMPLATE_NESTING = 64
@@ -89,10 +92,10 @@ class KernelFile:
 
 def read_text(path: str) -> str:
     """The file's text (UTF-8); SsmvizError naming the file when it cannot be read."""
-    p = Path(path)
+    from ssmviz.core.fileio import regular_file
+
+    p = regular_file(path, "kernel file")
     try:
-        if not p.is_file():
-            raise SsmvizError(f"kernel file '{path}' not found")
         size = p.stat().st_size
         if size > MAX_FILE_BYTES:
             raise SsmvizError(f"kernel file '{path}' is {size} bytes, more than {MAX_FILE_BYTES}")
@@ -185,6 +188,8 @@ class _Scanner:
                     raise self._err(i, "unterminated /* comment")
                 self.comments.append((i, j + 2))
                 i = j + 2
+            elif ch == "/" and self._regex_may_start(i):
+                i = self._regex(i)
             elif ch in "'\"":
                 i = self._string(i)
             elif ch == "`":
@@ -202,6 +207,40 @@ class _Scanner:
         if not top:
             raise self._err(n - 1, "unterminated ${ interpolation")
         return i
+
+    def _regex_may_start(self, i: int) -> bool:
+        """Whether a ``/`` at i opens a regular-expression literal rather than dividing:
+        after an operator, an opening bracket, a comma or a keyword such as ``return``."""
+        j = i - 1
+        while j >= 0 and self.s[j] in " \t\n":
+            j -= 1
+        if j < 0 or self.s[j] in "(,=:[!&|?{};+-*%<>~^":
+            return True
+        m = re.search(r"([A-Za-z_$][\w$]*)$", self.s[max(0, j - 15) : j + 1])
+        return m is not None and m.group(1) in _REGEX_KEYWORDS
+
+    def _regex(self, i: int) -> int:
+        """Skip the regular-expression literal opening at i (quotes and backticks in it
+        are characters, not strings); returns the offset past its flags."""
+        j, in_class = i + 1, False
+        while j < self.n:
+            c = self.s[j]
+            if c == "\\":
+                j += 2
+                continue
+            if c == "\n":
+                break
+            if c == "[":
+                in_class = True
+            elif c == "]":
+                in_class = False
+            elif c == "/" and not in_class:
+                j += 1
+                while j < self.n and (self.s[j].isalnum() or self.s[j] in "_$"):
+                    j += 1
+                return j
+            j += 1
+        raise self._err(i, "unterminated regular expression literal")
 
     def _string(self, i: int) -> int:
         q = self.s[i]
@@ -288,12 +327,24 @@ def _module_constants(sc: _Scanner, wanted: set[str]
         else:
             num = raw.replace("_", "")
             try:
-                value = str(int(num, 0)) if re.fullmatch(r"-?(0[xX])?[\da-fA-F]+", num) \
-                    else repr(float(num))
+                value = _js_number(num)
             except ValueError:
                 continue
             out[m.group(1)] = (value, None)
     return out
+
+
+def _js_number(num: str) -> str:
+    """A JS number literal as ``${...}`` prints it: ``1e3`` → ``1000``, ``0x10`` → ``16``,
+    ``1.0`` → ``1``, ``1e-7`` → ``1e-7``. ValueError when it is none."""
+    if re.fullmatch(r"-?0[xX][\da-fA-F]+", num):
+        return str(int(num, 16))
+    f = float(num)
+    if f.is_integer() and abs(f) < 1e21:
+        return str(int(f))
+    text = repr(f)
+    m = re.fullmatch(r"(-?[\d.]+)e([-+])0*(\d+)", text)
+    return f"{m.group(1)}e{m.group(2)}{m.group(3)}" if m else text
 
 
 def _binding_name(sc: _Scanner, t: _Template) -> tuple[str | None, bool, bool]:

@@ -384,8 +384,10 @@ def _parse_passes(origin: str, raw: Any, names: set[str],
 
 def load_profile_file(path: str) -> AbiProfile:
     """Parse a TOML profile file; SsmvizError (one line) when unreadable or invalid."""
+    from ssmviz.core.fileio import regular_file
+
     try:
-        raw = Path(path).read_bytes()
+        raw = regular_file(path, "--abi profile").read_bytes()
     except OSError as exc:
         raise SsmvizError(f"cannot read profile '{path}': {exc.strerror or exc}") from None
     return parse_profile_text(raw, origin=path)
@@ -402,6 +404,8 @@ def parse_profile_text(raw: bytes | str, *, origin: str = "profile") -> AbiProfi
         raise SsmvizError(f"{origin}: invalid TOML: {exc}") from None
     except RecursionError:  # tomllib recurses once per nested array or inline table
         raise SsmvizError(f"{origin}: invalid TOML: arrays or tables nest too deeply") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise SsmvizError(f"{origin}: invalid TOML: {str(exc).split(':')[0]}") from None
     try:
         return parse_profile(data, origin=origin)
     except SsmvizError:
@@ -440,7 +444,7 @@ def profile_names() -> list[str]:
 def get_profile(name: str) -> AbiProfile:
     """A built-in profile by name (``NAME-forward``/``NAME-backward`` restrict the stages),
     or a TOML file path."""
-    if name.endswith(".toml") or Path(name).is_file():
+    if name.endswith(".toml") or Path(name).exists():
         return load_profile_file(name)
     profiles = builtin_profiles()
     base, stages = name, ("forward", "backward")

@@ -24,7 +24,8 @@ import numpy as np
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external.loader import load_kernel_file
 from ssmviz.core.external.profiles import detect_profile, detect_profiles, get_profile
-from ssmviz.core.external.runner import KernelCheckResult, analyze, role_of_label
+from ssmviz.core.external.runner import KernelCheckResult, role_of_label
+from ssmviz.core.external.wgsl import parse_module
 from ssmviz.core.fileio import write_file, write_text
 
 
@@ -36,8 +37,8 @@ def kernel_families(path: str, abi: str | None) -> dict[str, str] | None:
             prof = get_profile(abi)
             return {prof.family: prof.name}
         kf = load_kernel_file(path)
-        an = analyze(kf, None)  # static only: no device, no compiler
-        entries = {e for m in an.modules.values() for e in m.entry_points}
+        # ssmviz's own parse only: no device, no compiler, no Tint (Node runs in the check)
+        entries = {e for src in kf.sources for e in parse_module(src.text).entry_points}
         exports = [s.name for s in kf.sources]
         found = detect_profiles(entries, exports) or [detect_profile(entries, exports)]
     except Exception:  # a bad file is the check's to report, in its own words

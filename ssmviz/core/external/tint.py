@@ -15,11 +15,13 @@ directive, so the file cannot carry it). Either build's errors mean Chrome canno
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -29,12 +31,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.external import progress
 from ssmviz.core.shader_variants import specialize
 
 NODE_DIR = Path(__file__).resolve().with_name("tint_node")
 SCRIPT = NODE_DIR / "tint.mjs"
-#: Node and Dawn start in ~0.2 s; a loaded 2-core machine may take many times that.
-TIMEOUT_S = 30.0
+#: Node and Dawn start in ~0.2 s; a loaded 2-core machine may take many times that. Below
+#: the kernel worker's 10 s step deadline, so a hung Node costs the cross-check, never the
+#: check (the Tint call is a step of its own).
+TIMEOUT_S = 8.0
 #: Prefix of the subgroups build: on line 1, so that every line keeps its number.
 ENABLE_SUBGROUPS = "enable subgroups; "
 SETUP_HINT = ("run `python3 -m ssmviz.bootstrap test` (or `npm ci` in "
@@ -109,6 +114,9 @@ def unavailable_reason() -> str | None:
     return None
 
 
+#: After Node hung, later calls within this many seconds fail at once (one wait a check).
+HUNG_MEMORY_S = 300.0
+_hung: dict[tuple[str, str], tuple[float, str]] = {}  # (node, script) -> (when, why)
 _CACHE: OrderedDict[str, TintRun] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 32
@@ -118,6 +126,7 @@ def clear_cache() -> None:
     """Forget the cached answers (the benchmark times fresh runs)."""
     with _CACHE_LOCK:
         _CACHE.clear()
+        _hung.clear()
 
 
 def run_tint(inputs: Sequence[TintInput], *, timeout: float | None = None) -> TintRun:
@@ -141,14 +150,12 @@ def run_tint(inputs: Sequence[TintInput], *, timeout: float | None = None) -> Ti
             return _CACHE[key]
     node = node_binary()
     assert node is not None  # checked by unavailable_reason
+    hung = _hung.get((node, str(SCRIPT)))
+    if hung is not None and time.monotonic() - hung[0] < HUNG_MEMORY_S:
+        raise TintUnavailableError(hung[1])  # it hung a moment ago: do not wait again
     t0 = time.perf_counter()
-    try:
-        proc = subprocess.run([node, str(SCRIPT)], input=payload, capture_output=True,
-                              text=True, timeout=timeout, cwd=NODE_DIR, check=False)
-    except subprocess.TimeoutExpired:
-        raise TintUnavailableError(f"Tint (node) gave no answer within {timeout:g} s") from None
-    except OSError as exc:
-        raise TintUnavailableError(f"cannot start {node}: {exc.strerror or exc}") from None
+    progress.report("step", "the Tint cross-check (Node)")
+    proc = _run_node(node, payload, timeout)
     seconds = time.perf_counter() - t0
     if proc.returncode != 0:
         tail = [ln for ln in proc.stderr.splitlines() if ln.strip()]
@@ -165,6 +172,40 @@ def run_tint(inputs: Sequence[TintInput], *, timeout: float | None = None) -> Ti
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     return run
+
+
+def _run_node(node: str, payload: str, timeout: float) -> subprocess.CompletedProcess:
+    """The Node script in a process group of its own: on a timeout (or an interrupt) the
+    whole group is killed, children included, so nothing outlives the call."""
+    try:
+        proc = subprocess.Popen([node, str(SCRIPT)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                cwd=NODE_DIR, start_new_session=True)
+    except OSError as exc:
+        raise TintUnavailableError(f"cannot start {node}: {exc.strerror or exc}") from None
+    try:
+        out, err = proc.communicate(payload, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        why = f"timed out: Tint (node) gave no answer within {timeout:g} s and was killed"
+        _hung[(node, str(SCRIPT))] = (time.monotonic(), why)
+        raise TintUnavailableError(why) from None
+    except BaseException:
+        _kill_group(proc)
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        proc.kill()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+    proc.wait()
 
 
 def _source(r: Mapping, inputs: Sequence[TintInput]) -> TintSource:

@@ -16,7 +16,8 @@ from ssmviz.core.shader_variants import feature_lines
 _TOKEN = re.compile(
     r"(?P<ws>[ \t\f\v]+)|(?P<nl>\n)|(?P<lc>//[^\n]*)|(?P<bc>/\*)"
     r"|(?P<num>0[xX][0-9a-fA-F]+[iu]?|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?[fhiu]?)"
-    r"|(?P<id>[A-Za-z_][A-Za-z0-9_]*)"
+    # WGSL identifiers are Unicode (XID_Start XID_Continue*, or _ XID_Continue+): `ácc`.
+    r"|(?P<id>[^\W\d]\w*)"
     r"|(?P<op>->|<<=|>>=|\+\+|--|&&|\|\||==|!=|<=|>=|\+=|-=|\*=|/=|%=|&=|\|=|\^=|[-+*/%&|^!~<>=(){}\[\];:,.@])"
 )
 
