@@ -21,7 +21,7 @@ from typing import Any
 
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external.isolated import check_kernel_file_isolated
-from ssmviz.core.external.runner import EXIT_BUILD
+from ssmviz.core.external.runner import EXIT_BUILD, summary_line
 
 _SIZE_ARGS = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups",
               "chunk_len")
@@ -59,7 +59,10 @@ def run_kernel_check(
         return EXIT_BUILD
     if collect is not None:
         collect.extend(results)
-    out("\n\n".join(r.render() for r in results))
+    text = "\n\n".join(r.render() for r in results)
+    if len(results) > 1:  # the last line is the file's verdict
+        text += "\n" + summary_line(path, results)
+    out(text)
     return max(r.exit_code for r in results)
 
 

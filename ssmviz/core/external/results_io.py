@@ -56,7 +56,7 @@ def _result_json(r: KernelCheckResult) -> dict[str, Any]:
         "passed": r.exit_code == 0,
         "message": r.message,
         "stages_run": list(r.stages_run),
-        "diagnostics": [asdict(d) for d in r.diagnostics],
+        "diagnostics": [asdict(d) for d in r.diagnostics] if r.prints_diagnostics else [],
         "notes": [asdict(d) for d in r.notes],
         "probes": list(r.probe_lines),
         "report": r.report.to_json() if r.report is not None else None,

@@ -32,7 +32,7 @@ from ssmviz.core.check import (
     compare,
 )
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.expr import evaluate
+from ssmviz.core.expr import evaluate, names_in
 from ssmviz.core.external import layouts, progress
 from ssmviz.core.external import values as values_mod
 from ssmviz.core.external.diagnostics import (
@@ -96,20 +96,50 @@ class KernelCheckResult:
     watchdog: str = ""
     #: With ``timed``: each stage's median time and its entry points' (see _time_passes).
     timing: dict[str, Any] = field(default_factory=dict)
+    #: The file's sources (exports) this profile's passes ran.
+    sources: list[str] = field(default_factory=list)
+    #: Sources that another profile of the same file ran (their findings are counted in
+    #: that profile's summary, not in this one's).
+    foreign: set[str] = field(default_factory=set)
+    #: Whether :meth:`render` prints the file's diagnostics (once per file: the first
+    #: result of :func:`check_kernel_file` does).
+    prints_diagnostics: bool = True
+
+    def counted(self) -> list[Diagnostic]:
+        """The diagnostics this result's summary counts: the file's, less those of the
+        sources another profile ran."""
+        return [d for d in self.diagnostics
+                if d.export is None or d.export not in self.foreign - set(self.sources)]
+
+    def word(self) -> str:
+        """The verdict in a word or two: PASS, FAIL, NOT JUDGED, NOTHING COMPARED, DOES
+        NOT BUILD, INVALID, or the watchdog's verdict."""
+        if self.watchdog:
+            return self.message.split(":")[0]
+        if self.exit_code == EXIT_BUILD:
+            built = any(d.severity == "error" for d in self.counted())
+            return "DOES NOT BUILD" if built else "INVALID"
+        if self.report is not None and not self.report.compared:
+            return "NOTHING COMPARED"
+        if self.exit_code == EXIT_FAIL and self.report is not None \
+                and not self.report.kernel_failures():
+            return "NOT JUDGED"
+        return "PASS" if self.exit_code == EXIT_PASS else "FAIL"
 
     def render(self) -> str:
         """The text the CLI prints: diagnostics, the verdict table, probes, locations."""
         if self.watchdog:  # nothing ran to the end: the verdict is the one line
             return f"{self.path}: {self.message}"
         parts: list[str] = []
-        for d in self.diagnostics:
-            parts.append(d.render())
+        if self.prints_diagnostics:
+            parts += [d.render() for d in self.diagnostics]
         if self.profile is not None:
             conv = self.report.convention if self.report else (self.profile.convention or "-")
             parts.append(f"profile: {self.profile.name} ({self.profile.family}, {conv}); "
                          f"stages run: {', '.join(self.stages_run) or 'none'}")
-        errors = sum(d.severity == "error" for d in self.diagnostics)
-        warnings = sum(d.severity == "warning" for d in self.diagnostics)
+        counted = self.counted()
+        errors = sum(d.severity == "error" for d in counted)
+        warnings = sum(d.severity == "warning" for d in counted)
         if self.report is not None:
             # A file with errors that naga still built ran: its rows are shown, but the
             # verdict is the file's, never a PASS the last line contradicts.
@@ -124,7 +154,10 @@ class KernelCheckResult:
         if self.exit_code == EXIT_BUILD and not errors:
             # Not checked at all (no entry point of the profile, bad sizes...): say why.
             why = self.message.removeprefix(f"{self.path}: ") or "not checked"
-            parts.append(f"{self.path}: INVALID: {why} ({counts})")
+            parts.append(f"{self.path}: INVALID: {why}" + (f" ({counts})" if warnings else ""))
+        elif self.report is not None and not self.report.compared:
+            parts.append(f"{self.path}: NOTHING COMPARED ({counts}): "
+                         f"{self.report.nothing_compared()}")
         else:
             word = {0: "PASS", 1: "FAIL", 2: "DOES NOT BUILD"}[self.exit_code]
             if self.exit_code == 1 and self.report is not None \
@@ -438,8 +471,6 @@ def _prepare(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module
         grid = [evaluate(d, sizes) for d in p.dispatch]
         total = int(np.prod(grid))
         wg = split_workgroups(grid[0]) if len(grid) == 1 else (grid[0], grid[1], grid[2])
-        if min(wg) < 1:
-            continue  # an empty dispatch (e.g. no chunks): nothing to run
         env = dict(sizes) | {"total": total, "convention": conv, "reverse": 0}
         params = np.array([evaluate(f, env) for f in prof.params], dtype=np.uint32)
         binds: dict[int, Any] = {}
@@ -523,6 +554,12 @@ def require_sizes(plan: _Plan, modules: Mapping[str, Module], sizes: Mapping[str
                    if len(spec.roles) > 1 else f"{what} buffer {name} ({dims})")
     for p, _ in plan.passes:
         grid = [evaluate(d, sizes) for d in p.dispatch]
+        for k, (formula, count) in enumerate(zip(p.dispatch, grid, strict=True)):
+            if count < 1:  # the profile's error, never the kernel's unwritten outputs
+                where = f"passes[{prof.passes.index(p)}].dispatch[{k}]"
+                raise SsmvizError(
+                    f"profile '{prof.name}': {where} = '{formula}' is {count} workgroups at "
+                    f"{_sizes_words(sizes, names_in(str(formula)))}; a pass needs at least 1")
         # One folded formula is split over x and y; it raises itself when it cannot be.
         wg = split_workgroups(grid[0]) if len(grid) == 1 else tuple(grid)
         rt.require(workgroups_per_dimension=max(wg), what=f"{what} dispatch of `{p.entry}`")
@@ -532,6 +569,20 @@ def require_sizes(plan: _Plan, modules: Mapping[str, Module], sizes: Mapping[str
             if not 0 <= v < 1 << 32:
                 raise SsmvizError(f"{what} params field {i} ({f}) = {v} does not fit in a u32")
     return shapes
+
+
+def _sizes_words(sizes: Mapping[str, int], names: set[str]) -> str:
+    """E.g. "seq_len=37, d_state=4": the sizes named (all, in order, when none is)."""
+    shown = [k for k in sizes if k in names] or list(sizes)
+    return ", ".join(f"{k}={sizes[k]}" for k in shown)
+
+
+def check_constraints(prof: AbiProfile, sizes: Mapping[str, int]) -> None:
+    """Refuse sizes that break one of the profile's constraints, in one line naming it."""
+    cond = prof.violated(sizes)
+    if cond is not None:
+        raise SsmvizError(f"profile '{prof.name}': constraint '{cond}' does not hold at "
+                          f"{_sizes_words(sizes, names_in(cond))}; choose sizes it allows")
 
 
 def _canonical(prof: AbiProfile, raw: Mapping[str, np.ndarray], sizes: Mapping[str, int]
@@ -607,9 +658,19 @@ def check_kernel_file(
     results = [first]
     for name in first.also:
         nxt = check_kernel(path, abi=name, **kw)
-        nxt.diagnostics = []  # the file's diagnostics are printed once, with the first
+        nxt.prints_diagnostics = False  # the file's diagnostics are printed once
         results.append(nxt)
+    for r in results:
+        r.foreign = {s for o in results if o is not r for s in o.sources}
     return results
+
+
+def summary_line(path: str, results: list[KernelCheckResult]) -> str:
+    """The last line of a file checked under several profiles: the worst verdict, then
+    each profile's (one that fails never ends on another's PASS)."""
+    worst = max(results, key=lambda r: r.exit_code)
+    each = ", ".join(f"{r.profile.name if r.profile else '?'}: {r.word()}" for r in results)
+    return f"{path}: {worst.word()} ({each})"
 
 
 def check_kernel(
@@ -747,6 +808,7 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
     stages = [s for s in prof.stages
               if s not in missing_stage and any(p.stage == s for p in prof.passes)]
     res.stages_run = stages
+    res.sources = sorted({s.name for _, s in planned})
     res.diagnostics = sort_diagnostics(res.diagnostics + _consistency(an, prof, planned))
     naga_failed = any(not an.naga_ok[s.name] for _, s in planned)
     errors = any(d.severity == "error" for d in res.diagnostics)
@@ -770,6 +832,7 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
             f"judging it against the {convention} reference as asked")
     plan = _Plan(prof, planned, stages, conv, conv_params, raw_kf)
     sizes = prof.sizes_for(base_sizes(prof.family, sizes_in))
+    check_constraints(prof, sizes)
     texts = {s.name: s.text for s in kf.sources}
     report, gpu, first_raw = _judge(plan, an, texts, sizes, runs, seed, rt, missing_stage, res,
                                     opts.arrays)

@@ -1,0 +1,199 @@
+"""Honest verdicts for kernels from files (issue 36's defects), on lavapipe: nothing
+compared is no PASS, a module's summary ends on its worst verdict, profile errors are not
+blamed on the kernel, size constraints are refused in one line, the size probe reuses the
+given inputs, and the messages say what they measured.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ssmviz.core.check import compare
+from ssmviz.core.errors import SsmvizError
+from ssmviz.core.expr import evaluate
+from ssmviz.core.external import check_kernel, run_kernel_check
+from ssmviz.core.external.profiles import parse_profile_text
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELS = ROOT / "assets" / "kernels"
+PROFILES = ROOT / "assets" / "profiles"
+NAIVE = KERNELS / "naive_s6_forward.wgsl"
+NAIVE_PROFILE = PROFILES / "naive_s6_forward.toml"
+
+# A kernel that copies u into a buffer of its own: with that buffer as scratch, nothing the
+# kernel writes is an output the reference has.
+COPY_WGSL = """
+struct Params { n: u32, }
+@group(0) @binding(0) var<uniform> prm: Params;
+@group(0) @binding(1) var<storage, read> u: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@compute @workgroup_size(64)
+fn copy_u(@builtin(global_invocation_id) g: vec3<u32>) {
+  if (g.x < prm.n) { out[g.x] = u[g.x]; }
+}
+"""
+
+
+def copy_profile(out_role: str, dispatch: str = "ceil_div(batch * seq_len * d_inner, 64)"
+                 ) -> str:
+    return f"""
+name = "copy"
+family = "s6"
+convention = "mamba"
+params = ["batch * seq_len * d_inner"]
+[buffers.u]
+role = "u"
+dims = ["batch", "seq_len", "d_inner"]
+[buffers.out]
+role = "{out_role}"
+dims = {'["batch * seq_len * d_inner"]' if out_role == "scratch"
+        else '["batch", "seq_len", "d_inner"]'}
+[[passes]]
+entry = "copy_u"
+workgroup_size = 64
+dispatch = ["{dispatch}"]
+bindings = {{ 0 = "params", 1 = "u", 2 = "out" }}
+"""
+
+
+def write_copy(tmp_path: Path, out_role: str, **kw) -> tuple[str, str]:
+    kernel = tmp_path / "copy.wgsl"
+    kernel.write_text(COPY_WGSL)
+    prof = tmp_path / "copy.toml"
+    prof.write_text(copy_profile(out_role, **kw))
+    return str(kernel), str(prof)
+
+
+def cli(path: str, **kw) -> tuple[int, str]:
+    out: list[str] = []
+    code = run_kernel_check(path, out=out.append, runs=1, **kw)
+    return code, "\n".join(out)
+
+
+# -- 1. no verdict without a comparison ------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_nothing_compared_is_its_own_verdict_never_pass(runtime, tmp_path):
+    kernel, prof = write_copy(tmp_path, "scratch")
+    code, text = cli(kernel, abi=prof)
+    assert code == 1, text
+    assert "verdict: NOTHING COMPARED: " in text
+    last = text.splitlines()[-1]
+    assert last.startswith(f"{kernel}: NOTHING COMPARED (0 error(s), 0 warning(s)): "), last
+    assert "PASS" not in last
+    assert "verdict: PASS" not in text
+
+
+@pytest.mark.gpu
+def test_a_module_whose_s6_fails_does_not_end_on_pass(runtime, tmp_path):
+    # The correct sample with the S6 forward's decay changed: S6 fails, SSD passes.
+    text = (KERNELS / "builderforce_reference.js").read_text()
+    planted = text.replace("let abar = exp(dt * a);", "let abar = exp(dt * a * 1.01);")
+    assert planted != text
+    path = tmp_path / "s6_wrong.js"
+    path.write_text(planted)
+    code, out = cli(str(path), sizes={"seq_len": 16})
+    assert code == 1, out
+    assert out.count("verdict: PASS") == 1 and "verdict: FAIL" in out  # SSD passed
+    last = out.splitlines()[-1]
+    assert last == f"{path}: FAIL (builderforce-s6: FAIL, builderforce-ssd: PASS)", last
+
+
+@pytest.mark.gpu
+def test_a_negative_dispatch_is_the_profiles_error(runtime, tmp_path):
+    kernel, prof = write_copy(tmp_path, "y", dispatch="seq_len - 100")
+    res = check_kernel(kernel, abi=prof, runs=1)
+    assert res.exit_code == 2, res.render()
+    last = res.render().splitlines()[-1]
+    assert "INVALID: profile 'copy': passes[0].dispatch[0] = 'seq_len - 100' is -63 " \
+           "workgroups at seq_len=37; a pass needs at least 1" in last, last
+    assert res.report is None  # nothing ran, nothing blamed
+
+
+# -- 4. size constraints ---------------------------------------------------------------------
+
+
+def test_conditions():
+    from ssmviz.core.expr import holds
+
+    sizes = {"d_state": 16, "seq_len": 300, "chunk_len": 64}
+    assert holds("d_state == 16", sizes) and not holds("d_state != 16", sizes)
+    assert holds("seq_len > 256", sizes) and not holds("seq_len <= 256", sizes)
+    assert holds("1 <= d_state <= 16 < seq_len", sizes)
+    assert not holds("1 <= d_state <= 8", sizes)
+    assert holds("is_pow2(d_state)", sizes) and not holds("is_pow2(seq_len)", sizes)
+    assert holds("divides(4, chunk_len)", sizes) and not holds("divides(64, seq_len)", sizes)
+    assert holds("seq_len % 4 == 0", sizes)
+    for bad, words in [("d_state", "is no condition"), ("d_state = 16", "unexpected"),
+                       ("is_pow2(d_state) + 1 == 2", r"unexpected '\+'"),
+                       ("seq_len <=", "ends too early"), ("foo == 1", "unknown name 'foo'")]:
+        with pytest.raises(SsmvizError, match=words):
+            holds(bad, sizes)
+    with pytest.raises(SsmvizError, match="unexpected '=='"):
+        evaluate("d_state == 16", sizes)  # a formula never compares
+    with pytest.raises(SsmvizError, match="is a condition, not a number"):
+        evaluate("is_pow2(d_state) * 2", sizes)
+
+
+def test_profile_constraints_are_parsed_and_checked():
+    base = NAIVE_PROFILE.read_text()
+    prof = parse_profile_text(base, origin="p.toml")
+    assert prof.constraints == ["d_state <= 16"]
+    assert prof.violated({"batch": 1, "seq_len": 8, "d_inner": 2, "d_state": 16}) is None
+    assert prof.violated({"batch": 1, "seq_len": 8, "d_inner": 2, "d_state": 17}) \
+        == "d_state <= 16"
+    for raw, words in [('"d_state <= 16"', "constraints must be a list"),
+                       ('["n_heads == 4"]', r"constraints\[0\]: unknown size 'n_heads'"),
+                       ('["d_state"]', r"constraints\[0\]: condition 'd_state': is no "
+                                       "condition")]:
+        text = base.replace('constraints = ["d_state <= 16"]', f"constraints = {raw}")
+        with pytest.raises(SsmvizError, match=words):
+            parse_profile_text(text, origin="p.toml")
+
+
+@pytest.mark.gpu
+def test_sizes_a_constraint_forbids_are_refused_in_one_line(runtime):
+    code, text = cli(str(NAIVE), abi=str(NAIVE_PROFILE), sizes={"d_state": 20})
+    assert code == 2, text
+    last = text.splitlines()[-1]
+    assert last == (f"{NAIVE}: INVALID: profile 'naive-s6-forward': constraint "
+                    "'d_state <= 16' does not hold at d_state=20; choose sizes it allows"), last
+
+
+# -- 7. messages -----------------------------------------------------------------------------
+
+
+def test_an_all_nan_tensor_shows_no_error_figure():
+    ref = np.linspace(1.0, 2.0, 12).reshape(1, 3, 4)
+    v = compare("y", np.full(ref.shape, np.nan, np.float32), ref, 1e-5)
+    assert not v.passed and v.n_nan == 12
+    assert np.isnan(v.rel_err) and "rel err" not in v.reason()
+
+
+def test_a_never_written_tensor_shows_no_small_error():
+    from ssmviz.core.gpu import POISON_U32
+
+    ref = np.linspace(1.0, 2.0, 12).reshape(1, 3, 4)
+    gpu = ref.astype(np.float32)
+    gpu.view(np.uint32)[0, 2, :] = POISON_U32  # the last step never written
+    v = compare("y", gpu, ref, 1e-5)
+    assert v.unwritten == 4 and not v.passed
+    assert np.isnan(v.rel_err) and np.isnan(v.max_abs_err)
+    from ssmviz.core.check import CheckReport
+
+    rep = CheckReport("s6", "mamba", {}, "cpu", 1, [v])
+    row = next(ln for ln in rep.table().splitlines() if ln.startswith("y "))
+    assert row.split()[1:3] == ["-", "-"], row
+
+
+@pytest.mark.gpu
+def test_a_refusal_ends_without_zero_counts(runtime, tmp_path):
+    path = tmp_path / "other.wgsl"
+    path.write_text("@compute @workgroup_size(1) fn other() {}\n")
+    res = check_kernel(str(path), abi="builderforce-s6")
+    last = res.render().splitlines()[-1]
+    assert "INVALID" in last and "(0 error(s), 0 warning(s))" not in last, last
