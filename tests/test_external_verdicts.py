@@ -197,3 +197,49 @@ def test_a_refusal_ends_without_zero_counts(runtime, tmp_path):
     res = check_kernel(str(path), abi="builderforce-s6")
     last = res.render().splitlines()[-1]
     assert "INVALID" in last and "(0 error(s), 0 warning(s))" not in last, last
+
+
+def test_module_variables_come_in_declaration_order():
+    # The race notes and the binding checks walk these: a set's order changed between runs.
+    from ssmviz.core.external.loader import load_kernel_file
+    from ssmviz.core.external.runner import analyze
+
+    kf = load_kernel_file(KERNELS / "fault_race_ssd.js")
+    an = analyze(kf, None)
+    for mod in an.modules.values():
+        declared = list(mod.globals)
+        for entry in mod.entry_points:
+            used = list(mod.globals_used(entry))
+            assert len(used) > 3
+            assert used == [g for g in declared if g in used], (entry, used)
+
+
+@pytest.mark.gpu
+def test_export_keys_hold_no_spaces(runtime):
+    from ssmviz.core.external.results_io import kernel_export_arrays
+
+    res = check_kernel(str(KERNELS / "builderforce_reference.js"), abi="builderforce-ssd",
+                       sizes={"seq_len": 12}, runs=1)
+    assert res.exit_code == 0, res.render()
+    assert any(v.name == "out_buf (y)" for v in res.report.verdicts)
+    keys = list(kernel_export_arrays(res))
+    assert "gpu_out_buf__y" in keys and "ref_out_buf__y" in keys, keys
+    assert not [k for k in keys if " " in k], keys
+
+
+@pytest.mark.gpu
+def test_first_bad_index_in_the_kernels_layout_with_named_axes(runtime, tmp_path):
+    # The naive kernel writes y as (batch, d_inner, seq_len); planted: wrong from t = 5.
+    text = NAIVE.read_text()
+    planted = text.replace("= acc + D[d] * u[i];", "= acc + D[d] * u[i] + select(0.0, 1.0, t >= 5u);")
+    assert planted != text
+    path = tmp_path / "naive_wrong.wgsl"
+    path.write_text(planted)
+    res = check_kernel(str(path), abi=str(NAIVE_PROFILE), runs=1,
+                       sizes={"batch": 2, "seq_len": 9, "d_inner": 3, "d_state": 4})
+    assert res.exit_code == 1, res.render()
+    y = next(v for v in res.report.verdicts if v.name == "y")
+    assert y.first_bad == (0, 5, 0)  # the reference's (b, t, d)
+    assert y.first_bad_at == "b=0 d=0 t=5"
+    row = next(ln for ln in res.render().splitlines() if ln.startswith("y "))
+    assert "b=0 d=0 t=5" in row and "(0, 5, 0)" not in row, row

@@ -53,6 +53,7 @@ from ssmviz.core.external.profile_keys import define_values
 from ssmviz.core.external.profiles import (
     detect_profile,
     detect_profiles,
+    expanded_dims,
     get_profile,
     role_axes,
     role_key,
@@ -597,6 +598,30 @@ def _canonical(prof: AbiProfile, raw: Mapping[str, np.ndarray], sizes: Mapping[s
     return out
 
 
+#: Short axis names for a first bad index in words (b=0 d=0 t=3641).
+_AXIS_LETTER = {"batch": "b", "seq_len": "t", "d_inner": "d", "d_state": "n", "n_heads": "h",
+                "d_head": "p", "n_groups": "g", "chunk_slot": "c"}
+
+
+def name_first_bad(prof: AbiProfile, spec: BufferSpec, role: str, v: TensorVerdict) -> None:
+    """Say ``v.first_bad`` (the reference's layout) in the buffer's own axis order, each
+    axis named: "b=0 d=0 t=3641" for a (batch, d_inner, seq_len) buffer."""
+    want = role_axes(prof.family).get(role, ())
+    if not v.first_bad or len(v.first_bad) != len(want):
+        return
+    order = expanded_dims(prof.family, spec.dims, want)
+    v.first_bad_at = " ".join(f"{_AXIS_LETTER.get(a, a)}={v.first_bad[want.index(a)]}"
+                              for a in order)
+
+
+def export_key(label: str) -> str:
+    """An output label as an archive key, without spaces: ``out_buf (y)`` -> ``out_buf__y``."""
+    if label.endswith(")") and " (" in label:
+        name, role = label[:-1].split(" (", 1)
+        label = f"{name}__{role}"
+    return label.replace(" ", "_")
+
+
 def _label(spec: BufferSpec, role: str) -> str:
     if len(spec.roles) > 1:
         return f"{spec.name}[{role}]"
@@ -889,6 +914,7 @@ def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str
                     continue
                 v = compare(label, gpu[0][label], values[role], tol[spec.stage],
                             repeats=[g[label] for g in gpu[1:]])
+                name_first_bad(prof, spec, role, v)
                 v.note = role_note(prof.family, role)
                 if not v.deterministic:
                     _add_note(v, f"differs across {runs} runs")
@@ -965,7 +991,9 @@ def _order_probe(plan: _Plan, an: _Analysis, kf: KernelFile, texts: Mapping[str,
                     if v.name == label and v.checked:
                         v.deterministic = False
                         _add_note(v, "order-dependent (race)")
-    # Point at reads of buffers that the same pass also writes: the likely racing reads.
+    # Point at reads of buffers that the same pass also writes: the likely racing reads,
+    # in the file's order.
+    found: list[Diagnostic] = []
     for p, src in plan.passes:
         mod = an.modules[src.name]
         writes = {p.bindings.get(g.binding) for g in mod.globals_used(p.entry).values()}
@@ -978,11 +1006,12 @@ def _order_probe(plan: _Plan, an: _Analysis, kf: KernelFile, texts: Mapping[str,
             if not stores:
                 continue
             for tok in loads:
-                res.notes.append(at_wgsl(
+                found.append(at_wgsl(
                     kf, src, "note", tok.line, tok.col,
                     f"`{gv.name}` is read here and written by `{p.entry}` in the same dispatch: "
                     "a workgroup may read what another workgroup has not written yet",
                     len(gv.name), "race"))
+    res.notes += sorted(found, key=lambda d: (d.line, d.col, d.message))
 
 
 def _tolerances(prof: Any) -> dict[str, float]:
@@ -1025,6 +1054,7 @@ def _size_probe(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dic
         spec, role = role_of_label(prof, label)
         tol = tols["forward" if spec.stage == "forward" else "backward"]
         v = compare(f"{label} @ seq_len={L2}", arr, values2[role], tol)
+        name_first_bad(prof, spec, role, v)
         if not v.passed:
             bad.append(v)
         ax = _seq_axis(prof.family, role)

@@ -156,12 +156,10 @@ class Module:
         return [self.functions[f] for f in seen]
 
     def globals_used(self, entry: str) -> dict[str, GlobalVar]:
-        used: dict[str, GlobalVar] = {}
-        for fn in self.reachable(entry):
-            for ident in fn.idents:
-                if ident in self.globals:
-                    used[ident] = self.globals[ident]
-        return used
+        """The module variables ``entry`` (and what it calls) uses, in declaration order
+        (never a set's: what is reported from them keeps its order between runs)."""
+        idents = set().union(*(fn.idents for fn in self.reachable(entry)))
+        return {name: gv for name, gv in self.globals.items() if name in idents}
 
     def workgroup_size_ints(self, entry: str) -> tuple[int, int, int] | None:
         fn = self.functions.get(entry)
