@@ -243,3 +243,123 @@ def test_first_bad_index_in_the_kernels_layout_with_named_axes(runtime, tmp_path
     assert y.first_bad_at == "b=0 d=0 t=5"
     row = next(ln for ln in res.render().splitlines() if ln.startswith("y "))
     assert "b=0 d=0 t=5" in row and "(0, 5, 0)" not in row, row
+
+
+# -- 3. --kernel --inputs runs the archive's chunk_len --------------------------------------
+
+
+@pytest.mark.gpu
+def test_kernel_inputs_run_the_archives_chunk_len(tmp_path):
+    import json
+
+    from tests.harness import run_ssmviz
+
+    kernel = str(KERNELS / "builderforce_reference.js")
+    made = run_ssmviz(["check", "--kernel", kernel, "--family", "ssd", "--chunk-len", "16",
+                       "--seq-len", "40", "--runs", "1", "--export", "run.npz"], cwd=tmp_path)
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert json.loads(str(np.load(tmp_path / "run.npz")["meta"]))["sizes"]["chunk_len"] == 16
+    out = run_ssmviz(["check", "--kernel", kernel, "--inputs", "run.npz", "--runs", "1",
+                      "--json", "k.json"], cwd=tmp_path)
+    (res,) = json.loads((tmp_path / "k.json").read_text())["results"]
+    assert res["report"]["sizes"]["chunk_len"] == 16, out.stdout  # not the profile's 8
+    assert "chunk_len=16" in out.stdout
+
+
+# -- 2. the size probe reuses the judged inputs, and can be turned off ----------------------
+
+
+@pytest.mark.gpu
+def test_size_probe_reuses_the_given_inputs(runtime):
+    from ssmviz.core.problem import Problem
+
+    arrays = Problem(family="s6", convention="builderforce", seq_len=24, d_inner=3, d_state=4,
+                     seed=7).build()
+    arrays["A_log"] = arrays["A_log"] + 0.7  # not what the seed makes
+    arrays["D"] = arrays["D"] * -2.0
+    res = check_kernel(str(KERNELS / "builderforce_reference.js"), arrays=arrays, family="s6",
+                       runs=1)
+    assert res.exit_code == 0, res.render()
+    assert not [ln for ln in res.probe_lines if "causal scan" in ln], res.probe_lines
+    probes = [ln for ln in res.probe_lines if ln.startswith("size probe (")]
+    assert len(probes) == 2, res.probe_lines
+    assert all("inputs: the given inputs, sliced or extended by reflection" in ln
+               for ln in probes), probes
+
+
+def test_probe_inputs_come_from_the_given_ones():
+    from ssmviz.core.external.runner import probe_inputs
+    from ssmviz.core.problem import Problem
+
+    given = Problem(family="s6", seq_len=5, d_inner=2, d_state=3, seed=1).build()
+    sizes2 = {"batch": 1, "seq_len": 12, "d_inner": 3, "d_state": 2}
+    out = probe_inputs("s6", given, sizes2)
+    assert out["A_log"].shape == (3, 2) and out["u"].shape == (1, 12, 3)
+    np.testing.assert_array_equal(out["A_log"], given["A_log"][[0, 1, 1]][:, :2])
+    # Along seq_len: the 5 steps, then back: never a copy of the first steps at t = 5.
+    np.testing.assert_array_equal(out["u"][0, :, 0], given["u"][0, [0, 1, 2, 3, 4, 4, 3, 2, 1,
+                                                                    0, 0, 1], 0])
+
+
+def test_probe_plan_crosses_the_tiles_within_the_constraints():
+    from ssmviz.core.external.runner import probe_plan
+
+    prof = parse_profile_text(NAIVE_PROFILE.read_text())
+    sizes = {"batch": 1, "seq_len": 40, "d_inner": 2, "d_state": 16}
+    (longer, other), skipped = probe_plan(prof, sizes)
+    assert longer == sizes | {"seq_len": 1024 + 64 * 2 + 3} and not skipped
+    assert other["d_state"] <= 16 and other != sizes and other["seq_len"] == 40
+    short = parse_profile_text(NAIVE_PROFILE.read_text().replace(
+        'constraints = ["d_state <= 16"]', 'constraints = ["d_state <= 16", "seq_len <= 300"]'))
+    (longer, other), _ = probe_plan(short, sizes)
+    assert longer["seq_len"] == 259  # past the 256-step tile, within seq_len <= 300
+    none = parse_profile_text(NAIVE_PROFILE.read_text().replace(
+        'constraints = ["d_state <= 16"]', 'constraints = ["d_state == 16", "batch == 1", '
+        '"d_inner == 2", "seq_len == 40"]'))
+    plans, skipped = probe_plan(none, sizes)
+    assert plans == [] and len(skipped) == 2 and all("skipped" in ln for ln in skipped)
+
+
+@pytest.mark.gpu
+def test_no_probe_turns_the_size_probe_off(runtime):
+    code, text = cli(str(KERNELS / "builderforce_reference.js"), abi="builderforce-s6",
+                     size_probe=False)
+    assert code == 0, text
+    assert "size probe: skipped (turned off)" in text
+    assert "size probe (" not in text and " @ " not in text
+
+
+@pytest.mark.gpu
+def test_no_causality_line_when_both_runs_are_nan(runtime, tmp_path):
+    kernel, prof = write_copy(tmp_path, "y")
+    Path(kernel).write_text(COPY_WGSL.replace("out[g.x] = u[g.x];",
+                                              "out[g.x] = sqrt(-1.0 - abs(u[g.x]));"))
+    res = check_kernel(kernel, abi=prof, runs=1)
+    assert res.exit_code == 1, res.render()
+    y = next(v for v in res.report.verdicts if v.name == "out (y)")
+    assert y.n_nan == 2 * 37 * 4 and np.isnan(y.rel_err)  # every element NaN
+    assert not [ln for ln in res.probe_lines if "causal scan" in ln], res.probe_lines
+    row = next(ln for ln in res.render().splitlines() if ln.startswith("out (y) "))
+    assert "0.00e+00" not in row, row
+
+
+# -- 6. the loop budget over nested loops ----------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_nested_loops_past_the_loop_budget_are_not_judged(runtime):
+    if runtime.loop_limit is None:
+        pytest.skip("this adapter has no loop limit")
+    sizes = {"batch": 1, "seq_len": 4096, "d_inner": 2, "d_state": 16}
+    res = check_kernel(str(NAIVE), abi=str(NAIVE_PROFILE), sizes=sizes, runs=1)
+    text = res.render()
+    assert res.exit_code == 1, text
+    assert res.word() == "NOT JUDGED"
+    assert "verdict: NOT JUDGED" in text and "counted over its nested loops" in text
+    assert "writes it here" not in text  # its store is not blamed
+    assert not res.report.kernel_failures()
+    # Under the budget the same kernel passes (its size probe too).
+    ok = check_kernel(str(NAIVE), abi=str(NAIVE_PROFILE), sizes=sizes | {"seq_len": 512},
+                      runs=1)
+    assert ok.exit_code == 0, ok.render()
+    assert sum("every output within tolerance" in ln for ln in ok.probe_lines) == 2

@@ -64,6 +64,7 @@ from ssmviz.core.external.tint import TintVerdict
 from ssmviz.core.external.wgsl import (
     Module,
     access_sites,
+    count_loop_iterations,
     reverse_workgroup_order,
     stored_value_origin,
 )
@@ -372,12 +373,98 @@ def base_sizes(family: str, sizes: Mapping[str, int] | None) -> dict[str, int]:
     return roles.derive(out)
 
 
-def _probe_sizes(family: str, sizes: Mapping[str, int]) -> dict[str, int]:
-    """The size probe's problem: the same sizes at a longer seq_len (more chunks and
-    workgroups, a different ragged tail)."""
-    base = {k: v for k, v in sizes.items() if k in families.get(family).roles.defaults}
-    base["seq_len"] = sizes["seq_len"] + 2 * sizes.get("chunk_len", 64) + 3
-    return base_sizes(family, base)
+#: Tiles the size probe's seq_len crosses (where tiled kernels go wrong), longest first.
+PROBE_TILES = (1024, 256)
+
+
+def probe_plan(prof: AbiProfile, sizes: Mapping[str, int]
+               ) -> tuple[list[dict[str, int]], list[str]]:
+    """The size probe's problems (each with the profile's derived sizes), and lines about
+    what the profile's constraints left out.
+
+    The first is longer along seq_len (past the 1024- and 256-step tiles where it can be:
+    more chunks and workgroups, another ragged tail), every other size equal; the second
+    takes another batch, d_inner (SSD: n_heads) and d_state at the same seq_len. Each is
+    the first candidate the profile's constraints allow.
+    """
+    fam = families.get(prof.family).roles
+    base = {k: v for k, v in sizes.items() if k in fam.defaults}
+    L, step = base["seq_len"], 2 * base.get("chunk_len", 64) + 3
+    seq = [x for tile in PROBE_TILES for x in (max(L, tile) + step, tile + 3)
+           if x > L] + [L + step]
+    width = "d_inner" if "d_inner" in base else "n_heads"
+    grow = base.get("n_groups", 1) if width == "n_heads" else 3
+    n = base["d_state"]
+    shapes = [(b, w, d) for b in (base["batch"] + 1, base["batch"])
+              for w in (base[width] + grow, base[width])
+              for d in (n + 1, 2 * n, max(n // 2, 1), n)]
+
+    def allowed(change: dict[str, int]) -> dict[str, int] | None:
+        try:
+            out = prof.sizes_for(base_sizes(prof.family, base | change))
+        except SsmvizError:
+            return None
+        return out if prof.violated(out) is None else None
+
+    plans: list[dict[str, int]] = []
+    skipped: list[str] = []
+    longer = next((s for s in (allowed({"seq_len": x}) for x in dict.fromkeys(seq)) if s), None)
+    if longer is None:
+        skipped.append(f"size probe (seq_len): skipped: no seq_len in {sorted(set(seq))} "
+                       f"satisfies the profile's constraints ({'; '.join(prof.constraints)})")
+    else:
+        plans.append(longer)
+    other = next((s for s in (allowed({"batch": b, width: w, "d_state": d})
+                              for b, w, d in shapes[:-1]) if s), None)
+    if other is None:
+        skipped.append("size probe (batch, d_inner, d_state): skipped: no other sizes satisfy "
+                       f"the profile's constraints ({'; '.join(prof.constraints)})")
+    else:
+        plans.append(other)
+    return plans, skipped
+
+
+def _reflected(n_new: int, n_old: int) -> np.ndarray:
+    """Indices 0..n_old-1 that run forward, then back, and so on, for ``n_new`` places:
+    an axis extended by reflection (never periodic with the tile sizes)."""
+    i = np.arange(n_new) % (2 * n_old)
+    return np.where(i < n_old, i, 2 * n_old - 1 - i)
+
+
+def probe_inputs(family: str, inputs: Mapping[str, np.ndarray], sizes2: Mapping[str, int],
+                 fresh: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """The size probe's inputs at ``sizes2`` from the judged run's ``inputs``.
+
+    Without ``fresh`` (given inputs, e.g. ``--inputs``): each input sliced or extended
+    by reflection along every axis whose size changed; no value is made up. With
+    ``fresh`` (a seeded problem at ``sizes2``): those, with the part they share with the
+    judged run's inputs (the first seq_len steps, the same channels) copied from them.
+    """
+    axes = role_axes(family)
+    out: dict[str, np.ndarray] = {}
+    for key, arr in inputs.items():
+        a = np.asarray(arr)
+        if fresh is not None:
+            b = np.array(fresh[key], dtype=np.float64)
+            common = tuple(slice(0, min(x, y)) for x, y in zip(a.shape, b.shape, strict=True))
+            b[common] = a[common]
+            out[key] = b
+            continue
+        for k, name in enumerate(axes[key]):
+            if a.shape[k] != sizes2[name]:
+                a = np.take(a, _reflected(sizes2[name], a.shape[k]), axis=k)
+        out[key] = np.array(a, dtype=np.float64)
+    return out
+
+
+def _probe_name(sizes: Mapping[str, int], sizes2: Mapping[str, int], family: str) -> str:
+    """The sizes a probe changed, e.g. "seq_len=1043, 131 chunks" or "batch=3 d_state=5"."""
+    keys = families.get(family).roles.defaults
+    changed = [k for k in keys if sizes2.get(k) != sizes.get(k)]
+    text = " ".join(f"{k}={sizes2[k]}" for k in changed)
+    if changed == ["seq_len"] and "n_chunks" in sizes2:
+        text += f", {sizes2['n_chunks']} chunks"
+    return text
 
 
 def _add_note(v: TensorVerdict, note: str) -> None:
@@ -415,12 +502,13 @@ class _Plan:
 
 
 def _run(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module],
-         sizes: dict[str, int], values: Mapping[str, np.ndarray], rt: Any
-         ) -> tuple[dict[str, np.ndarray], float]:
+         sizes: dict[str, int], values: Mapping[str, np.ndarray], rt: Any,
+         extra: Mapping[int, Any] | None = None) -> tuple[dict[str, np.ndarray], float]:
     """One run of every planned pass; returns each buffer holding a judged tensor read
-    back (its 32-bit words; :func:`_canonical` decodes them)."""
+    back (its 32-bit words; :func:`_canonical` decodes them). ``extra``: more bindings
+    every pass gets (a counting copy's buffer)."""
     prof = plan.prof
-    buffers, shapes, passes = _prepare(plan, texts, modules, sizes, values, rt)
+    buffers, shapes, passes = _prepare(plan, texts, modules, sizes, values, rt, extra)
     t0 = time.perf_counter()
     for _, d in passes:  # one at a time, so a watchdog can name the pass that hangs
         progress.report("run", f"the dispatch of `{d.label}`")
@@ -436,7 +524,8 @@ def _run(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module],
 
 
 def _prepare(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module],
-             sizes: dict[str, int], values: Mapping[str, np.ndarray], rt: Any
+             sizes: dict[str, int], values: Mapping[str, np.ndarray], rt: Any,
+             extra: Mapping[int, Any] | None = None
              ) -> tuple[dict[str, Any], dict[str, tuple[int, ...]],
                         list[tuple[PassSpec, Dispatch]]]:
     """Every planned pass's buffers (inputs uploaded, outputs poisoned or zeroed), their
@@ -480,7 +569,8 @@ def _prepare(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module
                 continue
             bname = p.bindings[b]
             binds[b] = rt.uniform(params) if bname == "params" else buffers[bname]
-        storage_max = max(storage_max, sum(1 for b in binds if p.bindings[b] != "params"))
+        binds |= dict(extra or {})
+        storage_max = max(storage_max, sum(1 for b in binds if p.bindings.get(b) != "params"))
         progress.report("compile", f"the pipeline of `{p.entry}`")
         consts = {k: evaluate(v, sizes) for k, v in p.constants.items()}
         pipe = rt.pipeline(texts[src.name], p.entry, label=f"{src.name}:{p.entry}",
@@ -674,11 +764,12 @@ def check_kernel_file(
     runtime: Any = None,
     probe: bool = True,
     arrays: Mapping[str, np.ndarray] | None = None,
+    size_probe: bool = True,
 ) -> list[KernelCheckResult]:
     """:func:`check_kernel` under every profile the file matches (one per family), or
-    under ``abi`` only; ``arrays`` as for :func:`check_kernel`."""
+    under ``abi`` only; ``arrays`` and ``size_probe`` as for :func:`check_kernel`."""
     kw = {"convention": convention, "sizes": sizes, "runs": runs, "seed": seed,
-          "runtime": runtime, "probe": probe, "arrays": arrays}
+          "runtime": runtime, "probe": probe, "arrays": arrays, "size_probe": size_probe}
     first = check_kernel(path, abi=abi, **kw)
     results = [first]
     for name in first.also:
@@ -720,7 +811,9 @@ def check_kernel(
     ``text`` (the source as applied; default: read ``path``), ``arrays`` (its canonical
     inputs instead of the seeded problem; their shapes give the sizes, ``sizes`` then only
     adds chunk_len), ``family`` (the profile of that family among those the file matches)
-    and ``size_probe=False`` (the size probe judges a seeded problem of its own).
+    and ``size_probe=False``. ``size_probe`` (``--no-probe`` turns it off): judge the
+    kernel again at other sizes (:func:`probe_plan`), on inputs made from the judged run's
+    (given ``arrays``: only those, sliced or extended by reflection).
     ``timed`` > 0: after the check, time each stage and entry point over that many repeats
     on the same problem (``ssmviz bench --kernel``), into ``timing``; not for a ``host``
     profile, whose passes the family's host code plans (the bench times that code).
@@ -865,7 +958,9 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
     if opts.probe:
         _order_probe(plan, an, kf, texts, sizes, rt, report, first_raw, res)
     if opts.size_probe:
-        _size_probe(plan, an, texts, sizes, seed, rt, report, gpu, res)
+        _size_probe(plan, an, texts, sizes, seed, rt, report, gpu, res, opts.arrays is not None)
+    elif opts.probe:
+        res.probe_lines.append("size probe: skipped (turned off)")
     _locate_failures(plan, an, kf, report, sizes, res)
     if opts.timed:
         res.timing = _time_passes(plan, an.modules, texts, sizes, report.ref, rt, opts.timed)
@@ -923,6 +1018,7 @@ def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str
                                       gpu[0][label], values[role]))
                 covered.add(role_key(prof.family, role))
     _adapter_cut(judged, sizes["seq_len"], rt)
+    _loop_budget(plan, an, texts, sizes, values, rt, judged)
     fam = families.get(prof.family)
     for key in fam.output_keys:
         if key in covered:
@@ -1022,29 +1118,37 @@ def _tolerances(prof: Any) -> dict[str, float]:
 
 def _size_probe(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str, int],
                 seed: int, rt: Any, report: CheckReport, gpu: Mapping[str, np.ndarray],
-                res: KernelCheckResult) -> None:
+                res: KernelCheckResult, given: bool) -> None:
+    """Judge the kernel again at each of :func:`probe_plan`'s sizes, on inputs made from
+    the judged run's (``given``: only those, sliced or extended; else a seeded problem
+    sharing them); the longer run's first seq_len steps must also agree with the judged
+    run's (a causal scan)."""
     prof = plan.prof
-    L = sizes["seq_len"]
-    base2 = _probe_sizes(prof.family, sizes)
-    L2 = base2["seq_len"]
-    sizes2 = prof.sizes_for(base2)
+    plans, skipped = probe_plan(prof, sizes)
+    res.probe_lines += skipped
+    for sizes2 in plans:
+        fresh = None if given else _problem_arrays(prof, sizes2, plan.conv, seed)
+        arrays2 = abi_inputs(prof, probe_inputs(prof.family, report.inputs, sizes2, fresh))
+        _probe_once(plan, an, texts, sizes, sizes2, arrays2, rt, report, gpu, res, given)
+
+
+def _probe_once(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str, int],
+                sizes2: dict[str, int], arrays2: dict[str, np.ndarray], rt: Any,
+                report: CheckReport, gpu: Mapping[str, np.ndarray], res: KernelCheckResult,
+                given: bool) -> None:
+    prof = plan.prof
+    L, L2 = sizes["seq_len"], sizes2["seq_len"]
+    name = _probe_name(sizes, sizes2, prof.family)
+    longer = all(sizes2[k] == v for k, v in sizes.items() if k not in ("seq_len", "n_chunks",
+                                                                       "chunk_slot"))
+    progress.report("step", f"the float64 reference of the size probe ({name})")
     texts = plan.texts_for(sizes2) or texts
-    arrays2 = _problem_arrays(prof, sizes2, plan.conv, seed)
-    # The first L steps equal the judged run's inputs: a causal kernel's first L outputs
-    # must agree with that run's.
-    for k, a in report.inputs.items():
-        ax = _seq_axis(prof.family, k)
-        if ax is not None and k in arrays2:
-            idx = [slice(None)] * a.ndim
-            idx[ax] = slice(0, L)
-            arrays2[k][tuple(idx)] = a
-    progress.report("step", "the float64 reference of the size probe")
     ref2 = values_mod.reference(prof, arrays2, plan.conv, sizes2)
     values2 = values_mod.role_values(prof, arrays2, ref2, plan.conv, sizes2)
     try:
         raw2, _ = _run(plan, texts, an.modules, sizes2, values2, rt)
     except SsmvizError as exc:
-        res.probe_lines.append(f"size probe (seq_len={L2}): could not run: {exc}")
+        res.probe_lines.append(f"size probe ({name}): could not run: {exc}")
         return
     gpu2 = _canonical(prof, raw2, sizes2)
     tols = _tolerances(prof)  # the profile's, as for the judged run
@@ -1053,29 +1157,80 @@ def _size_probe(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dic
     for label, arr in gpu2.items():
         spec, role = role_of_label(prof, label)
         tol = tols["forward" if spec.stage == "forward" else "backward"]
-        v = compare(f"{label} @ seq_len={L2}", arr, values2[role], tol)
+        v = compare(f"{label} @ {name.split(',')[0]}", arr, values2[role], tol)
         name_first_bad(prof, spec, role, v)
         if not v.passed:
             bad.append(v)
         ax = _seq_axis(prof.family, role)
         judged.append(_Judged(v, spec.stage, ax, arr, values2[role]))
-        if spec.stage == "forward" and ax is not None and label in gpu:
-            idx = [slice(None)] * arr.ndim
-            idx[ax] = slice(0, L)
-            pv = compare(f"{label} prefix", arr[tuple(idx)], gpu[label].astype(np.float64), tol)
-            if not pv.passed and pv.unwritten == 0:
-                res.probe_lines.append(
-                    f"size probe: the first {L} steps of {label} differ between seq_len={L} and "
-                    f"seq_len={L2} ({pv.reason()}): a causal scan must not depend on later "
-                    "inputs or on the dispatch size")
+        if longer and spec.stage == "forward" and ax is not None and label in gpu:
+            _causality(label, arr, gpu[label], ax, L, L2, tol, res)
     _adapter_cut(judged, L2, rt)
+    cut = _loop_budget(plan, an, texts, sizes2, values2, rt, judged)
+    if cut:  # the adapter cannot run this probe: it adds no rows, and says why
+        res.probe_lines.append(f"size probe ({name}): not judged: {cut}")
+        return
     for v in bad:
         _add_note(v, "size probe")
         report.verdicts.append(v)
     if not bad:
-        chunks = f", {sizes2['n_chunks']} chunks" if "n_chunks" in sizes2 else ""
-        res.probe_lines.append(f"size probe (seq_len={L2}{chunks}): every output within "
-                               "tolerance")
+        made = "the given inputs, sliced or extended by reflection" if given else \
+            "a seeded problem sharing the judged inputs"
+        res.probe_lines.append(f"size probe ({name}): every output within tolerance "
+                               f"(inputs: {made})")
+
+
+def _causality(label: str, longer: np.ndarray, first: np.ndarray, ax: int, L: int, L2: int,
+               tol: float, res: KernelCheckResult) -> None:
+    """Say so when the longer run's first L steps of ``label`` differ from the judged
+    run's; places NaN in both runs are no difference, and unwritten ones say nothing."""
+    idx = [slice(None)] * longer.ndim
+    idx[ax] = slice(0, L)
+    a, b = longer[tuple(idx)], np.asarray(first, np.float64)
+    both = np.isnan(a) & np.isnan(b)
+    if both.all():
+        return
+    pv = compare(f"{label} prefix", np.where(both, 0.0, a), np.where(both, 0.0, b), tol)
+    if not pv.passed and pv.unwritten == 0 and pv.n_nan + pv.n_inf < a.size:
+        res.probe_lines.append(
+            f"size probe: the first {L} steps of {label} differ between seq_len={L} and "
+            f"seq_len={L2} ({pv.reason()}): a causal scan must not depend on later "
+            "inputs or on the dispatch size")
+
+
+def _loop_budget(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str, int],
+                 values: Mapping[str, np.ndarray], rt: Any, judged: list[_Judged]) -> str:
+    """When tensors failed on an adapter with a loop limit: run a copy of the kernel that
+    counts each invocation's loop iterations over all of its loops (nested ones included).
+    If one reached half the limit (the adapter may count a loop's exit test too), the
+    failures are the adapter's: they are marked not judged and the reason returned."""
+    failing = [j for j in judged if not j.verdict.passed and j.verdict.checked
+               and not j.verdict.not_judged]
+    limit = getattr(rt, "loop_limit", None) if failing else None
+    if limit is None:
+        return ""
+    used = {s.name for _, s in plan.passes}
+    binding = 1 + max((g.binding for n in used for g in an.modules[n].globals.values()
+                       if g.binding is not None), default=0)
+    counted = {n: count_loop_iterations(an.modules[n], binding, limit // 2) if n in used else t
+               for n, t in texts.items()}
+    flag = rt.upload(np.zeros(1, np.uint32), label="loop budget")
+    progress.report("step", "a run that counts the loop iterations")
+    try:
+        _run(plan, counted, an.modules, sizes, values, rt, extra={binding: flag})
+        reached = bool(rt.read(flag, np.uint32, (1,))[0])
+    except SsmvizError:
+        return ""  # the count could not be taken: the failures stand
+    finally:
+        flag.destroy()
+    if not reached:
+        return ""
+    words = (f"{rt.loop_limit_words()} per invocation, and an invocation of this kernel runs "
+             f"at least {limit // 2} loop iterations at these sizes (counted over its nested "
+             "loops); run on a GPU or use smaller sizes")
+    for j in failing:
+        j.verdict.not_judged = words
+    return words
 
 
 @dataclass
@@ -1234,18 +1389,23 @@ def _judge_host(prof: AbiProfile, an: _Analysis, kf: KernelFile,
             else:
                 res.probe_lines.append("race probe (workgroup order reversed): bit-identical")
     if probe and opts.size_probe:
-        sizes2 = _probe_sizes(family, sizes)
-        arrays2 = _problem_arrays(prof, sizes2, conv, seed)
-        rep2 = check_arrays(family, arrays2, convention=conv, chunk_len=chunk, runs=1,
-                            kernel=kernel, runtime=rt, store_states=True, race_probe=False)
-        bad = [v for v in rep2.verdicts if v.checked and not v.passed]
-        for v in bad:
-            v.name = f"{v.name} @ seq_len={sizes2['seq_len']}"
-            _add_note(v, "size probe")
-            report.verdicts.append(v)
-        if not bad:
-            res.probe_lines.append(f"size probe (seq_len={sizes2['seq_len']}): every output "
-                                   "within tolerance")
+        plans, skipped = probe_plan(prof, sizes)
+        res.probe_lines += skipped
+        for sizes2 in plans:
+            fresh = None if given is not None else _problem_arrays(prof, sizes2, conv, seed)
+            arrays2 = probe_inputs(family, report.inputs, sizes2, fresh)
+            rep2 = check_arrays(family, arrays2, convention=conv, chunk_len=chunk, runs=1,
+                                kernel=kernel, runtime=rt, store_states=True, race_probe=False)
+            name = _probe_name(sizes, sizes2, family)
+            bad = [v for v in rep2.verdicts if v.checked and not v.passed]
+            for v in bad:
+                v.name = f"{v.name} @ {name.split(',')[0]}"
+                _add_note(v, "size probe")
+                report.verdicts.append(v)
+            if not bad:
+                res.probe_lines.append(f"size probe ({name}): every output within tolerance")
+    elif probe:
+        res.probe_lines.append("size probe: skipped (turned off)")
     failing = [v for v in report.verdicts if v.checked and not v.passed]
     if failing:
         key = failing[0].name.split(" @ ")[0]
