@@ -231,7 +231,8 @@ def test_export_keys_hold_no_spaces(runtime):
 def test_first_bad_index_in_the_kernels_layout_with_named_axes(runtime, tmp_path):
     # The naive kernel writes y as (batch, d_inner, seq_len); planted: wrong from t = 5.
     text = NAIVE.read_text()
-    planted = text.replace("= acc + D[d] * u[i];", "= acc + D[d] * u[i] + select(0.0, 1.0, t >= 5u);")
+    planted = text.replace("= acc + D[d] * u[i];",
+                           "= acc + D[d] * u[i] + select(0.0, 1.0, t >= 5u);")
     assert planted != text
     path = tmp_path / "naive_wrong.wgsl"
     path.write_text(planted)
@@ -363,3 +364,30 @@ def test_nested_loops_past_the_loop_budget_are_not_judged(runtime):
                       runs=1)
     assert ok.exit_code == 0, ok.render()
     assert sum("every output within tolerance" in ln for ln in ok.probe_lines) == 2
+
+
+# -- 5. guard bands around every buffer of a kernel from a file ------------------------------
+
+
+@pytest.mark.gpu
+def test_a_write_past_a_buffers_end_is_named_with_its_offset(runtime, tmp_path):
+    # Planted: one invocation too many (b = batch) writes its channel past the end of y.
+    text = NAIVE.read_text()
+    planted = text.replace("if (gid.x >= params.batch * DI) {", "if (gid.x > params.batch * DI) {")
+    assert planted != text
+    path = tmp_path / "naive_overrun.wgsl"
+    path.write_text(planted)
+    sizes = {"batch": 1, "seq_len": 9, "d_inner": 2, "d_state": 4}
+    res = check_kernel(str(path), abi=str(NAIVE_PROFILE), sizes=sizes, runs=1,
+                       size_probe=False)
+    assert res.exit_code == 1, res.render()
+    y = next(v for v in res.report.verdicts if v.name == "y")
+    assert y.passed  # what it should write is right
+    past = next(v for v in res.report.verdicts if v.name == "y (past its end)")
+    assert not past.passed and past.first_bad == (18,)
+    row = next(ln for ln in res.render().splitlines() if ln.startswith("y (past its end)"))
+    assert "element 18 (byte offset 72)" in row and "9 guard word(s)" in row, row
+    # The shipped kernel stays inside its buffers.
+    ok = check_kernel(str(NAIVE), abi=str(NAIVE_PROFILE), sizes=sizes, runs=1,
+                      size_probe=False)
+    assert ok.exit_code == 0 and not [v for v in ok.report.verdicts if "past its end" in v.name]

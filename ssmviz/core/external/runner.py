@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ssmviz.core import families
+from ssmviz.core import families, guard
 from ssmviz.core.check import (
     FORWARD_TOL,
     GRAD_TOL,
@@ -503,12 +503,16 @@ class _Plan:
 
 def _run(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module],
          sizes: dict[str, int], values: Mapping[str, np.ndarray], rt: Any,
-         extra: Mapping[int, Any] | None = None) -> tuple[dict[str, np.ndarray], float]:
+         extra: Mapping[int, Any] | None = None, overruns: list[TensorVerdict] | None = None
+         ) -> tuple[dict[str, np.ndarray], float]:
     """One run of every planned pass; returns each buffer holding a judged tensor read
     back (its 32-bit words; :func:`_canonical` decodes them). ``extra``: more bindings
-    every pass gets (a counting copy's buffer)."""
+    every pass gets (a counting copy's buffer). ``overruns``: every buffer gets a guard
+    band (:mod:`ssmviz.core.guard`), and a failing verdict per buffer written past its
+    end is appended."""
     prof = plan.prof
-    buffers, shapes, passes = _prepare(plan, texts, modules, sizes, values, rt, extra)
+    bands: dict[str, guard.Guarded] | None = None if overruns is None else {}
+    buffers, shapes, passes = _prepare(plan, texts, modules, sizes, values, rt, extra, bands)
     t0 = time.perf_counter()
     for _, d in passes:  # one at a time, so a watchdog can name the pass that hangs
         progress.report("run", f"the dispatch of `{d.label}`")
@@ -518,23 +522,40 @@ def _run(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module],
     names = [name for name in buffers
              if any(layouts.judged(prof, prof.buffers[t]) and prof.buffers[t].stage
                     in plan.stages for t in gbufs[name].tensors)]
-    arrays = rt.read_many([Readback(buffers[name], np.uint32, (gbufs[name].elements,))
-                           for name in names])
-    return dict(zip(names, arrays, strict=True)), seconds
+    reads = [Readback(buffers[name], np.uint32, (gbufs[name].elements,)) for name in names]
+    got = rt.read_many(reads + [g.readback() for g in (bands or {}).values()])
+    for (name, g), band in zip((bands or {}).items(), got[len(names):], strict=True):
+        hit = guard.overrun(g, band)
+        if hit is not None and overruns is not None:
+            overruns.append(_overrun_verdict(name, gbufs[name].elements, hit))
+    return dict(zip(names, got[: len(names)], strict=True)), seconds
 
 
 def _prepare(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module],
              sizes: dict[str, int], values: Mapping[str, np.ndarray], rt: Any,
-             extra: Mapping[int, Any] | None = None
+             extra: Mapping[int, Any] | None = None,
+             bands: dict[str, guard.Guarded] | None = None
              ) -> tuple[dict[str, Any], dict[str, tuple[int, ...]],
                         list[tuple[PassSpec, Dispatch]]]:
     """Every planned pass's buffers (inputs uploaded, outputs poisoned or zeroed), their
-    shapes, and each pass with its dispatch, in order."""
+    shapes, and each pass with its dispatch, in order. ``bands``: every buffer gets a guard
+    band (:mod:`ssmviz.core.guard`), recorded there by name."""
     prof = plan.prof
     used = _bindings_used(plan, modules)
     shapes = require_sizes(plan, modules, sizes, rt)
     gbufs = layouts.gpu_buffers(prof, set(shapes), sizes)
     buffers: dict[str, Any] = {}
+
+    def make(name: str, array: np.ndarray | None = None, nbytes: int = 0,
+             fill: int | None = None) -> Any:
+        if bands is None:
+            return rt.upload(array, label=name) if array is not None else \
+                rt.empty(nbytes, fill_u32=fill, label=name)
+        g = guard.upload(rt, array, label=name) if array is not None else \
+            guard.empty(rt, nbytes, fill_u32=fill, label=name)
+        bands[name] = g
+        return g.buffer
+
     for name in sorted(shapes):
         gb = gbufs[name]
         specs = [prof.buffers[t] for t in gb.tensors]
@@ -545,15 +566,15 @@ def _prepare(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module
         words = layouts.initial_contents(prof, gb, values, sizes, produced)
         if words is None:
             spec = specs[0]
-            buf = rt.empty(4 * gb.elements,
-                           fill_u32=None if spec.init == "zero" else POISON_U32, label=name)
+            buf = make(name, nbytes=4 * gb.elements,
+                       fill=None if spec.init == "zero" else POISON_U32)
             if spec.zero_leading:
                 lead = min(evaluate(spec.zero_leading, sizes), gb.elements)
                 if lead > 0:
                     rt.device.queue.write_buffer(buf, 0, np.zeros(lead, np.float32))
             buffers[name] = buf
         else:
-            buffers[name] = rt.upload(words, label=name)
+            buffers[name] = make(name, words)
     conv = 1 if plan.convention == "builderforce" else 0
     dispatches = []
     storage_max = 0
@@ -602,6 +623,26 @@ def _time_passes(plan: _Plan, modules: Mapping[str, Module], texts: Mapping[str,
     for buf in buffers.values():
         buf.destroy()
     return {"stages": stages}
+
+
+def _overrun_verdict(name: str, n: int, hit: tuple[int, int]) -> TensorVerdict:
+    """The failing row of a buffer of ``n`` elements the kernel wrote past its end."""
+    first, count = hit
+    v = TensorVerdict(f"{name} (past its end)", (n,), 0.0, first_bad=(first,),
+                      first_bad_at=f"element {first} (byte offset {4 * first})")
+    v.note = (f"written past its end: {count} guard word(s) after its {n} elements changed, "
+              f"the first {first - n + 1} element(s) past the end")
+    return v
+
+
+def _guards_apply(plan: _Plan, modules: Mapping[str, Module]) -> str:
+    """'' when the buffers can get guard bands, else why not (a kernel that reads
+    arrayLength would see the band as part of its array)."""
+    for p, src in plan.passes:
+        if any("arrayLength" in f.idents or "arrayLength" in f.calls
+               for f in modules[src.name].reachable(p.entry)):
+            return f"`{p.entry}` reads arrayLength(), which would count the guard band"
+    return ""
 
 
 def _bindings_used(plan: _Plan, modules: Mapping[str, Module]) -> dict[str, set[int]]:
@@ -987,8 +1028,13 @@ def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str
     values = values_mod.role_values(prof, arrays, ref, plan.conv, sizes)
     raws = []
     gpu_s = 0.0
-    for _ in range(runs):
-        raw, sec = _run(plan, texts, an.modules, sizes, values, rt)
+    no_guards = _guards_apply(plan, an.modules)
+    overruns: list[TensorVerdict] | None = None if no_guards else []
+    if no_guards:
+        res.probe_lines.append(f"guard bands: none ({no_guards})")
+    for i in range(runs):  # the first run inside guard bands
+        raw, sec = _run(plan, texts, an.modules, sizes, values, rt,
+                        overruns=overruns if i == 0 else None)
         raws.append(raw)
         gpu_s += sec
     progress.report("step", "the comparison with the reference")
@@ -1019,6 +1065,7 @@ def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str
                 covered.add(role_key(prof.family, role))
     _adapter_cut(judged, sizes["seq_len"], rt)
     _loop_budget(plan, an, texts, sizes, values, rt, judged)
+    verdicts += overruns or []
     fam = families.get(prof.family)
     for key in fam.output_keys:
         if key in covered:
