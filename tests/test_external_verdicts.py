@@ -112,6 +112,11 @@ def test_a_negative_dispatch_is_the_profiles_error(runtime, tmp_path):
     assert "INVALID: profile 'copy': passes[0].dispatch[0] = 'seq_len - 100' is -63 " \
            "workgroups at seq_len=37; a pass needs at least 1" in last, last
     assert res.report is None  # nothing ran, nothing blamed
+    kernel, prof = write_copy(tmp_path, "y", dispatch="seq_len * 1000000000")
+    res = check_kernel(kernel, abi=prof, runs=1)
+    assert res.exit_code == 2 and res.report is None, res.render()
+    assert "INVALID: profile 'copy': passes[0].dispatch (seq_len * 1000000000): " \
+        in res.render().splitlines()[-1]
 
 
 # -- 4. size constraints ---------------------------------------------------------------------

@@ -693,8 +693,13 @@ def require_sizes(plan: _Plan, modules: Mapping[str, Module], sizes: Mapping[str
                     f"profile '{prof.name}': {where} = '{formula}' is {count} workgroups at "
                     f"{_sizes_words(sizes, names_in(str(formula)))}; a pass needs at least 1")
         # One folded formula is split over x and y; it raises itself when it cannot be.
-        wg = split_workgroups(grid[0]) if len(grid) == 1 else tuple(grid)
-        rt.require(workgroups_per_dimension=max(wg), what=f"{what} dispatch of `{p.entry}`")
+        key = f"passes[{prof.passes.index(p)}].dispatch ({', '.join(map(str, p.dispatch))})"
+        try:
+            wg = split_workgroups(grid[0]) if len(grid) == 1 else tuple(grid)
+        except SsmvizError as exc:
+            raise SsmvizError(f"profile '{prof.name}': {key}: {exc}") from None
+        rt.require(workgroups_per_dimension=max(wg),
+                   what=f"{what} {key}, the dispatch of `{p.entry}`,")
         env = dict(sizes) | {"total": int(np.prod(grid)), "convention": 0, "reverse": 0}
         for i, f in enumerate(prof.params):
             v = evaluate(f, env)
