@@ -699,7 +699,7 @@ def require_sizes(plan: _Plan, modules: Mapping[str, Module], sizes: Mapping[str
         except SsmvizError as exc:
             raise SsmvizError(f"profile '{prof.name}': {key}: {exc}") from None
         rt.require(workgroups_per_dimension=max(wg),
-                   what=f"{what} {key}, the dispatch of `{p.entry}`,")
+                   what=f"{what} dispatch of `{p.entry}` ({key})")
         env = dict(sizes) | {"total": int(np.prod(grid)), "convention": 0, "reverse": 0}
         for i, f in enumerate(prof.params):
             v = evaluate(f, env)
