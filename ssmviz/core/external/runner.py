@@ -26,6 +26,7 @@ from ssmviz.core import families, guard
 from ssmviz.core.check import (
     FORWARD_TOL,
     GRAD_TOL,
+    OVERRUN,
     CheckReport,
     TensorVerdict,
     check_arrays,
@@ -628,7 +629,7 @@ def _time_passes(plan: _Plan, modules: Mapping[str, Module], texts: Mapping[str,
 def _overrun_verdict(name: str, n: int, hit: tuple[int, int]) -> TensorVerdict:
     """The failing row of a buffer of ``n`` elements the kernel wrote past its end."""
     first, count = hit
-    v = TensorVerdict(f"{name} (past its end)", (n,), 0.0, first_bad=(first,),
+    v = TensorVerdict(f"{name}{OVERRUN}", (n,), 0.0, first_bad=(first,),
                       first_bad_at=f"element {first} (byte offset {4 * first})")
     v.note = (f"written past its end: {count} guard word(s) after its {n} elements changed, "
               f"the first {first - n + 1} element(s) past the end")
@@ -746,6 +747,8 @@ def name_first_bad(prof: AbiProfile, spec: BufferSpec, role: str, v: TensorVerdi
     if not v.first_bad or len(v.first_bad) != len(want):
         return
     order = expanded_dims(prof.family, spec.dims, want)
+    if sorted(order) != sorted(want):  # a layout whose axes are not the role's own
+        return
     v.first_bad_at = " ".join(f"{_AXIS_LETTER.get(a, a)}={v.first_bad[want.index(a)]}"
                               for a in order)
 
