@@ -138,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--kernel", metavar="PATH", help="check a .wgsl or .js/.ts kernel file")
     check.add_argument("--abi", metavar="NAME|PROFILE.toml", help="ABI profile for --kernel")
     check.add_argument("--watch", action="store_true", help="with --kernel: re-check on save")
+    check.add_argument("--no-probe", action="store_true",
+                       help="with --kernel: no size probe (the kernel judged at other sizes)")
     check.add_argument("--timeout", type=_seconds, metavar="S", default=None,
                        help="with --kernel: seconds each step may take before the worker is "
                        "killed (default: 10 s + 1 s per 10⁶ elements)")
@@ -289,10 +291,11 @@ def _agree(name: str, from_file, flag, path: str):
     return from_file
 
 
-def _resolve_inputs(args: argparse.Namespace, *, device: bool):
+def _resolve_inputs(args: argparse.Namespace, *, device: bool, run_defaults: bool = True):
     """Open ``--inputs``: family, convention and sizes from its meta and shapes, flags
     checked against them, preflight, then the arrays. Returns (arrays, family,
-    convention or None, chunk_len or None, header notes)."""
+    convention or None, chunk_len or None, header notes). ``run_defaults``: a run size
+    (chunk_len) neither the meta nor a flag gives is ``check``'s default, else None."""
     from ssmviz.core.inputs import open_inputs
 
     for dest in ("signal", "seed"):
@@ -311,10 +314,13 @@ def _resolve_inputs(args: argparse.Namespace, *, device: bool):
                               f"{k}={v}")
     for k, v in sizes.items():
         _agree(k, v, getattr(args, k, None), path)
+    unset: set[str] = set()
     for name in registry.get(family).run_sizes:  # sizes the arrays' shapes do not carry
         value = _agree(name, meta_sizes.get(name), getattr(args, name), path)
         sizes[name] = value or CHECK_DEFAULTS[name]
-    chunk_len = sizes.get("chunk_len")
+        if value is None and not run_defaults:
+            unset.add(name)
+    chunk_len = None if "chunk_len" in unset else sizes.get("chunk_len")
     convention = _agree("convention", f.meta_convention, args.convention, path)
     if f.meta is not None:
         notes = [f"inputs: {path} (family, convention and sizes from its meta)"]
@@ -333,8 +339,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     _check_outputs(args)
     if args.kernel:
         return _check_kernel(args)
-    if args.abi or args.watch or args.timeout is not None:
-        raise SsmvizError("--abi, --watch and --timeout need --kernel PATH")
+    if args.abi or args.watch or args.timeout is not None or args.no_probe:
+        raise SsmvizError("--abi, --watch, --timeout and --no-probe need --kernel PATH")
     notes: list[str] = []
     if args.inputs:
         arrays, family, convention, chunk_len, notes = _resolve_inputs(args, device=True)
@@ -426,8 +432,10 @@ def _check_kernel(args: argparse.Namespace) -> int:
     from ssmviz.core.memory import check_memory
     arrays = None
     if args.inputs:
-        arrays, family, convention, _, notes = _resolve_inputs(args, device=False)
-        args.family, args.convention = family, convention
+        arrays, family, convention, chunk_len, notes = _resolve_inputs(args, device=False,
+                                                                       run_defaults=False)
+        # The archive's chunk_len (its meta's) runs, not the profile's default.
+        args.family, args.convention, args.chunk_len = family, convention, chunk_len
         for note in notes:
             print(note)
     families = kernel_families(args.kernel, args.abi)

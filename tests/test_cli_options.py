@@ -19,6 +19,7 @@ import pytest
 
 from ssmviz import cli
 from ssmviz.app import main as app_main
+from ssmviz.core.check import TensorVerdict
 from ssmviz.core.problem import Problem
 
 KERNEL = str(Path(__file__).resolve().parent.parent / "assets/kernels/builderforce_reference.js")
@@ -64,6 +65,7 @@ CHECK = {
     "kernel": [(["check"], ["--kernel", KERNEL])],
     "abi": [(K, ["--abi", "builderforce-s6"]), (["check"], ["--abi", "builderforce-s6"])],
     "watch": [(K, ["--watch"]), (["check"], ["--watch"])],
+    "no_probe": [(K, ["--no-probe"]), (["check"], ["--no-probe"])],
     "timeout": [(S6K, ["--timeout", "7"]), ([*K, "--watch"], ["--timeout", "7"]),
                 (["check"], ["--timeout", "7"])],
 }
@@ -138,6 +140,10 @@ def _summary(arrays) -> dict[str, Any]:
     return {k: (np.shape(v), float(np.asarray(v, np.float64).sum())) for k, v in arrays.items()}
 
 
+#: A tensor the fake checks compared (a report that compares nothing is no pass).
+_COMPARED = TensorVerdict("y", (2,), 1e-5, rel_err=0.0, max_abs_err=0.0)
+
+
 class Recorder:
     """Stands in for the work; ``calls`` is what ran."""
 
@@ -159,13 +165,13 @@ class Recorder:
             rec.append(("check_arrays", family, kw.get("convention"), kw.get("chunk_len"),
                         kw.get("runs"), _summary(arrays)))
             return CheckReport(family, kw.get("convention", "mamba"), {}, "fake",
-                               kw.get("runs", 3), [], inputs=dict(arrays))
+                               kw.get("runs", 3), [_COMPARED], inputs=dict(arrays))
 
         def check_kernel_file(path, **kw):
             arrays = kw.pop("arrays", None)
             kw.pop("runtime", None)
             rec.append(("check_kernel_file", path, sorted(kw.items()), _summary(arrays)))
-            rep = CheckReport("s6", "builderforce", {}, "fake", kw.get("runs", 3), [],
+            rep = CheckReport("s6", "builderforce", {}, "fake", kw.get("runs", 3), [_COMPARED],
                               inputs=dict(arrays or {"u": np.zeros(1)}),
                               gpu={"y": np.zeros(2)}, ref={"y": np.ones(2)})
             return [KernelCheckResult(path, 0, profile=get_profile("builderforce-s6"),

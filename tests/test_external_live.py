@@ -85,8 +85,8 @@ def test_app_run_path_and_cli_give_identical_verdicts(runtime, monkeypatch, name
     assert result.external is not None and result.report is result.external.report
     # The app runs run_live (check_kernel, the CLI's core function) in the worker.
     assert ("run_live", str(path)) in sent
-    # The size probe (a seeded problem of its own at another seq_len) is the CLI's alone.
-    cli_rows = [_row(v) for v in cli.report.verdicts if " @ seq_len=" not in v.name]
+    # The size probe (problems of its own at other sizes) is the CLI's alone.
+    cli_rows = [_row(v) for v in cli.report.verdicts if " @ " not in v.name]
     assert [_row(v) for v in result.report.verdicts] == cli_rows
     assert result.report.passed == (cli.exit_code == 0)
     assert result.report.passed == name.startswith("builderforce")
@@ -164,4 +164,5 @@ def test_size_probe_prefix_is_judged_against_the_given_inputs(runtime):
     res = check_kernel(str(REFERENCE), arrays=p.build(), family="s6", runs=1)
     assert res.exit_code == 0, res.render()
     assert not [ln for ln in res.probe_lines if "causal scan" in ln], res.probe_lines
-    assert "size probe (seq_len=155): every output within tolerance" in res.probe_lines
+    assert ("size probe (seq_len=1155): every output within tolerance (inputs: the given "
+            "inputs, sliced or extended by reflection)") in res.probe_lines

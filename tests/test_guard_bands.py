@@ -23,14 +23,11 @@ import numpy as np
 import pytest
 
 from ssmviz.core.gpu import _STORAGE, Dispatch, GpuRuntime, Readback
+from ssmviz.core.guard import GUARD_U32, band_bytes
 from ssmviz.core.problem import Problem
 from ssmviz.core.resources import shader_source
 
 pytestmark = pytest.mark.gpu
-
-#: A NaN no kernel computes: its payload marks the guard bands.
-GUARD_U32 = 0x7FBADBAD
-MIN_GUARD_BYTES = 1024
 
 
 class GuardedBuffers:
@@ -44,7 +41,7 @@ class GuardedBuffers:
         self.plain_empty, self.plain_upload = rt.empty, rt.upload
 
     def _band(self, nbytes: int) -> int:
-        return max(MIN_GUARD_BYTES, -(-nbytes // 4) * 4)
+        return band_bytes(nbytes)  # the same bands as a kernel from a file gets
 
     def empty(self, nbytes: int, *, fill_u32: int | None = None, label: str = "") -> Any:
         if self.armed:  # the runtime's own scratch while it runs (e.g. a wait's probe)

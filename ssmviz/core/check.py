@@ -34,6 +34,8 @@ from ssmviz.core.inputs import open_inputs
 from ssmviz.core.memory import check_memory
 from ssmviz.core.reference._common import CONVENTIONS
 
+#: The name suffix of a verdict about a buffer written past its end (guard bands).
+OVERRUN = " (past its end)"
 #: Relative-error tolerances against the float64 reference (fp32 kernels).
 FORWARD_TOL = 1e-5
 GRAD_TOL = 1e-4
@@ -69,6 +71,10 @@ class TensorVerdict:
     #: Why the adapter, not the kernel, made this tensor differ (e.g. "lavapipe stops loops
     #: after 65535 iterations; ..."): the tensor is neither passed nor blamed on the kernel.
     not_judged: str = ""
+    #: ``first_bad`` in words, in the layout of the buffer the kernel wrote (a kernel from
+    #: a file), e.g. "b=0 d=0 t=3641" for a (batch, d_inner, seq_len) buffer; '' to show
+    #: ``first_bad`` itself.
+    first_bad_at: str = ""
 
     @property
     def passed(self) -> bool:
@@ -102,8 +108,14 @@ class TensorVerdict:
         if np.isfinite(self.rel_err) and self.rel_err > self.tolerance:
             parts.append(f"rel err {self.rel_err:.2e} > {self.tolerance:.0e}")
         if self.first_bad is not None:
-            parts.append(f"first bad at {self.first_bad}")
+            parts.append(f"first bad at {self.index_text()}")
         return "; ".join(parts) or "no finite reference to compare"
+
+    def index_text(self) -> str:
+        """The first bad index as the table shows it ('-' without one)."""
+        if self.first_bad is None:
+            return "-"
+        return self.first_bad_at or str(self.first_bad)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -113,6 +125,7 @@ class TensorVerdict:
             "rel_err": _json_float(self.rel_err),
             "max_abs_err": _json_float(self.max_abs_err),
             "first_bad": list(self.first_bad) if self.first_bad is not None else None,
+            "first_bad_at": self.first_bad_at or None,
             "nan": self.n_nan,
             "inf": self.n_inf,
             "unwritten": self.unwritten,
@@ -122,6 +135,11 @@ class TensorVerdict:
             "not_judged": self.not_judged or None,
             "note": self.note,
         }
+
+
+def _cell(x: float) -> str:
+    """A table's error figure: '-' where none could be measured (NaN)."""
+    return "-" if np.isnan(x) else f"{x:.2e}"
 
 
 def _json_float(x: float) -> float | str:
@@ -153,8 +171,23 @@ class CheckReport:
     ref: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
+    def compared(self) -> bool:
+        """Whether any tensor was compared with the reference (no verdict without one; a
+        buffer written past its end fails, but compares nothing)."""
+        return any(v.checked and not v.name.endswith(OVERRUN) for v in self.verdicts)
+
+    @property
     def passed(self) -> bool:
-        return all(v.passed for v in self.verdicts)
+        return self.compared and all(v.passed for v in self.verdicts)
+
+    def nothing_compared(self) -> str:
+        """Why no tensor was compared ('' when some was): the verdict's reason."""
+        if self.compared:
+            return ""
+        notes = sorted({v.note for v in self.verdicts if v.note})
+        why = f" ({'; '.join(notes)})" if notes else ""
+        return (f"no output of the kernel was compared with the reference: every one of the "
+                f"{len(self.verdicts)} reference tensors is not checked{why}")
 
     def failures(self) -> list[str]:
         return [f"{v.name}: {v.reason()}" for v in self.verdicts if not v.passed]
@@ -164,7 +197,10 @@ class CheckReport:
         return [v for v in self.verdicts if not v.passed and not v.not_judged]
 
     def status(self) -> str:
-        """The verdict line's text: PASS, FAIL (n tensor(s)) or NOT JUDGED (why)."""
+        """The verdict line's text: PASS, FAIL (n tensor(s)), NOT JUDGED (why) or
+        NOTHING COMPARED: why."""
+        if not self.compared:
+            return f"NOTHING COMPARED: {self.nothing_compared()}"
         if self.passed:
             return "PASS"
         blamed = self.kernel_failures()
@@ -206,15 +242,7 @@ class CheckReport:
                 cell = "PASS" if v.passed else "FAIL: " + v.reason()
             if v.note:
                 cell += f" ({v.note})"
-            rows.append(
-                (
-                    v.name,
-                    f"{v.rel_err:.2e}",
-                    f"{v.max_abs_err:.2e}",
-                    "-" if v.first_bad is None else str(v.first_bad),
-                    cell,
-                )
-            )
+            rows.append((v.name, _cell(v.rel_err), _cell(v.max_abs_err), v.index_text(), cell))
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
         lines = [
             "  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) + "  " + r[4]
@@ -329,6 +357,10 @@ def compare(
     diff_norm = float(np.sqrt(np.square(diff).sum()))
     v.rel_err = diff_norm / ref_norm if ref_norm > 0 else (0.0 if diff_norm == 0 else np.inf)
     v.max_abs_err = float(diff.max())
+    if v.unwritten or (finite.any() and not both.any()):
+        # Measured over a part only (the rest never written), or over nothing (all NaN):
+        # no error figure stands for the tensor.
+        v.rel_err = v.max_abs_err = float("nan")
     bad = (diff > element_bound(r, tolerance, time_axis=time_axis)) | (finite & ~g_finite)
     if poisoned is not None:
         bad |= poisoned

@@ -4,6 +4,10 @@ Grammar: integers, size names, ``+ - * / // %``, unary minus, parentheses and th
 functions ``ceil_div(a, b)``, ``ceil(a / b)``, ``min(...)``, ``max(...)``. ``a / b``
 is exact division (it must divide evenly, or be inside ``ceil(...)``); ``²``/``³``
 after a name or ``)`` square/cube it. Never uses ``eval``.
+
+Conditions (:func:`holds`, a profile's size constraints) compare such formulas with
+``== != < <= > >=`` (chained like ``1 <= d_state <= 16``), or are one of the tests
+``is_pow2(a)`` and ``divides(a, b)`` (a divides b); a formula never holds a comparison.
 """
 
 from __future__ import annotations
@@ -14,7 +18,13 @@ from fractions import Fraction
 
 from ssmviz.core.errors import SsmvizError
 
-_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z_0-9]*)|(//|[-+*/%(),²³]))")
+_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z_0-9]*)|(//|==|!=|<=|>=|[-+*/%(),²³<>]))")
+_COMPARE = {
+    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+}
+#: The tests a condition may be (each true or false, never a number inside a formula).
+_TESTS = ("is_pow2", "divides")
 _MAX_LEN = 400
 _MAX_VALUE = 1 << 62
 
@@ -38,15 +48,16 @@ def _tokens(text: str) -> list[str]:
 
 
 class _Parser:
-    def __init__(self, text: str, names: Mapping[str, int]) -> None:
+    def __init__(self, text: str, names: Mapping[str, int], kind: str = "formula") -> None:
         self.text = text
+        self.kind = kind
         self.toks = _tokens(text)
         self.i = 0
         self.names = names
         self.depth = 0
 
     def _err(self, what: str) -> SsmvizError:
-        return SsmvizError(f"formula '{self.text}': {what}")
+        return SsmvizError(f"{self.kind} '{self.text}': {what}")
 
     def peek(self) -> str | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -65,6 +76,43 @@ class _Parser:
         if self.peek() is not None:
             raise self._err(f"unexpected '{self.peek()}'")
         return value
+
+    def condition(self) -> bool:
+        """A comparison (chained: all must hold) or one test call, and nothing else."""
+        if (len(self.toks) > 1 and self.toks[0] in _TESTS and self.toks[1] == "("):
+            result = self.test(self.take())
+            if self.peek() is not None:
+                raise self._err(f"unexpected '{self.peek()}' after {self.toks[0]}(...)")
+            return result
+        left = self.expr()
+        if self.peek() not in _COMPARE:
+            raise self._err("is no condition: compare with == != < <= > >= or use "
+                            f"{'(...) or '.join(_TESTS)}(...)")
+        result = True
+        while self.peek() in _COMPARE:
+            op = self.take()
+            right = self.expr()
+            result = result and _COMPARE[op](left, right)
+            left = right
+        if self.peek() is not None:
+            raise self._err(f"unexpected '{self.peek()}'")
+        return result
+
+    def test(self, name: str) -> bool:
+        self.take("(")
+        args = [self._nested(self.expr)]
+        while self.peek() == ",":
+            self.take()
+            args.append(self._nested(self.expr))
+        self.take(")")
+        if name == "is_pow2":
+            if len(args) != 1:
+                raise self._err("is_pow2 takes 1 argument")
+            n = args[0]
+            return n.denominator == 1 and n > 0 and (n.numerator & (n.numerator - 1)) == 0
+        if len(args) != 2:
+            raise self._err("divides takes 2 arguments")
+        return args[0] != 0 and (args[1] / args[0]).denominator == 1
 
     def expr(self) -> Fraction:
         value = self.term()
@@ -157,6 +205,8 @@ class _Parser:
             return min(args)
         if name == "max":
             return max(args)
+        if name in _TESTS:
+            raise self._err(f"{name}(...) is a condition, not a number")
         raise self._err(f"unknown function '{name}' (known: ceil_div, ceil, min, max)")
 
     def _bound(self, value: Fraction) -> Fraction:
@@ -175,6 +225,14 @@ def evaluate(text: str | int, names: Mapping[str, int]) -> int:
     if value.denominator != 1:
         raise SsmvizError(f"formula '{text}' is not an integer ({value}); use ceil_div or //")
     return int(value)
+
+
+def holds(text: str, names: Mapping[str, int]) -> bool:
+    """Whether the condition ``text`` (see the module docstring) holds for the given size
+    names; SsmvizError when it is not a valid condition."""
+    if not isinstance(text, str):
+        raise SsmvizError(f"condition must be a string; got {text!r}"[:200])
+    return _Parser(text, names, "condition").condition()
 
 
 def names_in(text: str) -> set[str]:

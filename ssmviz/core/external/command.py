@@ -23,7 +23,7 @@ from typing import Any
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external.isolated import check_kernel_file_isolated
 from ssmviz.core.external.loader import load_kernel_file
-from ssmviz.core.external.runner import EXIT_BUILD
+from ssmviz.core.external.runner import EXIT_BUILD, summary_line
 
 _SIZE_ARGS = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups",
               "chunk_len")
@@ -41,6 +41,7 @@ def run_kernel_check(
     timeout: float | None = None,
     arrays: Mapping[str, Any] | None = None,
     collect: list | None = None,
+    size_probe: bool = True,
 ) -> int:
     """Check one kernel file (in the kernel worker) and print the result; returns the
     exit code.
@@ -50,18 +51,23 @@ def run_kernel_check(
     (keys: batch, seq_len, d_inner, d_state, n_heads, d_head, n_groups, chunk_len).
     ``timeout``: seconds each step may take (default: scaled with the problem's size).
     ``arrays``: canonical inputs (``--inputs``) instead of the seeded problem. ``collect``
-    receives the KernelCheckResults (for ``--json`` / ``--export``).
+    receives the KernelCheckResults (for ``--json`` / ``--export``). ``size_probe``
+    False (``--no-probe``): no size probe.
     """
     try:
         results = check_kernel_file_isolated(path, abi=abi, convention=convention,
                                              sizes=sizes, runs=runs, seed=seed,
-                                             timeout=timeout, arrays=arrays)
+                                             timeout=timeout, arrays=arrays,
+                                             size_probe=size_probe)
     except SsmvizError as exc:  # check_kernel catches these; belt and braces for the CLI
         out(f"error: {exc}")
         return EXIT_BUILD
     if collect is not None:
         collect.extend(results)
-    out("\n\n".join([*(r.render() for r in results), *_same_entries(path)]))
+    text = "\n\n".join([*(r.render() for r in results), *_same_entries(path)])
+    if len(results) > 1:  # the last line is the file's verdict
+        text += "\n" + summary_line(path, results)
+    out(text)
     return max(r.exit_code for r in results)
 
 
@@ -102,6 +108,7 @@ def main_check_kernel(args: argparse.Namespace, *, arrays: Mapping[str, Any] | N
         "runs": getattr(args, "runs", 3),
         "seed": getattr(args, "seed", 0),
         "timeout": getattr(args, "timeout", None),
+        "size_probe": not getattr(args, "no_probe", False),
     }
     if getattr(args, "watch", False):
         watch_kernel(args.kernel, **kw)
@@ -169,6 +176,7 @@ def watch_kernel(
     stop_event: threading.Event | None = None,
     max_checks: int | None = None,
     timeout: float | None = None,
+    size_probe: bool = True,
 ) -> list[int]:
     """Check ``path`` now and again after every save, until ``stop_event`` is set (or
     ``max_checks`` checks). Returns the exit code of every check run; Ctrl-C (also during
@@ -184,7 +192,8 @@ def watch_kernel(
     def once() -> None:
         try:
             code = run_kernel_check(path, abi=abi, convention=convention, sizes=sizes,
-                                    runs=runs, seed=seed, out=out, timeout=timeout)
+                                    runs=runs, seed=seed, out=out, timeout=timeout,
+                                    size_probe=size_probe)
         except Exception as exc:  # a watch must survive anything a half-written file does
             out(f"error: {type(exc).__name__}: {exc}")
             code = EXIT_BUILD

@@ -461,6 +461,7 @@ def check_kernel_file_isolated(
     probe: bool = True,
     timeout: float | None = None,
     arrays: Mapping[str, np.ndarray] | None = None,
+    size_probe: bool = True,
 ) -> list[KernelCheckResult]:
     """:func:`~ssmviz.core.external.runner.check_kernel_file` in the worker, each step under
     ``timeout`` seconds (default: :func:`default_deadline` of the problem: ``arrays``, the
@@ -471,7 +472,8 @@ def check_kernel_file_isolated(
     try:
         return get_worker().call(check_kernel_file, path, abi=abi, convention=convention,
                                  sizes=dict(sizes) if sizes else None, runs=runs, seed=seed,
-                                 probe=probe, arrays=arrays, deadline=deadline,
+                                 probe=probe, arrays=arrays, size_probe=size_probe,
+                                 deadline=deadline,
                                  text=_read_for_depth(path, None))
     except WatchdogError as exc:
         return [KernelCheckResult(path, exc.exit_code, message=str(exc), watchdog=exc.kind)]

@@ -27,7 +27,7 @@ from typing import Any
 
 from ssmviz.core import families
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.expr import evaluate, names_in
+from ssmviz.core.expr import evaluate, holds, names_in
 from ssmviz.core.external.profile_keys import (
     LAYOUT_KEYS,
     check_dims,
@@ -69,7 +69,7 @@ def forward_roles(family: str) -> set[str]:
 
 _TOP_KEYS = {"name", "family", "convention", "params", "params_binding", "sizes", "buffers",
              "passes", "detect", "not_checked", "description", "tolerance", "host", "arenas",
-             "defines"}
+             "defines", "constraints"}
 _BUFFER_KEYS = {"role", "dims", "io", "init", "zero_leading", "stage"} | LAYOUT_KEYS
 _PASS_KEYS = {"entry", "stage", "workgroup_size", "dispatch", "bindings", "export", "overrides"}
 #: The pseudo-role of a buffer with given contents (``fill``) and no reference role.
@@ -186,6 +186,7 @@ def parse_profile(data: Any, *, origin: str = "profile") -> AbiProfile:
     desc = data.get("description", "")
     if not isinstance(desc, str):
         raise SsmvizError(f"{origin}: description must be a string")
+    constraints = _constraints(origin, data.get("constraints", []), names)
     return AbiProfile(
         name=name, family=family, convention=convention, params=params, params_binding=pb,
         sizes=sizes, buffers=buffers, passes=passes,
@@ -194,7 +195,7 @@ def parse_profile(data: Any, *, origin: str = "profile") -> AbiProfile:
         detect_exports=_strlist(f"{origin}: detect.exports", detect.get("exports", [])),
         not_checked={str(k): v for k, v in not_checked.items()}, description=desc,
         tolerance=tolerance, host=host, convention_params=conv_params, arenas=arenas,
-        defines=defines,
+        defines=defines, constraints=constraints,
     )
 
 
@@ -235,6 +236,25 @@ def _bind_params(origin: str, passes: list[PassSpec], pb: int | None, has_params
                 raise SsmvizError(f"{origin}: passes[{i}].bindings.{pb} is "
                                   f"'{p.bindings[pb]}', but params_binding = {pb}")
             p.bindings[pb] = "params"
+
+
+def _constraints(origin: str, raw: Any, names: set[str]) -> list[str]:
+    """The ``constraints`` key: a list of conditions over the sizes, each checked now."""
+    if not isinstance(raw, list) or not all(isinstance(c, str) for c in raw):
+        raise SsmvizError(f"{origin}: constraints must be a list of conditions such as "
+                          "\"d_state == 16\"")
+    for i, cond in enumerate(raw):
+        where = f"{origin}: constraints[{i}]"
+        unknown = names_in(cond) - names if cond.strip() else set()
+        if unknown:
+            raise SsmvizError(f"{where}: unknown size '{sorted(unknown)[0]}' in '{cond}' "
+                              f"(known: {', '.join(sorted(names))})"[:300])
+        try:
+            holds(cond, dict.fromkeys(names, 1))
+        except SsmvizError as exc:
+            if "division by zero" not in str(exc):
+                raise SsmvizError(f"{where}: {exc}") from None
+    return list(raw)
 
 
 def _parse_buffers(origin: str, family: str, raw: Any, names: set[str],

@@ -6,7 +6,8 @@
 - :func:`kernel_results_json` / :func:`write_kernel_json`: ``--json`` of a kernel check.
 - :func:`export_kernel_npz`: ``--export``; the keys are the inputs under their names and,
   for every output the kernel produced, ``gpu_<label>`` and ``ref_<label>`` with the
-  profile's label (e.g. ``gpu_y``, ``gpu_h_cache[h]``), plus a JSON ``meta`` that
+  profile's label without spaces (e.g. ``gpu_y``, ``gpu_h_cache[h]``, ``gpu_out_buf__y`` for
+  ``out_buf (y)``), plus a JSON ``meta`` that
   ``--inputs`` reads back; the CLI adds the operators ``ref_M`` and ``gpu_M``.
 
 All take the list of :class:`KernelCheckResult` a check returned, after the check.
@@ -24,7 +25,7 @@ import numpy as np
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external.loader import load_kernel_file
 from ssmviz.core.external.profiles import detect_profile, detect_profiles, get_profile
-from ssmviz.core.external.runner import KernelCheckResult, role_of_label
+from ssmviz.core.external.runner import KernelCheckResult, export_key, role_of_label
 from ssmviz.core.external.wgsl import parse_module
 from ssmviz.core.fileio import write_file, write_text
 
@@ -57,7 +58,7 @@ def _result_json(r: KernelCheckResult) -> dict[str, Any]:
         "passed": r.exit_code == 0,
         "message": r.message,
         "stages_run": list(r.stages_run),
-        "diagnostics": [asdict(d) for d in r.diagnostics],
+        "diagnostics": [asdict(d) for d in r.diagnostics] if r.prints_diagnostics else [],
         "notes": [asdict(d) for d in r.notes],
         "probes": list(r.probe_lines),
         "report": r.report.to_json() if r.report is not None else None,
@@ -88,8 +89,8 @@ def kernel_export_arrays(result: KernelCheckResult) -> dict[str, np.ndarray]:
     for label, arr in rep.gpu.items():
         # An external profile's label (h_cache[h]) has its role's value as the reference.
         ref = rep.ref[label] if label in rep.ref else rep.ref[role_of_label(prof, label)[1]]
-        data[f"gpu_{label}"] = np.asarray(arr)
-        data[f"ref_{label}"] = np.asarray(ref)
+        data[f"gpu_{export_key(label)}"] = np.asarray(arr)
+        data[f"ref_{export_key(label)}"] = np.asarray(ref)
     meta = {k: v for k, v in rep.to_json().items() if k != "tensors"}
     meta |= {"kernel": result.path, "profile": prof.name}
     data["meta"] = np.array(json.dumps(meta))

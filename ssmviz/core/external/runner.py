@@ -22,17 +22,18 @@ from typing import Any
 
 import numpy as np
 
-from ssmviz.core import families
+from ssmviz.core import families, guard
 from ssmviz.core.check import (
     FORWARD_TOL,
     GRAD_TOL,
+    OVERRUN,
     CheckReport,
     TensorVerdict,
     check_arrays,
     compare,
 )
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.expr import evaluate
+from ssmviz.core.expr import evaluate, names_in
 from ssmviz.core.external import layouts, progress
 from ssmviz.core.external import values as values_mod
 from ssmviz.core.external.diagnostics import (
@@ -53,6 +54,7 @@ from ssmviz.core.external.profile_keys import define_values
 from ssmviz.core.external.profiles import (
     detect_profile,
     detect_profiles,
+    expanded_dims,
     get_profile,
     role_axes,
     role_key,
@@ -63,6 +65,7 @@ from ssmviz.core.external.tint import TintVerdict
 from ssmviz.core.external.wgsl import (
     Module,
     access_sites,
+    count_loop_iterations,
     reverse_workgroup_order,
     stored_value_origin,
 )
@@ -96,20 +99,50 @@ class KernelCheckResult:
     watchdog: str = ""
     #: With ``timed``: each stage's median time and its entry points' (see _time_passes).
     timing: dict[str, Any] = field(default_factory=dict)
+    #: The file's sources (exports) this profile's passes ran.
+    sources: list[str] = field(default_factory=list)
+    #: Sources that another profile of the same file ran (their findings are counted in
+    #: that profile's summary, not in this one's).
+    foreign: set[str] = field(default_factory=set)
+    #: Whether :meth:`render` prints the file's diagnostics (once per file: the first
+    #: result of :func:`check_kernel_file` does).
+    prints_diagnostics: bool = True
+
+    def counted(self) -> list[Diagnostic]:
+        """The diagnostics this result's summary counts: the file's, less those of the
+        sources another profile ran."""
+        return [d for d in self.diagnostics
+                if d.export is None or d.export not in self.foreign - set(self.sources)]
+
+    def word(self) -> str:
+        """The verdict in a word or two: PASS, FAIL, NOT JUDGED, NOTHING COMPARED, DOES
+        NOT BUILD, INVALID, or the watchdog's verdict."""
+        if self.watchdog:
+            return self.message.split(":")[0]
+        if self.exit_code == EXIT_BUILD:
+            built = any(d.severity == "error" for d in self.counted())
+            return "DOES NOT BUILD" if built else "INVALID"
+        if self.report is not None and not self.report.compared:
+            return "NOTHING COMPARED"
+        if self.exit_code == EXIT_FAIL and self.report is not None \
+                and not self.report.kernel_failures():
+            return "NOT JUDGED"
+        return "PASS" if self.exit_code == EXIT_PASS else "FAIL"
 
     def render(self) -> str:
         """The text the CLI prints: diagnostics, the verdict table, probes, locations."""
         if self.watchdog:  # nothing ran to the end: the verdict is the one line
             return f"{self.path}: {self.message}"
         parts: list[str] = []
-        for d in self.diagnostics:
-            parts.append(d.render())
+        if self.prints_diagnostics:
+            parts += [d.render() for d in self.diagnostics]
         if self.profile is not None:
             conv = self.report.convention if self.report else (self.profile.convention or "-")
             parts.append(f"profile: {self.profile.name} ({self.profile.family}, {conv}); "
                          f"stages run: {', '.join(self.stages_run) or 'none'}")
-        errors = sum(d.severity == "error" for d in self.diagnostics)
-        warnings = sum(d.severity == "warning" for d in self.diagnostics)
+        counted = self.counted()
+        errors = sum(d.severity == "error" for d in counted)
+        warnings = sum(d.severity == "warning" for d in counted)
         if self.report is not None:
             # A file with errors that naga still built ran: its rows are shown, but the
             # verdict is the file's, never a PASS the last line contradicts.
@@ -124,7 +157,10 @@ class KernelCheckResult:
         if self.exit_code == EXIT_BUILD and not errors:
             # Not checked at all (no entry point of the profile, bad sizes...): say why.
             why = self.message.removeprefix(f"{self.path}: ") or "not checked"
-            parts.append(f"{self.path}: INVALID: {why} ({counts})")
+            parts.append(f"{self.path}: INVALID: {why}" + (f" ({counts})" if warnings else ""))
+        elif self.report is not None and not self.report.compared:
+            parts.append(f"{self.path}: NOTHING COMPARED ({counts}): "
+                         f"{self.report.nothing_compared()}")
         else:
             word = {0: "PASS", 1: "FAIL", 2: "DOES NOT BUILD"}[self.exit_code]
             if self.exit_code == 1 and self.report is not None \
@@ -338,12 +374,98 @@ def base_sizes(family: str, sizes: Mapping[str, int] | None) -> dict[str, int]:
     return roles.derive(out)
 
 
-def _probe_sizes(family: str, sizes: Mapping[str, int]) -> dict[str, int]:
-    """The size probe's problem: the same sizes at a longer seq_len (more chunks and
-    workgroups, a different ragged tail)."""
-    base = {k: v for k, v in sizes.items() if k in families.get(family).roles.defaults}
-    base["seq_len"] = sizes["seq_len"] + 2 * sizes.get("chunk_len", 64) + 3
-    return base_sizes(family, base)
+#: Tiles the size probe's seq_len crosses (where tiled kernels go wrong), longest first.
+PROBE_TILES = (1024, 256)
+
+
+def probe_plan(prof: AbiProfile, sizes: Mapping[str, int]
+               ) -> tuple[list[dict[str, int]], list[str]]:
+    """The size probe's problems (each with the profile's derived sizes), and lines about
+    what the profile's constraints left out.
+
+    The first is longer along seq_len (past the 1024- and 256-step tiles where it can be:
+    more chunks and workgroups, another ragged tail), every other size equal; the second
+    takes another batch, d_inner (SSD: n_heads) and d_state at the same seq_len. Each is
+    the first candidate the profile's constraints allow.
+    """
+    fam = families.get(prof.family).roles
+    base = {k: v for k, v in sizes.items() if k in fam.defaults}
+    L, step = base["seq_len"], 2 * base.get("chunk_len", 64) + 3
+    seq = [x for tile in PROBE_TILES for x in (max(L, tile) + step, tile + 3)
+           if x > L] + [L + step]
+    width = "d_inner" if "d_inner" in base else "n_heads"
+    grow = base.get("n_groups", 1) if width == "n_heads" else 3
+    n = base["d_state"]
+    shapes = [(b, w, d) for b in (base["batch"] + 1, base["batch"])
+              for w in (base[width] + grow, base[width])
+              for d in (n + 1, 2 * n, max(n // 2, 1), n)]
+
+    def allowed(change: dict[str, int]) -> dict[str, int] | None:
+        try:
+            out = prof.sizes_for(base_sizes(prof.family, base | change))
+        except SsmvizError:
+            return None
+        return out if prof.violated(out) is None else None
+
+    plans: list[dict[str, int]] = []
+    skipped: list[str] = []
+    longer = next((s for s in (allowed({"seq_len": x}) for x in dict.fromkeys(seq)) if s), None)
+    if longer is None:
+        skipped.append(f"size probe (seq_len): skipped: no seq_len in {sorted(set(seq))} "
+                       f"satisfies the profile's constraints ({'; '.join(prof.constraints)})")
+    else:
+        plans.append(longer)
+    other = next((s for s in (allowed({"batch": b, width: w, "d_state": d})
+                              for b, w, d in shapes[:-1]) if s), None)
+    if other is None:
+        skipped.append("size probe (batch, d_inner, d_state): skipped: no other sizes satisfy "
+                       f"the profile's constraints ({'; '.join(prof.constraints)})")
+    else:
+        plans.append(other)
+    return plans, skipped
+
+
+def _reflected(n_new: int, n_old: int) -> np.ndarray:
+    """Indices 0..n_old-1 that run forward, then back, and so on, for ``n_new`` places:
+    an axis extended by reflection (never periodic with the tile sizes)."""
+    i = np.arange(n_new) % (2 * n_old)
+    return np.where(i < n_old, i, 2 * n_old - 1 - i)
+
+
+def probe_inputs(family: str, inputs: Mapping[str, np.ndarray], sizes2: Mapping[str, int],
+                 fresh: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """The size probe's inputs at ``sizes2`` from the judged run's ``inputs``.
+
+    Without ``fresh`` (given inputs, e.g. ``--inputs``): each input sliced or extended
+    by reflection along every axis whose size changed; no value is made up. With
+    ``fresh`` (a seeded problem at ``sizes2``): those, with the part they share with the
+    judged run's inputs (the first seq_len steps, the same channels) copied from them.
+    """
+    axes = role_axes(family)
+    out: dict[str, np.ndarray] = {}
+    for key, arr in inputs.items():
+        a = np.asarray(arr)
+        if fresh is not None:
+            b = np.array(fresh[key], dtype=np.float64)
+            common = tuple(slice(0, min(x, y)) for x, y in zip(a.shape, b.shape, strict=True))
+            b[common] = a[common]
+            out[key] = b
+            continue
+        for k, name in enumerate(axes[key]):
+            if a.shape[k] != sizes2[name]:
+                a = np.take(a, _reflected(sizes2[name], a.shape[k]), axis=k)
+        out[key] = np.array(a, dtype=np.float64)
+    return out
+
+
+def _probe_name(sizes: Mapping[str, int], sizes2: Mapping[str, int], family: str) -> str:
+    """The sizes a probe changed, e.g. "seq_len=1043, 131 chunks" or "batch=3 d_state=5"."""
+    keys = families.get(family).roles.defaults
+    changed = [k for k in keys if sizes2.get(k) != sizes.get(k)]
+    text = " ".join(f"{k}={sizes2[k]}" for k in changed)
+    if changed == ["seq_len"] and "n_chunks" in sizes2:
+        text += f", {sizes2['n_chunks']} chunks"
+    return text
 
 
 def _add_note(v: TensorVerdict, note: str) -> None:
@@ -381,12 +503,17 @@ class _Plan:
 
 
 def _run(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module],
-         sizes: dict[str, int], values: Mapping[str, np.ndarray], rt: Any
+         sizes: dict[str, int], values: Mapping[str, np.ndarray], rt: Any,
+         extra: Mapping[int, Any] | None = None, overruns: list[TensorVerdict] | None = None
          ) -> tuple[dict[str, np.ndarray], float]:
     """One run of every planned pass; returns each buffer holding a judged tensor read
-    back (its 32-bit words; :func:`_canonical` decodes them)."""
+    back (its 32-bit words; :func:`_canonical` decodes them). ``extra``: more bindings
+    every pass gets (a counting copy's buffer). ``overruns``: every buffer gets a guard
+    band (:mod:`ssmviz.core.guard`), and a failing verdict per buffer written past its
+    end is appended."""
     prof = plan.prof
-    buffers, shapes, passes = _prepare(plan, texts, modules, sizes, values, rt)
+    bands: dict[str, guard.Guarded] | None = None if overruns is None else {}
+    buffers, shapes, passes = _prepare(plan, texts, modules, sizes, values, rt, extra, bands)
     t0 = time.perf_counter()
     for _, d in passes:  # one at a time, so a watchdog can name the pass that hangs
         progress.report("run", f"the dispatch of `{d.label}`")
@@ -396,22 +523,40 @@ def _run(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module],
     names = [name for name in buffers
              if any(layouts.judged(prof, prof.buffers[t]) and prof.buffers[t].stage
                     in plan.stages for t in gbufs[name].tensors)]
-    arrays = rt.read_many([Readback(buffers[name], np.uint32, (gbufs[name].elements,))
-                           for name in names])
-    return dict(zip(names, arrays, strict=True)), seconds
+    reads = [Readback(buffers[name], np.uint32, (gbufs[name].elements,)) for name in names]
+    got = rt.read_many(reads + [g.readback() for g in (bands or {}).values()])
+    for (name, g), band in zip((bands or {}).items(), got[len(names):], strict=True):
+        hit = guard.overrun(g, band)
+        if hit is not None and overruns is not None:
+            overruns.append(_overrun_verdict(name, gbufs[name].elements, hit))
+    return dict(zip(names, got[: len(names)], strict=True)), seconds
 
 
 def _prepare(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module],
-             sizes: dict[str, int], values: Mapping[str, np.ndarray], rt: Any
+             sizes: dict[str, int], values: Mapping[str, np.ndarray], rt: Any,
+             extra: Mapping[int, Any] | None = None,
+             bands: dict[str, guard.Guarded] | None = None
              ) -> tuple[dict[str, Any], dict[str, tuple[int, ...]],
                         list[tuple[PassSpec, Dispatch]]]:
     """Every planned pass's buffers (inputs uploaded, outputs poisoned or zeroed), their
-    shapes, and each pass with its dispatch, in order."""
+    shapes, and each pass with its dispatch, in order. ``bands``: every buffer gets a guard
+    band (:mod:`ssmviz.core.guard`), recorded there by name."""
     prof = plan.prof
     used = _bindings_used(plan, modules)
     shapes = require_sizes(plan, modules, sizes, rt)
     gbufs = layouts.gpu_buffers(prof, set(shapes), sizes)
     buffers: dict[str, Any] = {}
+
+    def make(name: str, array: np.ndarray | None = None, nbytes: int = 0,
+             fill: int | None = None) -> Any:
+        if bands is None:
+            return rt.upload(array, label=name) if array is not None else \
+                rt.empty(nbytes, fill_u32=fill, label=name)
+        g = guard.upload(rt, array, label=name) if array is not None else \
+            guard.empty(rt, nbytes, fill_u32=fill, label=name)
+        bands[name] = g
+        return g.buffer
+
     for name in sorted(shapes):
         gb = gbufs[name]
         specs = [prof.buffers[t] for t in gb.tensors]
@@ -422,15 +567,15 @@ def _prepare(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module
         words = layouts.initial_contents(prof, gb, values, sizes, produced)
         if words is None:
             spec = specs[0]
-            buf = rt.empty(4 * gb.elements,
-                           fill_u32=None if spec.init == "zero" else POISON_U32, label=name)
+            buf = make(name, nbytes=4 * gb.elements,
+                       fill=None if spec.init == "zero" else POISON_U32)
             if spec.zero_leading:
                 lead = min(evaluate(spec.zero_leading, sizes), gb.elements)
                 if lead > 0:
                     rt.device.queue.write_buffer(buf, 0, np.zeros(lead, np.float32))
             buffers[name] = buf
         else:
-            buffers[name] = rt.upload(words, label=name)
+            buffers[name] = make(name, words)
     conv = 1 if plan.convention == "builderforce" else 0
     dispatches = []
     storage_max = 0
@@ -438,8 +583,6 @@ def _prepare(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module
         grid = [evaluate(d, sizes) for d in p.dispatch]
         total = int(np.prod(grid))
         wg = split_workgroups(grid[0]) if len(grid) == 1 else (grid[0], grid[1], grid[2])
-        if min(wg) < 1:
-            continue  # an empty dispatch (e.g. no chunks): nothing to run
         env = dict(sizes) | {"total": total, "convention": conv, "reverse": 0}
         params = np.array([evaluate(f, env) for f in prof.params], dtype=np.uint32)
         binds: dict[int, Any] = {}
@@ -448,7 +591,8 @@ def _prepare(plan: _Plan, texts: Mapping[str, str], modules: Mapping[str, Module
                 continue
             bname = p.bindings[b]
             binds[b] = rt.uniform(params) if bname == "params" else buffers[bname]
-        storage_max = max(storage_max, sum(1 for b in binds if p.bindings[b] != "params"))
+        binds |= dict(extra or {})
+        storage_max = max(storage_max, sum(1 for b in binds if p.bindings.get(b) != "params"))
         progress.report("compile", f"the pipeline of `{p.entry}`")
         consts = {k: evaluate(v, sizes) for k, v in p.constants.items()}
         pipe = rt.pipeline(texts[src.name], p.entry, label=f"{src.name}:{p.entry}",
@@ -480,6 +624,26 @@ def _time_passes(plan: _Plan, modules: Mapping[str, Module], texts: Mapping[str,
     for buf in buffers.values():
         buf.destroy()
     return {"stages": stages}
+
+
+def _overrun_verdict(name: str, n: int, hit: tuple[int, int]) -> TensorVerdict:
+    """The failing row of a buffer of ``n`` elements the kernel wrote past its end."""
+    first, count = hit
+    v = TensorVerdict(f"{name}{OVERRUN}", (n,), 0.0, first_bad=(first,),
+                      first_bad_at=f"element {first} (byte offset {4 * first})")
+    v.note = (f"written past its end: {count} guard word(s) after its {n} elements changed, "
+              f"the first {first - n + 1} element(s) past the end")
+    return v
+
+
+def _guards_apply(plan: _Plan, modules: Mapping[str, Module]) -> str:
+    """'' when the buffers can get guard bands, else why not (a kernel that reads
+    arrayLength would see the band as part of its array)."""
+    for p, src in plan.passes:
+        if any("arrayLength" in f.idents or "arrayLength" in f.calls
+               for f in modules[src.name].reachable(p.entry)):
+            return f"`{p.entry}` reads arrayLength(), which would count the guard band"
+    return ""
 
 
 def _bindings_used(plan: _Plan, modules: Mapping[str, Module]) -> dict[str, set[int]]:
@@ -523,15 +687,40 @@ def require_sizes(plan: _Plan, modules: Mapping[str, Module], sizes: Mapping[str
                    if len(spec.roles) > 1 else f"{what} buffer {name} ({dims})")
     for p, _ in plan.passes:
         grid = [evaluate(d, sizes) for d in p.dispatch]
+        for k, (formula, count) in enumerate(zip(p.dispatch, grid, strict=True)):
+            if count < 1:  # the profile's error, never the kernel's unwritten outputs
+                where = f"passes[{prof.passes.index(p)}].dispatch[{k}]"
+                raise SsmvizError(
+                    f"profile '{prof.name}': {where} = '{formula}' is {count} workgroups at "
+                    f"{_sizes_words(sizes, names_in(str(formula)))}; a pass needs at least 1")
         # One folded formula is split over x and y; it raises itself when it cannot be.
-        wg = split_workgroups(grid[0]) if len(grid) == 1 else tuple(grid)
-        rt.require(workgroups_per_dimension=max(wg), what=f"{what} dispatch of `{p.entry}`")
+        key = f"passes[{prof.passes.index(p)}].dispatch ({', '.join(map(str, p.dispatch))})"
+        try:
+            wg = split_workgroups(grid[0]) if len(grid) == 1 else tuple(grid)
+        except SsmvizError as exc:
+            raise SsmvizError(f"profile '{prof.name}': {key}: {exc}") from None
+        rt.require(workgroups_per_dimension=max(wg),
+                   what=f"{what} dispatch of `{p.entry}` ({key})")
         env = dict(sizes) | {"total": int(np.prod(grid)), "convention": 0, "reverse": 0}
         for i, f in enumerate(prof.params):
             v = evaluate(f, env)
             if not 0 <= v < 1 << 32:
                 raise SsmvizError(f"{what} params field {i} ({f}) = {v} does not fit in a u32")
     return shapes
+
+
+def _sizes_words(sizes: Mapping[str, int], names: set[str]) -> str:
+    """E.g. "seq_len=37, d_state=4": the sizes named (all, in order, when none is)."""
+    shown = [k for k in sizes if k in names] or list(sizes)
+    return ", ".join(f"{k}={sizes[k]}" for k in shown)
+
+
+def check_constraints(prof: AbiProfile, sizes: Mapping[str, int]) -> None:
+    """Refuse sizes that break one of the profile's constraints, in one line naming it."""
+    cond = prof.violated(sizes)
+    if cond is not None:
+        raise SsmvizError(f"profile '{prof.name}': constraint '{cond}' does not hold at "
+                          f"{_sizes_words(sizes, names_in(cond))}; choose sizes it allows")
 
 
 def _canonical(prof: AbiProfile, raw: Mapping[str, np.ndarray], sizes: Mapping[str, int]
@@ -544,6 +733,32 @@ def _canonical(prof: AbiProfile, raw: Mapping[str, np.ndarray], sizes: Mapping[s
             for role, arr in roles.items():
                 out[_label(spec, role)] = arr
     return out
+
+
+#: Short axis names for a first bad index in words (b=0 d=0 t=3641).
+_AXIS_LETTER = {"batch": "b", "seq_len": "t", "d_inner": "d", "d_state": "n", "n_heads": "h",
+                "d_head": "p", "n_groups": "g", "chunk_slot": "c"}
+
+
+def name_first_bad(prof: AbiProfile, spec: BufferSpec, role: str, v: TensorVerdict) -> None:
+    """Say ``v.first_bad`` (the reference's layout) in the buffer's own axis order, each
+    axis named: "b=0 d=0 t=3641" for a (batch, d_inner, seq_len) buffer."""
+    want = role_axes(prof.family).get(role, ())
+    if not v.first_bad or len(v.first_bad) != len(want):
+        return
+    order = expanded_dims(prof.family, spec.dims, want)
+    if sorted(order) != sorted(want):  # a layout whose axes are not the role's own
+        return
+    v.first_bad_at = " ".join(f"{_AXIS_LETTER.get(a, a)}={v.first_bad[want.index(a)]}"
+                              for a in order)
+
+
+def export_key(label: str) -> str:
+    """An output label as an archive key, without spaces: ``out_buf (y)`` -> ``out_buf__y``."""
+    if label.endswith(")") and " (" in label:
+        name, role = label[:-1].split(" (", 1)
+        label = f"{name}__{role}"
+    return label.replace(" ", "_")
 
 
 def _label(spec: BufferSpec, role: str) -> str:
@@ -598,18 +813,29 @@ def check_kernel_file(
     runtime: Any = None,
     probe: bool = True,
     arrays: Mapping[str, np.ndarray] | None = None,
+    size_probe: bool = True,
 ) -> list[KernelCheckResult]:
     """:func:`check_kernel` under every profile the file matches (one per family), or
-    under ``abi`` only; ``arrays`` as for :func:`check_kernel`."""
+    under ``abi`` only; ``arrays`` and ``size_probe`` as for :func:`check_kernel`."""
     kw = {"convention": convention, "sizes": sizes, "runs": runs, "seed": seed,
-          "runtime": runtime, "probe": probe, "arrays": arrays}
+          "runtime": runtime, "probe": probe, "arrays": arrays, "size_probe": size_probe}
     first = check_kernel(path, abi=abi, **kw)
     results = [first]
     for name in first.also:
         nxt = check_kernel(path, abi=name, **kw)
-        nxt.diagnostics = []  # the file's diagnostics are printed once, with the first
+        nxt.prints_diagnostics = False  # the file's diagnostics are printed once
         results.append(nxt)
+    for r in results:
+        r.foreign = {s for o in results if o is not r for s in o.sources}
     return results
+
+
+def summary_line(path: str, results: list[KernelCheckResult]) -> str:
+    """The last line of a file checked under several profiles: the worst verdict, then
+    each profile's (one that fails never ends on another's PASS)."""
+    worst = max(results, key=lambda r: r.exit_code)
+    each = ", ".join(f"{r.profile.name if r.profile else '?'}: {r.word()}" for r in results)
+    return f"{path}: {worst.word()} ({each})"
 
 
 def check_kernel(
@@ -634,7 +860,9 @@ def check_kernel(
     ``text`` (the source as applied; default: read ``path``), ``arrays`` (its canonical
     inputs instead of the seeded problem; their shapes give the sizes, ``sizes`` then only
     adds chunk_len), ``family`` (the profile of that family among those the file matches)
-    and ``size_probe=False`` (the size probe judges a seeded problem of its own).
+    and ``size_probe=False``. ``size_probe`` (``--no-probe`` turns it off): judge the
+    kernel again at other sizes (:func:`probe_plan`), on inputs made from the judged run's
+    (given ``arrays``: only those, sliced or extended by reflection).
     ``timed`` > 0: after the check, time each stage and entry point over that many repeats
     on the same problem (``ssmviz bench --kernel``), into ``timing``; not for a ``host``
     profile, whose passes the family's host code plans (the bench times that code).
@@ -747,6 +975,7 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
     stages = [s for s in prof.stages
               if s not in missing_stage and any(p.stage == s for p in prof.passes)]
     res.stages_run = stages
+    res.sources = sorted({s.name for _, s in planned})
     res.diagnostics = sort_diagnostics(res.diagnostics + _consistency(an, prof, planned))
     naga_failed = any(not an.naga_ok[s.name] for _, s in planned)
     errors = any(d.severity == "error" for d in res.diagnostics)
@@ -770,6 +999,7 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
             f"judging it against the {convention} reference as asked")
     plan = _Plan(prof, planned, stages, conv, conv_params, raw_kf)
     sizes = prof.sizes_for(base_sizes(prof.family, sizes_in))
+    check_constraints(prof, sizes)
     texts = {s.name: s.text for s in kf.sources}
     report, gpu, first_raw = _judge(plan, an, texts, sizes, runs, seed, rt, missing_stage, res,
                                     opts.arrays)
@@ -777,7 +1007,9 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
     if opts.probe:
         _order_probe(plan, an, kf, texts, sizes, rt, report, first_raw, res)
     if opts.size_probe:
-        _size_probe(plan, an, texts, sizes, seed, rt, report, gpu, res)
+        _size_probe(plan, an, texts, sizes, seed, rt, report, gpu, res, opts.arrays is not None)
+    elif opts.probe:
+        res.probe_lines.append("size probe: skipped (turned off)")
     _locate_failures(plan, an, kf, report, sizes, res)
     if opts.timed:
         res.timing = _time_passes(plan, an.modules, texts, sizes, report.ref, rt, opts.timed)
@@ -804,8 +1036,13 @@ def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str
     values = values_mod.role_values(prof, arrays, ref, plan.conv, sizes)
     raws = []
     gpu_s = 0.0
-    for _ in range(runs):
-        raw, sec = _run(plan, texts, an.modules, sizes, values, rt)
+    no_guards = _guards_apply(plan, an.modules)
+    overruns: list[TensorVerdict] | None = None if no_guards else []
+    if no_guards:
+        res.probe_lines.append(f"guard bands: none ({no_guards})")
+    for i in range(runs):  # the first run inside guard bands
+        raw, sec = _run(plan, texts, an.modules, sizes, values, rt,
+                        overruns=overruns if i == 0 else None)
         raws.append(raw)
         gpu_s += sec
     progress.report("step", "the comparison with the reference")
@@ -826,6 +1063,7 @@ def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str
                     continue
                 v = compare(label, gpu[0][label], values[role], tol[spec.stage],
                             repeats=[g[label] for g in gpu[1:]])
+                name_first_bad(prof, spec, role, v)
                 v.note = role_note(prof.family, role)
                 if not v.deterministic:
                     _add_note(v, f"differs across {runs} runs")
@@ -834,6 +1072,8 @@ def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str
                                       gpu[0][label], values[role]))
                 covered.add(role_key(prof.family, role))
     _adapter_cut(judged, sizes["seq_len"], rt)
+    _loop_budget(plan, an, texts, sizes, values, rt, judged)
+    verdicts += overruns or []
     fam = families.get(prof.family)
     for key in fam.output_keys:
         if key in covered:
@@ -902,7 +1142,9 @@ def _order_probe(plan: _Plan, an: _Analysis, kf: KernelFile, texts: Mapping[str,
                     if v.name == label and v.checked:
                         v.deterministic = False
                         _add_note(v, "order-dependent (race)")
-    # Point at reads of buffers that the same pass also writes: the likely racing reads.
+    # Point at reads of buffers that the same pass also writes: the likely racing reads,
+    # in the file's order.
+    found: list[Diagnostic] = []
     for p, src in plan.passes:
         mod = an.modules[src.name]
         writes = {p.bindings.get(g.binding) for g in mod.globals_used(p.entry).values()}
@@ -915,11 +1157,12 @@ def _order_probe(plan: _Plan, an: _Analysis, kf: KernelFile, texts: Mapping[str,
             if not stores:
                 continue
             for tok in loads:
-                res.notes.append(at_wgsl(
+                found.append(at_wgsl(
                     kf, src, "note", tok.line, tok.col,
                     f"`{gv.name}` is read here and written by `{p.entry}` in the same dispatch: "
                     "a workgroup may read what another workgroup has not written yet",
                     len(gv.name), "race"))
+    res.notes += sorted(found, key=lambda d: (d.line, d.col, d.message))
 
 
 def _tolerances(prof: Any) -> dict[str, float]:
@@ -930,29 +1173,37 @@ def _tolerances(prof: Any) -> dict[str, float]:
 
 def _size_probe(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str, int],
                 seed: int, rt: Any, report: CheckReport, gpu: Mapping[str, np.ndarray],
-                res: KernelCheckResult) -> None:
+                res: KernelCheckResult, given: bool) -> None:
+    """Judge the kernel again at each of :func:`probe_plan`'s sizes, on inputs made from
+    the judged run's (``given``: only those, sliced or extended; else a seeded problem
+    sharing them); the longer run's first seq_len steps must also agree with the judged
+    run's (a causal scan)."""
     prof = plan.prof
-    L = sizes["seq_len"]
-    base2 = _probe_sizes(prof.family, sizes)
-    L2 = base2["seq_len"]
-    sizes2 = prof.sizes_for(base2)
+    plans, skipped = probe_plan(prof, sizes)
+    res.probe_lines += skipped
+    for sizes2 in plans:
+        fresh = None if given else _problem_arrays(prof, sizes2, plan.conv, seed)
+        arrays2 = abi_inputs(prof, probe_inputs(prof.family, report.inputs, sizes2, fresh))
+        _probe_once(plan, an, texts, sizes, sizes2, arrays2, rt, report, gpu, res, given)
+
+
+def _probe_once(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str, int],
+                sizes2: dict[str, int], arrays2: dict[str, np.ndarray], rt: Any,
+                report: CheckReport, gpu: Mapping[str, np.ndarray], res: KernelCheckResult,
+                given: bool) -> None:
+    prof = plan.prof
+    L, L2 = sizes["seq_len"], sizes2["seq_len"]
+    name = _probe_name(sizes, sizes2, prof.family)
+    longer = all(sizes2[k] == v for k, v in sizes.items() if k not in ("seq_len", "n_chunks",
+                                                                       "chunk_slot"))
+    progress.report("step", f"the float64 reference of the size probe ({name})")
     texts = plan.texts_for(sizes2) or texts
-    arrays2 = _problem_arrays(prof, sizes2, plan.conv, seed)
-    # The first L steps equal the judged run's inputs: a causal kernel's first L outputs
-    # must agree with that run's.
-    for k, a in report.inputs.items():
-        ax = _seq_axis(prof.family, k)
-        if ax is not None and k in arrays2:
-            idx = [slice(None)] * a.ndim
-            idx[ax] = slice(0, L)
-            arrays2[k][tuple(idx)] = a
-    progress.report("step", "the float64 reference of the size probe")
     ref2 = values_mod.reference(prof, arrays2, plan.conv, sizes2)
     values2 = values_mod.role_values(prof, arrays2, ref2, plan.conv, sizes2)
     try:
         raw2, _ = _run(plan, texts, an.modules, sizes2, values2, rt)
     except SsmvizError as exc:
-        res.probe_lines.append(f"size probe (seq_len={L2}): could not run: {exc}")
+        res.probe_lines.append(f"size probe ({name}): could not run: {exc}")
         return
     gpu2 = _canonical(prof, raw2, sizes2)
     tols = _tolerances(prof)  # the profile's, as for the judged run
@@ -961,28 +1212,80 @@ def _size_probe(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dic
     for label, arr in gpu2.items():
         spec, role = role_of_label(prof, label)
         tol = tols["forward" if spec.stage == "forward" else "backward"]
-        v = compare(f"{label} @ seq_len={L2}", arr, values2[role], tol)
+        v = compare(f"{label} @ {name.split(',')[0]}", arr, values2[role], tol)
+        name_first_bad(prof, spec, role, v)
         if not v.passed:
             bad.append(v)
         ax = _seq_axis(prof.family, role)
         judged.append(_Judged(v, spec.stage, ax, arr, values2[role]))
-        if spec.stage == "forward" and ax is not None and label in gpu:
-            idx = [slice(None)] * arr.ndim
-            idx[ax] = slice(0, L)
-            pv = compare(f"{label} prefix", arr[tuple(idx)], gpu[label].astype(np.float64), tol)
-            if not pv.passed and pv.unwritten == 0:
-                res.probe_lines.append(
-                    f"size probe: the first {L} steps of {label} differ between seq_len={L} and "
-                    f"seq_len={L2} ({pv.reason()}): a causal scan must not depend on later "
-                    "inputs or on the dispatch size")
+        if longer and spec.stage == "forward" and ax is not None and label in gpu:
+            _causality(label, arr, gpu[label], ax, L, L2, tol, res)
     _adapter_cut(judged, L2, rt)
+    cut = _loop_budget(plan, an, texts, sizes2, values2, rt, judged)
+    if cut:  # the adapter cannot run this probe: it adds no rows, and says why
+        res.probe_lines.append(f"size probe ({name}): not judged: {cut}")
+        return
     for v in bad:
         _add_note(v, "size probe")
         report.verdicts.append(v)
     if not bad:
-        chunks = f", {sizes2['n_chunks']} chunks" if "n_chunks" in sizes2 else ""
-        res.probe_lines.append(f"size probe (seq_len={L2}{chunks}): every output within "
-                               "tolerance")
+        made = "the given inputs, sliced or extended by reflection" if given else \
+            "a seeded problem sharing the judged inputs"
+        res.probe_lines.append(f"size probe ({name}): every output within tolerance "
+                               f"(inputs: {made})")
+
+
+def _causality(label: str, longer: np.ndarray, first: np.ndarray, ax: int, L: int, L2: int,
+               tol: float, res: KernelCheckResult) -> None:
+    """Say so when the longer run's first L steps of ``label`` differ from the judged
+    run's; places NaN in both runs are no difference, and unwritten ones say nothing."""
+    idx = [slice(None)] * longer.ndim
+    idx[ax] = slice(0, L)
+    a, b = longer[tuple(idx)], np.asarray(first, np.float64)
+    both = np.isnan(a) & np.isnan(b)
+    if both.all():
+        return
+    pv = compare(f"{label} prefix", np.where(both, 0.0, a), np.where(both, 0.0, b), tol)
+    if not pv.passed and pv.unwritten == 0 and pv.n_nan + pv.n_inf < a.size:
+        res.probe_lines.append(
+            f"size probe: the first {L} steps of {label} differ between seq_len={L} and "
+            f"seq_len={L2} ({pv.reason()}): a causal scan must not depend on later "
+            "inputs or on the dispatch size")
+
+
+def _loop_budget(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str, int],
+                 values: Mapping[str, np.ndarray], rt: Any, judged: list[_Judged]) -> str:
+    """When tensors failed on an adapter with a loop limit: run a copy of the kernel that
+    counts each invocation's loop iterations over all of its loops (nested ones included).
+    If one reached half the limit (the adapter may count a loop's exit test too), the
+    failures are the adapter's: they are marked not judged and the reason returned."""
+    failing = [j for j in judged if not j.verdict.passed and j.verdict.checked
+               and not j.verdict.not_judged]
+    limit = getattr(rt, "loop_limit", None) if failing else None
+    if limit is None:
+        return ""
+    used = {s.name for _, s in plan.passes}
+    binding = 1 + max((g.binding for n in used for g in an.modules[n].globals.values()
+                       if g.binding is not None), default=0)
+    counted = {n: count_loop_iterations(an.modules[n], binding, limit // 2) if n in used else t
+               for n, t in texts.items()}
+    flag = rt.upload(np.zeros(1, np.uint32), label="loop budget")
+    progress.report("step", "a run that counts the loop iterations")
+    try:
+        _run(plan, counted, an.modules, sizes, values, rt, extra={binding: flag})
+        reached = bool(rt.read(flag, np.uint32, (1,))[0])
+    except SsmvizError:
+        return ""  # the count could not be taken: the failures stand
+    finally:
+        flag.destroy()
+    if not reached:
+        return ""
+    words = (f"{rt.loop_limit_words()} per invocation, and an invocation of this kernel runs "
+             f"at least {limit // 2} loop iterations at these sizes (counted over its nested "
+             "loops); run on a GPU or use smaller sizes")
+    for j in failing:
+        j.verdict.not_judged = words
+    return words
 
 
 @dataclass
@@ -1141,18 +1444,23 @@ def _judge_host(prof: AbiProfile, an: _Analysis, kf: KernelFile,
             else:
                 res.probe_lines.append("race probe (workgroup order reversed): bit-identical")
     if probe and opts.size_probe:
-        sizes2 = _probe_sizes(family, sizes)
-        arrays2 = _problem_arrays(prof, sizes2, conv, seed)
-        rep2 = check_arrays(family, arrays2, convention=conv, chunk_len=chunk, runs=1,
-                            kernel=kernel, runtime=rt, store_states=True, race_probe=False)
-        bad = [v for v in rep2.verdicts if v.checked and not v.passed]
-        for v in bad:
-            v.name = f"{v.name} @ seq_len={sizes2['seq_len']}"
-            _add_note(v, "size probe")
-            report.verdicts.append(v)
-        if not bad:
-            res.probe_lines.append(f"size probe (seq_len={sizes2['seq_len']}): every output "
-                                   "within tolerance")
+        plans, skipped = probe_plan(prof, sizes)
+        res.probe_lines += skipped
+        for sizes2 in plans:
+            fresh = None if given is not None else _problem_arrays(prof, sizes2, conv, seed)
+            arrays2 = probe_inputs(family, report.inputs, sizes2, fresh)
+            rep2 = check_arrays(family, arrays2, convention=conv, chunk_len=chunk, runs=1,
+                                kernel=kernel, runtime=rt, store_states=True, race_probe=False)
+            name = _probe_name(sizes, sizes2, family)
+            bad = [v for v in rep2.verdicts if v.checked and not v.passed]
+            for v in bad:
+                v.name = f"{v.name} @ {name.split(',')[0]}"
+                _add_note(v, "size probe")
+                report.verdicts.append(v)
+            if not bad:
+                res.probe_lines.append(f"size probe ({name}): every output within tolerance")
+    elif probe:
+        res.probe_lines.append("size probe: skipped (turned off)")
     failing = [v for v in report.verdicts if v.checked and not v.passed]
     if failing:
         key = failing[0].name.split(" @ ")[0]

@@ -157,12 +157,10 @@ class Module:
         return [self.functions[f] for f in seen]
 
     def globals_used(self, entry: str) -> dict[str, GlobalVar]:
-        used: dict[str, GlobalVar] = {}
-        for fn in self.reachable(entry):
-            for ident in fn.idents:
-                if ident in self.globals:
-                    used[ident] = self.globals[ident]
-        return used
+        """The module variables ``entry`` (and what it calls) uses, in declaration order
+        (never a set's: what is reported from them keeps its order between runs)."""
+        idents = set().union(*(fn.idents for fn in self.reachable(entry)))
+        return {name: gv for name, gv in self.globals.items() if name in idents}
 
     def workgroup_size_ints(self, entry: str) -> tuple[int, int, int] | None:
         fn = self.functions.get(entry)
@@ -987,3 +985,42 @@ def stored_value_origin(mod: Module, store: Tok) -> tuple[str, Tok] | None:
                 return value.text, t
             return None
     return None
+
+
+#: The names :func:`count_loop_iterations` adds to a module.
+LOOP_COUNTER, LOOP_FLAG = "_ssmviz_loops", "_ssmviz_loop_budget"
+
+
+def count_loop_iterations(mod: Module, binding: int, threshold: int) -> str:
+    """A copy of the source where every invocation counts the loop iterations it runs, over
+    all of its loops (nested ones and those of the functions it calls), and sets element 0
+    of a ``array<u32>`` storage buffer at @group(0) @binding(``binding``) to 1 once its
+    count reaches ``threshold``. Line numbers are kept."""
+    toks, text = mod.toks, mod.text
+    bump = (f" {LOOP_COUNTER} = {LOOP_COUNTER} + 1u; if ({LOOP_COUNTER} >= {threshold}u) "
+            f"{{ {LOOP_FLAG}[0] = 1u; }}")
+    at: list[int] = []
+    for k, t in enumerate(toks):
+        if t.kind != "id" or t.text not in ("for", "while", "loop"):
+            continue
+        depth = 0
+        for j in range(k + 1, len(toks)):
+            tx = toks[j].text
+            if tx in ("(", "["):
+                depth += 1
+            elif tx in (")", "]"):
+                depth -= 1
+            elif tx == "{" and depth == 0:
+                at.append(toks[j].off + 1)
+                break
+    # Every entry point names the buffer (a test that never holds), so that each pass's
+    # pipeline binds it, loops or not.
+    named = f" if (arrayLength(&{LOOP_FLAG}) == 0u) {{ return; }}"
+    edits = [(off, bump) for off in at] + [
+        (toks[fn.body_open].off + 1, named) for fn in mod.entry_points.values()
+        if fn.stage == "compute"]
+    out = text
+    for off, insert in sorted(edits, reverse=True):
+        out = out[:off] + insert + out[off:]
+    return (out + f"\nvar<private> {LOOP_COUNTER}: u32;\n"
+            f"@group(0) @binding({binding}) var<storage, read_write> {LOOP_FLAG}: array<u32>;\n")

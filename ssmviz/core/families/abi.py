@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ssmviz.core.expr import evaluate
+from ssmviz.core.expr import evaluate, holds
 
 STAGES = ("forward", "backward")
 #: How a pass touches a binding: read only; every element it owns written, never read
@@ -123,6 +123,17 @@ class AbiProfile:
     arenas: dict[str, str] = field(default_factory=dict)
     #: Values the host fills into a templated source: name -> formula, or a bool.
     defines: dict[str, str | bool] = field(default_factory=dict)
+    #: Conditions over the sizes the kernel needs (see :func:`ssmviz.core.expr.holds`),
+    #: e.g. "d_state == 16", "seq_len <= 256", "is_pow2(d_state)"; all must hold.
+    constraints: list[str] = field(default_factory=list)
+
+    def violated(self, sizes: Mapping[str, int]) -> str | None:
+        """The first constraint ``sizes`` (with the profile's derived sizes) break, else
+        None."""
+        for cond in self.constraints:
+            if not holds(cond, sizes):
+                return cond
+        return None
 
     def sizes_for(self, base: Mapping[str, int]) -> dict[str, int]:
         """The base sizes plus the profile's derived sizes, in order."""
