@@ -14,18 +14,22 @@
 //   h_t = α_t h_{t-1} + (1 - λ_t) dt_t α_t x_{t-1} ⊗ k̂_{t-1} + λ_t dt_t x_t ⊗ k̂_t,
 //   y_t = h_t q̂_t + D x_t.
 // The passes carry S_t = h_t + σ'_t x_t ⊗ k̂_t (σ'_t = (1 - λ_{t+1}) dt_{t+1}, 0 at t = L - 1):
-//   S_t = α_t S_{t-1} + s_t x_t ⊗ k̂_t (s_t = λ_t dt_t + σ'_t), y_t = S_t q̂_t + (D - σ'_t q_t·k_t) x_t.
-// Scratch: step_terms (5, batch, L, H) = cum (in-chunk inclusive sum of adt), to_end (sum of
-//   adt after t to the chunk's end), s, σ', q·k; phase (batch, L, H, J) = in-chunk angle sum;
+//   S_t = α_t S_{t-1} + s_t x_t ⊗ k̂_t (s_t = γ_t + σ'_t, γ_t = λ_t dt_t), and with
+//   S'_t = S_t - s_t x_t ⊗ k̂_t (the state before step t's own input),
+//   y_t = S'_t q̂_t + (D + γ_t q_t·k_t) x_t: step t's own term is rotation-free (q̂_t·k̂_t =
+//   q_t·k_t), so the angle gradients hold no terms that cancel only up to rounding.
+// Scratch: step_terms (6, batch, L, H) = cum (in-chunk inclusive sum of adt), to_end (sum of
+//   adt after t to the chunk's end), s, σ', q·k, γ; phase (batch, L, H, J) = in-chunk angle sum;
 //   angle_off (batch, NC, H, J) = angle entering chunk c (mod 2π); qk_rot (2, batch, L, H, N)
-//   = q̂, k̂; cb (batch, NC, H, Q, Q) = q̂_t·k̂_s·exp(adt_{s+1} + ... + adt_t) for s <= t, 0 above;
+//   = q̂, k̂; cb (batch, NC, H, Q, Q) = q̂_t·k̂_s·exp(adt_{s+1} + ... + adt_t) for s < t, else 0;
 //   chunk_local, states_in (batch, NC, H, P, N) = the chunk's own end state, the S entering it;
-//   y_ssm (batch, L, H, P) = S_t q̂_t.
-// Backward scratch: dyx (batch, NC, H, Q, Q) = dy_t·x_s·decay (s <= t); dlocal, dstates
+//   y_ssm (batch, L, H, P) = S'_t q̂_t.
+// Backward scratch: dyx (batch, NC, H, Q, Q) = dy_t·x_s·decay (s < t); dlocal, dstates
 //   (batch, NC, H, P, N) = this chunk's adjoint of its entering S, the adjoint of S at the
-//   chunk's end from later chunks; v (batch, L, H, P) = G_t k̂_t (G = adjoint of S);
+//   chunk's end from later chunks; v (batch, L, H, P) = G_t k̂_t (G = adjoint of S, step t's
+//   own output left out);
 //   dqk (2, batch, L, H, N) = dq̂, dk̂, then dq, dk (per head, not rotated); step_grads
-//   (3, batch, L, H) = ds, dσ', dcum; dphase (batch, L, H, J); dangle_sums (batch, NC, H, J) =
+//   (3, batch, L, H) = ds (through s), dγ (through the diagonal), dcum; dphase (batch, L, H, J); dangle_sums (batch, NC, H, J) =
 //   the angle adjoint of later chunks; boundary (batch, NC, H) = <dstates, S at chunk end>;
 //   partials (batch, NC, H, 2N + 1) = per-chunk sums of dk, dq and dy·x.
 //
@@ -97,8 +101,9 @@ const TO_END: u32 = 1u;
 const SCALE: u32 = 2u;
 const SHIFTED: u32 = 3u;
 const QK: u32 = 4u;
+const GAMMA: u32 = 5u;
 const DSCALE: u32 = 0u;
-const DSHIFTED: u32 = 1u;
+const DGAMMA: u32 = 1u;
 const DCUM: u32 = 2u;
 
 // The invocation's linear index: workgroup id over a split (x, y) grid, reversed when the race
@@ -175,7 +180,9 @@ fn m3_prep(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
       shifted = (1.0 - sigmoid(trap[k1])) * dt[k1];
     }
     step_terms[term(SHIFTED, k)] = shifted;
-    step_terms[term(SCALE, k)] = sigmoid(trap[k]) * dt[k] + shifted;
+    let gamma = sigmoid(trap[k]) * dt[k];
+    step_terms[term(GAMMA, k)] = gamma;
+    step_terms[term(SCALE, k)] = gamma + shifted;
     var dot = 0.0;
     for (var n = 0u; n < params.d_state; n++) { dot += q_of(b, t, h, n) * k_of(b, t, h, n); }
     step_terms[term(QK, k)] = dot;
@@ -244,7 +251,7 @@ fn m3_rotate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   qk_rot[o + hn(b, t, h, n + 1u)] = ka * sn + kb * cs;
 }
 
-// F4, one invocation per (b, c, h, t, s) of the chunk's Q x Q matrix: q̂_t·k̂_s·decay (s <= t).
+// F4, one invocation per (b, c, h, t, s) of the chunk's Q x Q matrix: q̂_t·k̂_s·decay (s < t).
 @compute @workgroup_size(64)
 fn m3_cb(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
          @builtin(local_invocation_index) lid: u32) {
@@ -260,7 +267,7 @@ fn m3_cb(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
   let t = chunk_start(c) + tl;
   let s = chunk_start(c) + sl;
   var out = 0.0;
-  if (sl <= tl && t < params.seq_len) {
+  if (sl < tl && t < params.seq_len) {
     var dot = 0.0;
     for (var n = 0u; n < params.d_state; n++) { dot += q_rot(b, t, h, n) * k_rot(b, s, h, n); }
     out = dot * exp(seg(b, h, s, t));
@@ -322,7 +329,7 @@ fn m3_state_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
   final_state[b * slot + own] = s_state;  // σ' = 0 at the last step: h = S there
 }
 
-// F7, one invocation per (b, t, h, p): y_t = S_t q̂_t + (D - σ'_t q_t·k_t) x_t.
+// F7, one invocation per (b, t, h, p): y_t = S'_t q̂_t + (D + γ_t q_t·k_t) x_t.
 @compute @workgroup_size(64)
 fn m3_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                 @builtin(local_invocation_index) lid: u32) {
@@ -337,20 +344,20 @@ fn m3_chunk_out(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
   let c = t / params.chunk_len;
   let t0 = chunk_start(c);
   var acc = 0.0;
-  for (var s = t0; s <= t; s++) {
+  for (var s = t0; s < t; s++) {
     acc += cb[qq(b, c, h, t - t0, s - t0)] * step_terms[term(SCALE, bth(b, s, h))] * x[xi(b, s, h, p)];
   }
   var off = 0.0;
   for (var n = 0u; n < params.d_state; n++) { off += states_in[st(b, c, h, p, n)] * q_rot(b, t, h, n); }
   acc += exp(step_terms[term(CUM, bt)]) * off;
   y_ssm[i] = acc;
-  let skip = D[h] - step_terms[term(SHIFTED, bt)] * step_terms[term(QK, bt)];
+  let skip = D[h] + step_terms[term(GAMMA, bt)] * step_terms[term(QK, bt)];
   y[i] = acc + skip * x[i];
 }
 
 // ---------------------------------------------------------------------------------- backward
 
-// B1, one invocation per (b, c, h, t, s): dy_t·x_s·decay (s <= t), 0 above.
+// B1, one invocation per (b, c, h, t, s): dy_t·x_s·decay (s < t), else 0.
 @compute @workgroup_size(64)
 fn m3_dyx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
           @builtin(local_invocation_index) lid: u32) {
@@ -366,7 +373,7 @@ fn m3_dyx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   let t = chunk_start(c) + tl;
   let s = chunk_start(c) + sl;
   var out = 0.0;
-  if (sl <= tl && t < params.seq_len) {
+  if (sl < tl && t < params.seq_len) {
     var dot = 0.0;
     for (var p = 0u; p < params.d_head; p++) { dot += dy[xi(b, t, h, p)] * x[xi(b, s, h, p)]; }
     out = dot * exp(seg(b, h, s, t));
@@ -439,7 +446,7 @@ fn m3_boundary(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
   boundary[i] = acc;
 }
 
-// B5, one invocation per (b, s, h, p): v_s = G_s k̂_s and dx_s = s_s v_s + (D - σ'_s q·k) dy_s.
+// B5, one invocation per (b, s, h, p): v_s = G_s k̂_s and dx_s = s_s v_s + (D + γ_s q·k) dy_s.
 @compute @workgroup_size(64)
 fn m3_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
          @builtin(local_invocation_index) lid: u32) {
@@ -454,18 +461,18 @@ fn m3_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
   let c = s / params.chunk_len;
   let t0 = chunk_start(c);
   var acc = 0.0;
-  for (var t = s; t < chunk_end(c); t++) {
+  for (var t = s + 1u; t < chunk_end(c); t++) {
     acc += cb[qq(b, c, h, t - t0, s - t0)] * dy[xi(b, t, h, p)];
   }
   var off = 0.0;
   for (var n = 0u; n < params.d_state; n++) { off += dstates[st(b, c, h, p, n)] * k_rot(b, s, h, n); }
   acc += exp(step_terms[term(TO_END, bs)]) * off;
   v[i] = acc;
-  let skip = D[h] - step_terms[term(SHIFTED, bs)] * step_terms[term(QK, bs)];
+  let skip = D[h] + step_terms[term(GAMMA, bs)] * step_terms[term(QK, bs)];
   dx[i] = step_terms[term(SCALE, bs)] * acc + skip * dy[i];
 }
 
-// B6, one invocation per (b, t, h, n): dq̂_t[n] = S_t^T dy_t and dk̂_t[n] = s_t (G_t^T x_t).
+// B6, one invocation per (b, t, h, n): dq̂_t[n] = S'_t^T dy_t and dk̂_t[n] = s_t (G_t^T x_t).
 @compute @workgroup_size(64)
 fn m3_dqk(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
           @builtin(local_invocation_index) lid: u32) {
@@ -479,17 +486,17 @@ fn m3_dqk(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   let b = bt / (params.n_heads * params.seq_len);
   let c = t / params.chunk_len;
   let t0 = chunk_start(c);
-  // dq̂: the chunk's own part (s <= t) and the entering state's.
+  // dq̂: the chunk's own part (s < t) and the entering state's.
   var dq = 0.0;
-  for (var s = t0; s <= t; s++) {
+  for (var s = t0; s < t; s++) {
     dq += dyx[qq(b, c, h, t - t0, s - t0)] * step_terms[term(SCALE, bth(b, s, h))] * k_rot(b, s, h, n);
   }
   var off = 0.0;
   for (var p = 0u; p < params.d_head; p++) { off += states_in[st(b, c, h, p, n)] * dy[xi(b, t, h, p)]; }
   dq += exp(step_terms[term(CUM, bt)]) * off;
-  // dk̂: later outputs of the chunk (t' >= t) and later chunks.
+  // dk̂: later outputs of the chunk (t' > t) and later chunks.
   var dk = 0.0;
-  for (var r = t; r < chunk_end(c); r++) {
+  for (var r = t + 1u; r < chunk_end(c); r++) {
     dk += dyx[qq(b, c, h, r - t0, t - t0)] * q_rot(b, r, h, n);
   }
   var later = 0.0;
@@ -499,7 +506,7 @@ fn m3_dqk(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   dqk[plane() * N + i] = step_terms[term(SCALE, bt)] * dk;
 }
 
-// B7, one invocation per (b, t, h): ds_t, dσ'_t, dcum_t, dφ_t; dq̂, dk̂ turned into dq, dk
+// B7, one invocation per (b, t, h): ds_t, dγ_t, dcum_t, dφ_t; dq̂, dk̂ turned into dq, dk
 // (rotated back, plus the q·k term).
 @compute @workgroup_size(64)
 fn m3_step(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -518,12 +525,10 @@ fn m3_step(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
     dyx_t += dy[k] * x[k];
     row += dy[k] * y_ssm[k];
   }
-  let scale = step_terms[term(SCALE, i)];
-  let shifted = step_terms[term(SHIFTED, i)];
   step_grads[term(DSCALE, i)] = ds;
-  step_grads[term(DSHIFTED, i)] = -step_terms[term(QK, i)] * dyx_t;
-  step_grads[term(DCUM, i)] = row - scale * ds;
-  let e = -shifted * dyx_t;  // the gradient of q·k
+  step_grads[term(DGAMMA, i)] = step_terms[term(QK, i)] * dyx_t;
+  step_grads[term(DCUM, i)] = row - step_terms[term(SCALE, i)] * ds;
+  let e = step_terms[term(GAMMA, i)] * dyx_t;  // the gradient of q·k
   let o = plane() * params.d_state;
   for (var j = 0u; j < params.d_state / 2u; j++) {
     let n = 2u * j;
@@ -607,18 +612,15 @@ fn m3_dt_chunk(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     acc += step_grads[term(DCUM, k)];
     dadt[k] = acc;
   }
-  // s_t = λ_t dt_t + σ'_t and σ'_{t-1} = (1 - λ_t) dt_t.
+  // γ_t = λ_t dt_t enters s_t = γ_t + σ'_t and the diagonal; σ'_{t-1} = (1 - λ_t) dt_t.
   for (var t = t0; t < t1; t++) {
     let k = bth(b, t, h);
     let lam = sigmoid(trap[k]);
     var prev = 0.0;
-    if (t > 0u) {
-      let k0 = bth(b, t - 1u, h);
-      prev = step_grads[term(DSCALE, k0)] + step_grads[term(DSHIFTED, k0)];
-    }
-    let ds = step_grads[term(DSCALE, k)];
-    dtrap[k] = dt[k] * (ds - prev) * lam * (1.0 - lam);
-    ddt[k] = lam * ds + (1.0 - lam) * prev;
+    if (t > 0u) { prev = step_grads[term(DSCALE, bth(b, t - 1u, h))]; }
+    let dgamma = step_grads[term(DGAMMA, k)] + step_grads[term(DSCALE, k)];
+    dtrap[k] = dt[k] * (dgamma - prev) * lam * (1.0 - lam);
+    ddt[k] = lam * dgamma + (1.0 - lam) * prev;
   }
   // φ_t = Σ_{r <= t} π tanh(angles_r) dt_r: the adjoint of φ summed from the sequence's end.
   for (var j = 0u; j < params.n_angles; j++) {

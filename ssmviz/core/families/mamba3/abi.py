@@ -9,9 +9,9 @@ atomics), so no output needs zeroing. Shapes as in the shader's header and
 
 from __future__ import annotations
 
+from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.abi import AbiProfile, BufferSpec, PassSpec
 from ssmviz.core.families.family import RoleSpec
-from ssmviz.core.errors import SsmvizError
 
 SHADER = "mamba3.wgsl"
 WORKGROUP = 64
@@ -55,7 +55,7 @@ _TABLE: dict[int, tuple[str, list[str], str, str, str]] = {
     22: ("dB_bias", _HN, "out", "backward", ""),
     23: ("dC_bias", _HN, "out", "backward", ""),
     24: ("dD", ["n_heads"], "out", "backward", ""),
-    25: ("step_terms", ["5", *_BLH], "scratch", "forward", "cum, to_end, s, σ', q·k"),
+    25: ("step_terms", ["6", *_BLH], "scratch", "forward", "cum, to_end, s, σ', q·k, γ"),
     26: ("phase", _BLHJ, "scratch", "forward", "in-chunk angle sums"),
     27: ("angle_off", ["batch", "n_chunks", "n_heads", "n_angles"], "scratch", "forward",
          "angle entering each chunk, mod 2π"),
@@ -71,7 +71,7 @@ _TABLE: dict[int, tuple[str, list[str], str, str, str]] = {
     36: ("v", _BLHP, "scratch", "backward", "G_t·k̂_t"),
     37: ("dqk", ["2", "batch", "seq_len", "n_heads", "d_state"], "scratch", "backward",
          "dq̂, dk̂, then dq, dk"),
-    38: ("step_grads", ["3", *_BLH], "scratch", "backward", "ds, dσ', dcum"),
+    38: ("step_grads", ["3", *_BLH], "scratch", "backward", "ds, dγ, dcum"),
     39: ("dphase", _BLHJ, "scratch", "backward", ""),
     40: ("dangle_sums", ["batch", "n_chunks", "n_heads", "n_angles"], "scratch", "backward",
          ""),

@@ -77,7 +77,7 @@ class Plan:
             "B": b * L * G * N, "C": b * L * G * N, "B_bias": H * N, "C_bias": H * N, "D": H,
             "dy": blh * P, "y": blh * P, "final_state": b * H * P * N,
             "chunk_states": b * (NC + 1) * H * P * N if store_states else 1,
-            "step_terms": 5 * blh, "phase": blh * J, "angle_off": b * NC * H * J,
+            "step_terms": 6 * blh, "phase": blh * J, "angle_off": b * NC * H * J,
             "qk_rot": 2 * blh * N, "cb": b * NC * H * Q * Q, "chunk_local": state,
             "states_in": state, "y_ssm": blh * P, "dyx": b * NC * H * Q * Q, "dlocal": state,
             "dstates": state, "v": blh * P, "dqk": 2 * blh * N, "step_grads": 3 * blh,

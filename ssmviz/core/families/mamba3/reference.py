@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ssmviz.core.errors import SsmvizError
 from ssmviz.core.reference._common import sigmoid
 
 #: Every input but dy, in the family's order.
@@ -125,10 +126,12 @@ def terms(inputs: Arrays) -> Terms:
 
 @dataclass
 class Forward:
-    """The recurrent forward: y (b, L, H, P), every state h (b, L, H, P, N), the terms."""
+    """The recurrent forward: y (b, L, H, P), every state h (b, L, H, P, N), every state
+    before its step's own input h' = h − γ·x⊗k̂ (the same shape), the terms."""
 
     y: np.ndarray
     h: np.ndarray
+    h_pre: np.ndarray
     terms: Terms
 
     @property
@@ -150,16 +153,19 @@ def forward_recurrent(inputs: Arrays) -> Forward:
     b, L, H, P = x.shape
     N = tm.k.shape[-1]
     h = np.zeros((b, L, H, P, N))
+    h_pre = np.zeros((b, L, H, P, N))
     state = np.zeros((b, H, P, N))
     for t in range(L):
         state = tm.alpha[:, t, :, None, None] * state
         if t > 0:
             state += tm.beta[:, t, :, None, None] * (x[:, t - 1, :, :, None]
                                                      * tm.k_rot[:, t - 1, :, None, :])
-        state += tm.gamma[:, t, :, None, None] * (x[:, t, :, :, None] * tm.k_rot[:, t, :, None, :])
+        h_pre[:, t] = state
+        state = state + tm.gamma[:, t, :, None, None] * (x[:, t, :, :, None]
+                                                         * tm.k_rot[:, t, :, None, :])
         h[:, t] = state
     y = np.einsum("blhpn,blhn->blhp", h, tm.q_rot) + D[:, None] * x
-    return Forward(y=y, h=h, terms=tm)
+    return Forward(y=y, h=h, h_pre=h_pre, terms=tm)
 
 
 @dataclass
@@ -214,29 +220,35 @@ def forward_chunked(inputs: Arrays, chunk_len: int) -> Chunked:
 
 
 def backward_recurrent(inputs: Arrays, dy: np.ndarray, fwd: Forward) -> dict[str, np.ndarray]:
-    """Every gradient of sum(y·dy), from the adjoint recurrence (keys :data:`GRAD_KEYS`)."""
+    """Every gradient of sum(y·dy), from the adjoint recurrence (keys :data:`GRAD_KEYS`).
+
+    y_t reads its own step's input through q̂_t·k̂_t = q_t·k_t, a term free of the rotation,
+    so that term is differentiated unrotated and the angle gradients hold only the
+    rotation's own effect (exact zeros stay zeros, e.g. every dangles at seq_len 1)."""
     x = np.asarray(inputs["x"], np.float64)
     dt = np.asarray(inputs["dt"], np.float64)
     D = np.asarray(inputs["D"], np.float64)
     dy = np.asarray(dy, np.float64)
     tm, h = fwd.terms, fwd.h
-    b, L, H, P = x.shape
+    L = x.shape[1]
     G = np.asarray(inputs["B"]).shape[2]
-    dq_rot = np.einsum("blhpn,blhp->blhn", h, dy)
+    dq_rot = np.einsum("blhpn,blhp->blhn", fwd.h_pre, dy)
     dk_rot = np.zeros_like(tm.k_rot)
-    dx = D[:, None] * dy
-    d_alpha, d_beta, d_gamma = (np.zeros_like(dt) for _ in range(3))
-    g_next = np.zeros_like(h[:, 0])  # G_{t+1}
+    dyx = np.einsum("blhp,blhp->blh", dy, x)
+    qk = np.einsum("blhn,blhn->blh", tm.q, tm.k)
+    dx = (D[:, None] + (tm.gamma * qk)[..., None]) * dy
+    d_alpha, d_beta = np.zeros_like(dt), np.zeros_like(dt)
+    d_gamma = qk * dyx
+    g_next = np.zeros_like(h[:, 0])  # G_{t+1}, the adjoint of h'_{t+1}
     for t in range(L - 1, -1, -1):
-        g = dy[:, t, :, :, None] * tm.q_rot[:, t, :, None, :]
+        g = dy[:, t, :, :, None] * tm.q_rot[:, t, :, None, :]  # G_t = dy_t⊗q̂_t + A_t
         if t + 1 < L:
-            g += tm.alpha[:, t + 1, :, None, None] * g_next
-        gk = np.einsum("bhpn,bhn->bhp", g, tm.k_rot[:, t])
-        gx = np.einsum("bhpn,bhp->bhn", g, x[:, t])
-        dx[:, t] += tm.gamma[:, t, :, None] * gk
-        dk_rot[:, t] += tm.gamma[:, t, :, None] * gx
-        d_gamma[:, t] = np.einsum("bhp,bhp->bh", gk, x[:, t])
-        if t + 1 < L:
+            a_t = tm.alpha[:, t + 1, :, None, None] * g_next  # A_t, the adjoint of h_t
+            g += a_t
+            ak = np.einsum("bhpn,bhn->bhp", a_t, tm.k_rot[:, t])
+            dx[:, t] += tm.gamma[:, t, :, None] * ak
+            dk_rot[:, t] += tm.gamma[:, t, :, None] * np.einsum("bhpn,bhp->bhn", a_t, x[:, t])
+            d_gamma[:, t] += np.einsum("bhp,bhp->bh", ak, x[:, t])
             gk1 = np.einsum("bhpn,bhn->bhp", g_next, tm.k_rot[:, t])
             dx[:, t] += tm.beta[:, t + 1, :, None] * gk1
             dk_rot[:, t] += tm.beta[:, t + 1, :, None] * np.einsum("bhpn,bhp->bhn", g_next,
@@ -255,8 +267,8 @@ def backward_recurrent(inputs: Arrays, dy: np.ndarray, fwd: Forward) -> dict[str
     for rot, drot in ((tm.q_rot, dq_rot), (tm.k_rot, dk_rot)):
         d_phase += (drot[..., 1:2 * J:2] * rot[..., 0:2 * J:2]
                     - drot[..., 0:2 * J:2] * rot[..., 1:2 * J:2])
-    dq = rotate_back(dq_rot, tm.phase)
-    dk = rotate_back(dk_rot, tm.phase)
+    dq = rotate_back(dq_rot, tm.phase) + (tm.gamma * dyx)[..., None] * tm.k
+    dk = rotate_back(dk_rot, tm.phase) + (tm.gamma * dyx)[..., None] * tm.q
     d_cum = np.flip(np.cumsum(np.flip(d_phase, axis=1), axis=1), axis=1)  # Σ_{t≥r} dφ_t
     ddt += np.einsum("blhj,blhj->blh", d_cum, tm.rate)
     angles = np.asarray(inputs["angles"], np.float64)
@@ -274,7 +286,10 @@ def backward_recurrent(inputs: Arrays, dy: np.ndarray, fwd: Forward) -> dict[str
 
 def reference_forward(inputs: Arrays, convention: str, sizes: Mapping[str, int]) -> Forward:
     """:func:`forward_recurrent` (one convention: mamba's; ``sizes`` unused here)."""
-    del convention, sizes
+    del sizes
+    if convention != "mamba":
+        raise SsmvizError(f"the mamba3 reference has the mamba convention only; got "
+                          f"'{convention}'")
     return forward_recurrent(inputs)
 
 
