@@ -154,3 +154,50 @@ def test_bad_problems_are_one_line_errors() -> None:
         families.get("mamba3").infer_sizes(a)
     with pytest.raises(SsmvizError, match=r"^trap has shape"):
         families.get("mamba3").infer_sizes(a | {"trap": a["trap"][:, :-1]})
+
+
+def test_an_impulse_spirals_in_its_own_frame() -> None:
+    """After one unit impulse (x = e_0 at t = 0, B·(1, 0) on pair 0), the pair seen from
+    each step's frame turns by −Δφ_t and shrinks by α_t a step: exactly a spiral."""
+    from ssmviz.core.families.mamba3.teaching import pair_trajectory
+
+    a = _inputs(batch=1, seq_len=30, n_heads=1, d_head=1, n_groups=1, d_state=4, n_angles=2)
+    a["x"] = np.zeros_like(a["x"])
+    a["x"][0, 0, 0, 0] = 1.0
+    a["trap"] = np.full_like(a["trap"], 40.0)  # λ = 1: no delayed half, one input step
+    tr = pair_trajectory(a, pair=0)
+    ratio = tr.z_frame[1:] / tr.z_frame[:-1]
+    step = np.diff(tr.angle)
+    alpha = np.exp(a["adt"][0, 1:, 0])
+    assert np.allclose(ratio, alpha * np.exp(-1j * step), rtol=1e-12, atol=0)
+    assert np.allclose(tr.decay, np.cumsum(a["adt"][0, :, 0]))
+    assert np.all((tr.wrapped >= 0) & (tr.wrapped < 2 * np.pi))
+    with pytest.raises(SsmvizError, match=r"^pair must be in \[0, 2\); got 2$"):
+        pair_trajectory(a, pair=2)
+
+
+def test_the_shader_file_passes_under_its_own_profile(runtime) -> None:
+    """`ssmviz check --kernel shaders/mamba3.wgsl`: the profile is found from the entry
+    points, every tensor passes and the reversed-workgroup run is bit-identical."""
+    from ssmviz.core.external import run_kernel_check
+    from ssmviz.core.resources import shader_path
+
+    out: list[str] = []
+    code = run_kernel_check(str(shader_path("mamba3.wgsl")), out=out.append, runs=2)
+    text = "\n".join(out)
+    assert code == 0, text
+    assert "profile: ssmviz-mamba3 (mamba3, mamba)" in text and "bit-identical" in text
+
+
+def test_check_export_and_inputs_round_trip(tmp_path, capsys) -> None:
+    from ssmviz import cli
+
+    out = tmp_path / "m3.npz"
+    assert cli.main(["check", "--family", "mamba3", "--seq-len", "20", "--chunk-len", "8",
+                     "--d-state", "4", "--d-head", "2", "--export", str(out)]) == cli.EXIT_PASS
+    with np.load(out) as saved:
+        assert set(families.get("mamba3").input_keys) <= set(saved.files)
+        assert {"gpu_dangles", "ref_dangles", "gpu_dtrap"} <= set(saved.files)
+    capsys.readouterr()
+    assert cli.main(["check", "--inputs", str(out)]) == cli.EXIT_PASS
+    assert "mamba3 / mamba" in capsys.readouterr().out
