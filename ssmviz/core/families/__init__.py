@@ -3,6 +3,7 @@
 ==============  =====================================================================
 ``s6/``         Mamba's selective scan (S6): ``shaders/selective_scan.wgsl``
 ``ssd/``        Mamba-2's chunked state-space duality (SSD): ``shaders/ssd.wgsl``
+``mamba3/``     Mamba-3 SISO (trapezoidal rule, rotary state): ``shaders/mamba3.wgsl``
 ==============  =====================================================================
 
 Each package holds its ABI (``abi.py``), its variant choice (``plan.py``), its runner
@@ -15,6 +16,7 @@ elsewhere (the test suite's toy recurrence) without editing any module here.
 from __future__ import annotations
 
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families import mamba3 as _mamba3
 from ssmviz.core.families import s6 as _s6
 from ssmviz.core.families import ssd as _ssd
 from ssmviz.core.families.family import Family, KernelRunner, RoleSpec
@@ -23,8 +25,8 @@ from ssmviz.core.families.teaching import Teaching
 __all__ = ["Family", "KernelRunner", "RoleSpec", "Teaching", "get", "names", "register",
            "teaching"]
 
-_BUILT_IN = (_s6.FAMILY.name, _ssd.FAMILY.name)
-_REGISTRY: dict[str, Family] = {f.name: f for f in (_s6.FAMILY, _ssd.FAMILY)}
+_BUILT_IN = (_s6.FAMILY.name, _ssd.FAMILY.name, _mamba3.FAMILY.name)
+_REGISTRY: dict[str, Family] = {f.name: f for f in (_s6.FAMILY, _ssd.FAMILY, _mamba3.FAMILY)}
 
 
 def names() -> tuple[str, ...]:

@@ -1,0 +1,58 @@
+"""Mamba-3 SISO (Lahoti et al., ICLR 2026): the exponential-trapezoidal rule with a
+per-step mix λ = sigmoid(trap), and complex state dynamics as data-dependent rotary
+embeddings of B and C (angles accumulated as Σ π·tanh(angles)·Δ).
+
+Everything about it lives here, next to ``shaders/mamba3.wgsl``: its ABI (:mod:`.abi`),
+the runner and its plan (:mod:`.kernel`), the float64 reference (:mod:`.reference`), the
+problem's arrays (:mod:`.arrays`), the sweep and bench sizes (:mod:`.cases`,
+:mod:`.bench`), what the app's plots show (:mod:`.view`) and the measurement log
+(NOTES.md). :data:`FAMILY` is the record the rest of ssmviz reads. One convention:
+state-spaces/mamba's (``mamba3_siso_combined``'s inputs, see :mod:`.arrays`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ssmviz.core.families.family import Family
+from ssmviz.core.families.mamba3 import arrays, bench, cases, reference
+from ssmviz.core.families.mamba3.abi import MAMBA3_ABI, ROLES, SHADER
+from ssmviz.core.families.mamba3.kernel import Mamba3Kernel
+from ssmviz.core.families.mamba3.view import VIEW
+
+
+def _state_elements(sizes: Mapping[str, int]) -> int:
+    """batch·seq_len·d_inner·d_state: the states the reference holds (the chunk states
+    compared are far fewer; the same bound keeps every family's rule one)."""
+    return sizes["batch"] * sizes["seq_len"] * sizes["d_inner"] * sizes["d_state"]
+
+
+FAMILY = Family(
+    name="mamba3",
+    display_name="Mamba-3 (SISO, chunked)",
+    shader=SHADER,
+    input_keys=arrays.INPUT_KEYS,
+    forward_keys=("y", "final_state", "chunk_states"),
+    grad_keys=reference.GRAD_KEYS,
+    state_key="chunk_states",
+    size_names=arrays.SIZE_NAMES,
+    run_sizes=("chunk_len",),
+    default_sizes={"batch": 1, "seq_len": 256, "d_state": 16, "n_heads": 4, "d_head": 16,
+                   "n_groups": 1, "chunk_len": 64},
+    bench_sizes=cases.BENCH_SIZES,
+    problem_sizes=arrays.problem_sizes,
+    check_problem=arrays.check_problem,
+    build_arrays=arrays.build_arrays,
+    infer_sizes=arrays.infer_sizes,
+    reference_forward=reference.reference_forward,
+    reference_outputs=reference.reference_outputs,
+    kernel=Mamba3Kernel,
+    abi=lambda: MAMBA3_ABI,
+    state_elements=_state_elements,
+    reference_bytes=reference.reference_bytes,
+    sweep_cases=cases.sweep_cases,
+    roles=ROLES,
+    bench=bench.bench,
+    bench_steps=bench.steps,
+    view=lambda: VIEW,
+)

@@ -1,0 +1,123 @@
+"""A Mamba-3 problem's sizes and arrays (keys as ``ssmviz check --export`` writes them).
+
+    x, dy                 (batch, seq_len, n_heads, d_head)        mamba's V
+    dt                    (batch, seq_len, n_heads)  Δ > 0, after softplus (mamba's DT)
+    adt                   (batch, seq_len, n_heads)  A·Δ, the log-decay (mamba's ADT)
+    trap                  (batch, seq_len, n_heads)  raw: λ = sigmoid(trap) (mamba's Trap)
+    angles                (batch, seq_len, n_heads, n_angles)  raw (mamba's Angles)
+    B, C                  (batch, seq_len, n_groups, d_state)      mamba's K, Q
+    B_bias, C_bias        (n_heads, d_state)                       mamba's K_bias, Q_bias
+    D                     (n_heads,)
+
+Mamba's sizes: headdim_qk = d_state, headdim_v = d_head, nheads = n_heads, nheads_qk =
+n_groups, chunk_size = chunk_len, headdim_angles = n_angles (d_state / 2 for a built
+problem: every pair rotated; an ``--inputs`` archive may hold fewer). d_inner =
+n_heads·d_head. A problem draws Δ as mamba does (softplus of a log-uniform bias in
+[dt_min, dt_max] plus noise), A = −exp(A_log) per head (``init.A``), adt = A·Δ, trap,
+angles, B and C standard normals (B, C times ``init.bc_scale``) and the biases as mamba
+initialises them (ones).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families.family import check_shapes, require_keys
+from ssmviz.core.fields import MAX_SIZE, check_int
+from ssmviz.core.reference._common import inverse_softplus, softplus
+from ssmviz.core.signals import generate
+
+if TYPE_CHECKING:
+    from ssmviz.core.problem import Problem
+
+INPUT_KEYS = ("x", "dt", "adt", "trap", "angles", "B", "C", "B_bias", "C_bias", "D", "dy")
+SIZE_NAMES = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups",
+              "chunk_len")
+
+
+def problem_sizes(p: Problem) -> dict[str, int]:
+    """The Mamba-3 sizes: d_inner = n_heads·d_head."""
+    return {"batch": p.batch, "seq_len": p.seq_len, "d_inner": p.n_heads * p.d_head,
+            "d_state": p.d_state, "n_heads": p.n_heads, "d_head": p.d_head,
+            "n_groups": p.n_groups, "chunk_len": p.chunk_len}
+
+
+def _check_heads(n_heads: int, n_groups: int, d_state: int) -> None:
+    if n_heads % n_groups != 0:
+        raise SsmvizError(f"n_heads ({n_heads}) must be divisible by n_groups ({n_groups})")
+    if d_state % 2:
+        raise SsmvizError(f"d_state must be even for Mamba-3's rotary pairs; got {d_state}")
+
+
+def check_problem(p: Problem) -> None:
+    """A one-line SsmvizError naming the first bad size (or a convention other than mamba)."""
+    if p.convention != "mamba":
+        raise SsmvizError(f"the mamba3 family has the mamba convention only (builderforce's "
+                          f"complex_ssd takes other inputs); got '{p.convention}'")
+    names = ["batch", "seq_len", "d_state", "n_heads", "d_head", "n_groups", "chunk_len"]
+    if p.d_inner is not None:
+        names.insert(2, "d_inner")
+    for name in names:
+        check_int(name, getattr(p, name), 1, MAX_SIZE[name])
+    if p.d_inner is not None and p.d_inner != p.n_heads * p.d_head:
+        raise SsmvizError(f"d_inner must equal n_heads·d_head = {p.n_heads}·{p.d_head} = "
+                          f"{p.n_heads * p.d_head}; got {p.d_inner}")
+    _check_heads(p.n_heads, p.n_groups, p.d_state)
+
+
+def build_arrays(p: Problem) -> dict[str, np.ndarray]:
+    b, L, H, P = p.batch, p.seq_len, p.n_heads, p.d_head
+    G, N = p.n_groups, p.d_state
+    dt = softplus(inverse_softplus(p.draw_dt(H)) + p.init.delta_noise
+                  * p.draw_normal("delta", (b, L, H)))
+    A = -np.exp(p.draw_A_log((H,), per_state_axis=None))
+    scale = p.init.bc_scale
+    return {
+        "x": generate(p.signal, b, L, H * P).reshape(b, L, H, P),
+        "dt": dt,
+        "adt": A * dt,
+        "trap": p.draw_normal("trap", (b, L, H)).copy(),
+        "angles": p.draw_normal("angles", (b, L, H, N // 2)).copy(),
+        "B": scale * p.draw_normal("B", (b, L, G, N)),
+        "C": scale * p.draw_normal("C", (b, L, G, N)),
+        "B_bias": np.ones((H, N)),
+        "C_bias": np.ones((H, N)),
+        "D": np.full(H, p.init.D),
+        "dy": p.draw_dy((b, L, H, P)),
+    }
+
+
+def infer_sizes(arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """The sizes of user-given inputs, cross-checked (n_angles included)."""
+    a = require_keys(arrays, INPUT_KEYS)
+    for key, axes in (("x", "(batch, seq_len, n_heads, d_head)"),
+                      ("B", "(batch, seq_len, n_groups, d_state)"),
+                      ("angles", "(batch, seq_len, n_heads, n_angles)")):
+        if a[key].ndim != 4:
+            raise SsmvizError(f"{key} must be {axes}; got shape {a[key].shape}")
+    batch, seq_len, n_heads, d_head = a["x"].shape
+    n_groups, d_state = a["B"].shape[2:]
+    n_angles = a["angles"].shape[3]
+    bl = "(batch, seq_len, "
+    blhp = ((batch, seq_len, n_heads, d_head), bl + "n_heads, d_head)")
+    blh = ((batch, seq_len, n_heads), bl + "n_heads)")
+    blgn = ((batch, seq_len, n_groups, d_state), bl + "n_groups, d_state)")
+    hn = ((n_heads, d_state), "(n_heads, d_state)")
+    expected = {
+        "x": blhp, "dt": blh, "adt": blh, "trap": blh,
+        "angles": ((batch, seq_len, n_heads, n_angles), bl + "n_heads, n_angles)"),
+        "B": blgn, "C": blgn, "B_bias": hn, "C_bias": hn, "D": ((n_heads,), "(n_heads,)"),
+        "dy": blhp,
+    }
+    sizes = {"batch": batch, "seq_len": seq_len, "d_inner": n_heads * d_head,
+             "n_heads": n_heads, "d_head": d_head, "n_groups": n_groups, "d_state": d_state}
+    check_shapes(a, expected, sizes)
+    _check_heads(n_heads, n_groups, d_state)
+    if n_angles > d_state // 2:
+        raise SsmvizError(f"angles has {n_angles} angles per head; at most d_state/2 = "
+                          f"{d_state // 2} (one per rotated pair)")
+    return sizes | {"n_angles": n_angles}
