@@ -175,6 +175,13 @@ def build_parser() -> argparse.ArgumentParser:
         "small (default on a CPU adapter): S6 (2, 2048, 256, 16) and (1, 65536, 4, 16), SSD "
         "(1, 2048, 8 heads × 32, d_state 64, chunk 64), matmul 512³; tiny: the tests' sizes",
     )
+    bench.add_argument(
+        "--sizes", action="append", metavar="FAMILY:NAME=VALUE,...", default=None,
+        help="time FAMILY at these sizes instead of its standard ones, with the same rows "
+        "and floors (repeat for more problems); the sizes not named keep those of the "
+        "family's first problem at --size, e.g. ssd:batch=8,seq_len=2048,n_heads=80 or "
+        "s6:batch=8,seq_len=2048,d_inner=1536",
+    )
     bench.add_argument("--repeats", type=_positive("repeats"), default=None, help="default 5")
     bench.add_argument(
         "--passes", action="store_true", help="also print each kernel's time per entry point"
@@ -504,7 +511,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if args.json:
         check_output_path(args.json, ".json", "--json")
-    given = [_flag(d) for d in ("family", "size", "repeats") if getattr(args, d) is not None]
+    given = [_flag(d) for d in ("family", "size", "sizes", "repeats")
+             if getattr(args, d) is not None]
     given += [_flag(d) for d in ("passes", "reference") if getattr(args, d)]
     if args.view is not None and not args.ui:
         raise SsmvizError("--view needs --ui (it opens a teaching view in the app it times)")
@@ -521,7 +529,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _bench_kernel(args, given)
     family = args.family or "all"
     if family in _CPU_BENCHES:
-        for flag in ("--size", "--passes", "--reference", "--cpu"):
+        for flag in ("--size", "--sizes", "--passes", "--reference", "--cpu"):
             if flag in given or (flag == "--cpu" and args.cpu):
                 raise SsmvizError(f"{flag} does not apply to bench --family {family} (it "
                                   f"times {_CPU_BENCHES[family]})")
@@ -540,11 +548,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
             if size != "full":
                 note = ("  (a CPU adapter: --size small by default; --size full forces the "
                         "full sizes)")
+    custom = bench.custom_problems(args.sizes, size) if args.sizes else None
+    if custom and family != "all" and set(custom) != {family}:
+        other = next(f for f in custom if f != family)
+        raise SsmvizError(f"--sizes names {other} but --family is {family}")
     # The adapter first: the figures can take minutes.
     print(bench.header_line(adapter, size) + note, flush=True)
-    with Progress(bench.step_count(family, size, args.reference), "bench") as progress:
+    with Progress(bench.step_count(family, size, args.reference, custom), "bench") as progress:
         results = bench.run_bench(family=family, size=size, repeats=args.repeats or 5,
-                                  reference=args.reference, step=progress.step)
+                                  reference=args.reference, custom=custom,
+                                  step=progress.step)
     print(bench.format_results(results, passes=args.passes, header=False))
     if args.json:
         write_text(args.json, json.dumps(results, indent=2) + "\n")

@@ -138,3 +138,82 @@ def test_bench_help_names_the_sizes(capsys) -> None:
     for figure in ("(8, 8192, 1024, 16)", "(1, 1048576, 4, 16)", "4096³", "(2, 2048, 256, 16)"):
         assert figure in text, figure
     assert "the issue's sizes" not in text
+
+
+def test_bench_sizes_times_the_sizes_given(tmp_path: Path) -> None:
+    from ssmviz.core.families.s6.cases import BENCH_SIZES as S6_SIZES
+    from ssmviz.core.families.s6.kernel import S6Kernel
+    from ssmviz.core.families.ssd.cases import BENCH_SIZES as SSD_SIZES
+    from ssmviz.core.families.ssd.kernel import SSDKernel
+
+    out = tmp_path / "bench.json"
+    proc = ssmviz("bench", "--size", "tiny", "--repeats", "1", "--passes", "--json", str(out),
+                  "--sizes", "ssd:seq_len=100,chunk_len=32,n_heads=4",
+                  "--sizes", "s6:seq_len=300,d_inner=8")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {r["name"]: r for r in json.loads(out.read_text())["results"]}
+    ssd_label, s6_label = "seq_len=100 chunk_len=32 n_heads=4", "seq_len=300 d_inner=8"
+    # Every row of the standard bench, for the sizes given and only those (no standard rows).
+    expected = ["copy vec4", "exp2 throughput", "fma throughput", "matmul fp32 128³",
+                f"ssd forward {ssd_label}", f"ssd backward {ssd_label}",
+                f"s6 forward on the SSD problem {ssd_label}", f"s6 forward {s6_label}",
+                f"s6 training forward {s6_label}", f"s6 backward {s6_label}"]
+    assert list(rows) == expected
+    # The names not given keep the first standard problem's values at --size.
+    ssd = dict(SSD_SIZES["tiny"]["chunked"], seq_len=100, chunk_len=32, n_heads=4)
+    s6 = dict(S6_SIZES["tiny"]["wide"], seq_len=300, d_inner=8)
+    for phase in ("forward", "backward"):
+        row = rows[f"ssd {phase} {ssd_label}"]
+        assert row["sizes"] == ssd and "error" not in row
+        assert row["flops"] == SSDKernel.flops(**ssd)[phase] and row["floor_seconds"] > 0
+    assert rows[f"s6 forward on the SSD problem {ssd_label}"]["sizes"]["d_inner"] == 4 * 16
+    for phase, kind in (("forward", "forward"), ("backward", "backward")):
+        row = rows[f"s6 {phase} {s6_label}"]
+        assert row["sizes"] == s6 and row["min_bytes"] == S6Kernel.min_bytes(**s6)[kind]
+        assert row["floor_seconds"] > 0 and row["ratio_to_copy"] > 0
+    assert "backward_over_forward" in rows[f"s6 backward {s6_label}"]
+    lines = proc.stdout.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith(f"ssd forward {ssd_label}"))
+    assert lines[at + 1].split()[0] == "ssd_prep"  # --passes: the breakdown under it
+    steps = [ln for ln in proc.stderr.splitlines() if ln.startswith("bench [")]
+    assert len(steps) == len(expected) and steps[-1].startswith(f"bench [{len(expected)}/")
+
+
+@pytest.mark.parametrize(("spec", "needle"), [
+    ("ssd:seq_len=0", "--sizes ssd: seq_len must be ≥ 1; got 0"),
+    ("ssd:foo=1", "--sizes ssd: unknown size 'foo' (the sizes are batch, seq_len,"),
+    ("s7:seq_len=1", "--sizes takes family:name=value,... with family one of s6, ssd"),
+    ("ssd", "--sizes takes family:name=value,..."),
+    ("ssd:", "--sizes takes family:name=value,..."),
+    ("ssd:seq_len", "--sizes ssd: seq_len needs an integer value"),
+    ("ssd:seq_len=1.5", "--sizes ssd: seq_len needs an integer value"),
+    ("ssd:seq_len=5,seq_len=6", "--sizes ssd: seq_len is given twice"),
+    ("ssd:n_heads=3,n_groups=2", "--sizes ssd: n_heads (3) must be divisible by n_groups (2)"),
+    ("s6:d_head=4", "--sizes s6: unknown size 'd_head'"),
+])
+def test_bench_sizes_refuses_bad_sizes_in_one_line(runtime, monkeypatch, capsys, spec,
+                                                     needle) -> None:
+    del runtime
+    monkeypatch.setattr(bench, "run_bench", lambda **kw: pytest.fail("ran the bench"))
+    assert cli.main(["bench", "--size", "tiny", "--sizes", spec]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured
+    assert captured.err.startswith(f"ssmviz: error: {needle}"), captured.err
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["--size", "tiny", "--family", "s6", "--sizes", "ssd:seq_len=64"],
+     "--sizes names ssd but --family is s6"),
+    (["--family", "reference", "--sizes", "ssd:seq_len=64"],
+     "--sizes does not apply to bench --family reference"),
+    (["--ui", "--sizes", "ssd:seq_len=64"], "--sizes does not apply to bench --ui"),
+    (["--size", "tiny", "--sizes", "ssd:seq_len=64", "--sizes", "ssd:seq_len=64"],
+     "--sizes ssd: the same problem is given twice"),
+])
+def test_bench_sizes_refuses_what_does_not_go_with_it(runtime, monkeypatch, capsys, argv,
+                                                       needle) -> None:
+    del runtime
+    monkeypatch.setattr(bench, "run_bench", lambda **kw: pytest.fail("ran the bench"))
+    assert cli.main(["bench", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"ssmviz: error: {needle}"), err

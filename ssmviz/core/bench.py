@@ -11,6 +11,10 @@ Floors from the arithmetic the device can do, measured in the same run by
 SSD's (and the matmul's) FLOP floor = its FLOPs / the measured FMA rate; each kernel's row
 says what percentage of its floor it reaches (floor time / its time).
 
+``--sizes family:name=value,...`` (:func:`parse_sizes`) times a family at the sizes given
+instead of its standard ones, with the same rows and floors; the names left out keep the
+values of the family's first problem at the size class.
+
 GPU times come from timestamp queries when the adapter has them, else from the
 wall clock (each figure says which). Absolute times only mean something on the
 device they were taken on; on lavapipe quote the ratios.
@@ -18,6 +22,7 @@ device they were taken on; on lavapipe quote the ratios.
 
 from __future__ import annotations
 
+import inspect
 import statistics
 import time
 from collections.abc import Mapping
@@ -28,6 +33,7 @@ import numpy as np
 
 from ssmviz.core import families
 from ssmviz.core.check import reference
+from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external import tint
 from ssmviz.core.external.diagnostics import tint_diagnostics
 from ssmviz.core.external.loader import load_kernel_file
@@ -57,10 +63,67 @@ REFERENCE_ADAPTER = "CPU (numpy float64)"
 TINT_ADAPTER = "Dawn null backend (Tint)"
 
 
-def _benched(family: str) -> list[families.Family]:
-    """The families ``family`` ("all" or one name) benchmarks."""
-    chosen = families.names() if family == "all" else (family,)
+#: A family's problems to time: label -> sizes (None: its standard ones at the size class).
+Problems = Mapping[str, Mapping[str, int]] | None
+#: ``--sizes`` given: family name -> label -> sizes, in the order given.
+Custom = Mapping[str, Mapping[str, Mapping[str, int]]]
+
+
+def _benched(family: str, custom: Custom | None = None) -> list[families.Family]:
+    """The families ``family`` ("all" or one name) benchmarks; with ``custom``, the
+    families it names, in its order."""
+    chosen = tuple(custom) if custom else families.names() if family == "all" else (family,)
     return [f for f in map(families.get, chosen) if f.bench is not None]
+
+
+def _takes_sizes(fam: families.Family) -> bool:
+    """Whether the family's benchmark can time given sizes (its ``bench`` takes
+    ``problems`` and its ``bench_steps`` counts them)."""
+    return fam.bench is not None and "problems" in inspect.signature(fam.bench).parameters
+
+
+def parse_sizes(spec: str, size: str = "full") -> tuple[str, str, dict[str, int]]:
+    """``family:name=value,...`` -> (family, label, sizes): the sizes named, the others
+    those of the family's first benchmark problem at ``size``; the label lists the names
+    given. A one-line SsmvizError names what is wrong."""
+    head, sep, body = spec.partition(":")
+    name = head.strip()
+    benched = [n for n in families.names() if _takes_sizes(families.get(n))]
+    if not sep or name not in benched or not body.strip():
+        raise SsmvizError(f"--sizes takes family:name=value,... with family one of "
+                          f"{', '.join(benched)}; got '{spec}'")
+    fam = families.get(name)
+    sizes = dict(next(iter(fam.bench_sizes[size].values())))
+    given: dict[str, int] = {}
+    for item in body.split(","):
+        key, eq, value = (part.strip() for part in item.partition("="))
+        if key not in sizes:
+            raise SsmvizError(f"--sizes {name}: unknown size '{key}' (the sizes are "
+                              f"{', '.join(sizes)})")
+        if not eq or not value.lstrip("-").isdigit():
+            raise SsmvizError(f"--sizes {name}: {key} needs an integer value "
+                              f"({key}=N); got '{item.strip()}'")
+        if key in given:
+            raise SsmvizError(f"--sizes {name}: {key} is given twice")
+        given[key] = int(value)
+    sizes.update(given)
+    try:
+        Problem(family=name, **sizes).validate()
+    except SsmvizError as exc:
+        raise SsmvizError(f"--sizes {name}: {exc}") from None
+    return name, " ".join(f"{k}={v}" for k, v in given.items()), sizes
+
+
+def custom_problems(specs: list[str], size: str = "full") -> dict[str, dict[str, dict[str, int]]]:
+    """Every ``--sizes`` spec parsed (:func:`parse_sizes`), grouped by family in the order
+    the families first appear; the same problem twice is refused."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for spec in specs:
+        name, label, sizes = parse_sizes(spec, size)
+        if any(s == sizes for s in out.get(name, {}).values()):
+            raise SsmvizError(f"--sizes {name}: the same problem is given twice ('{spec}')")
+        out.setdefault(name, {})[label] = sizes
+    return out
 
 
 def _reference_cases() -> list[tuple[families.Family, str, dict[str, int]]]:
@@ -72,14 +135,16 @@ def _reference_cases() -> list[tuple[families.Family, str, dict[str, int]]]:
     ]
 
 
-def step_count(family: str = "all", size: str = "full", reference: bool = False) -> int:
+def step_count(family: str = "all", size: str = "full", reference: bool = False,
+               custom: Custom | None = None) -> int:
     """How many rows :func:`run_bench` times (each is one progress step)."""
     if family == "reference":
         return len(_reference_cases())
     if family == "tint":
         return len(_tint_files())
-    benched = _benched(family)
-    rows = sum(f.bench_steps(size) for f in benched)
+    benched = _benched(family, custom)
+    rows = sum(f.bench_steps(size, custom[f.name]) if custom else f.bench_steps(size)
+               for f in benched)
     rates = len(THROUGHPUT_KERNELS) if benched else 0
     return 1 + rates + rows + (len(_reference_cases()) if reference else 0)
 
@@ -216,10 +281,11 @@ def header_line(adapter: str, size: str) -> str:
 
 def run_bench(
     *, family: str = "all", size: str = "full", repeats: int = 5, reference: bool = False,
-    step: Step = no_step,
+    custom: Custom | None = None, step: Step = no_step,
 ) -> dict[str, Any]:
-    """Run the benchmarks; returns a JSON-ready dict. ``step`` is called as each of the
-    :func:`step_count` rows finishes."""
+    """Run the benchmarks; returns a JSON-ready dict. ``custom`` (from
+    :func:`custom_problems`): time those families at those sizes instead. ``step`` is
+    called as each of the :func:`step_count` rows finishes."""
     if family == "reference":
         return {"adapter": REFERENCE_ADAPTER, "size": size,
                 "results": bench_reference(repeats, step)}
@@ -230,7 +296,7 @@ def run_bench(
     copy = copy_bandwidth(rt, COPY_BYTES[size], repeats)
     results["results"].append(copy)
     step("copy vec4")
-    benched = _benched(family)
+    benched = _benched(family, custom)
     rates: dict[str, float] = {}
     for entry, op in THROUGHPUT_KERNELS.items() if benched else ():
         row = throughput(rt, entry, size, repeats)
@@ -238,8 +304,9 @@ def run_bench(
         rates[op] = row["ops_per_s"]
         step(row["name"])
     for fam in benched:
+        kw = {"problems": custom[fam.name]} if custom else {}
         results["results"] += fam.bench(rt, size, repeats, arrays=_arrays,
-                                        copy_bw=copy["bandwidth"], rates=rates, step=step)
+                                        copy_bw=copy["bandwidth"], rates=rates, step=step, **kw)
     if reference:
         results["results"] += bench_reference(repeats, step)
     return results

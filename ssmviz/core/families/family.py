@@ -165,9 +165,10 @@ class Family:
     #: (runtime, size class, repeats, *, arrays, copy_bw, rates, step) -> ``ssmviz bench`` rows
     #: (``arrays(family, sizes)`` builds a problem's inputs; ``copy_bw`` is the copy
     #: kernel's bandwidth, ``rates`` the measured exp2 / FMA rates by kind, for the floors);
-    #: None: the family has no benchmark.
+    #: None: the family has no benchmark. A ``problems`` keyword (label -> sizes), where
+    #: it takes one, times those sizes instead (``ssmviz bench --sizes``).
     bench: Callable[..., list[dict[str, Any]]] | None = None
-    #: size class -> how many rows ``bench`` times (progress steps).
+    #: (size class[, problems]) -> how many rows ``bench`` times (progress steps).
     bench_steps: Callable[[str], int] = lambda size: 0
     #: (sizes, stage) -> the operation that bounds the stage ("exp2" or "fma", as
     #: ``ssmviz bench`` measures their rates) and how many of them it needs at least: the

@@ -29,9 +29,9 @@ _STAGES = (
 )
 
 
-def steps(size: str) -> int:
-    """Rows :func:`bench` times at ``size``."""
-    return 3 * len(BENCH_SIZES[size])
+def steps(size: str, problems: Mapping[str, Mapping[str, int]] | None = None) -> int:
+    """Rows :func:`bench` times at ``size`` (or for ``problems``, label -> sizes)."""
+    return 3 * len(BENCH_SIZES[size] if problems is None else problems)
 
 
 def exps(sizes: Mapping[str, int], phase: str) -> int:
@@ -48,13 +48,14 @@ def floor_ops(sizes: Mapping[str, int], stage: str) -> tuple[str, int]:
 
 
 def bench(rt: GpuRuntime, size: str, repeats: int, *, arrays: Arrays, copy_bw: float,
-          rates: Mapping[str, float], step: Step = no_step) -> list[dict[str, Any]]:
-    """The rows at ``size`` (see the module docstring); ``rates``: measured operations per
-    second by kind ("exp2"), for the floors. A size that does not run is one row with its
-    error."""
+          rates: Mapping[str, float], step: Step = no_step,
+          problems: Mapping[str, Mapping[str, int]] | None = None) -> list[dict[str, Any]]:
+    """The rows at ``size`` (see the module docstring), or for ``problems`` (label ->
+    sizes) when given; ``rates``: measured operations per second by kind ("exp2"), for the
+    floors. A size that does not run is one row with its error."""
     kernel = S6Kernel(rt)
     out = []
-    for label, s in BENCH_SIZES[size].items():
+    for label, s in (BENCH_SIZES[size] if problems is None else problems).items():
         min_bytes = S6Kernel.min_bytes(**s, store_h=False)
         rows, times = [], {}
         try:

@@ -33,10 +33,10 @@ Arrays = Callable[[str, Mapping[str, int]], dict[str, np.ndarray]]
 MATMUL_SIZE = {"full": 4096, "small": 512, "tiny": 128}
 
 
-def steps(size: str) -> int:
-    """Rows :func:`bench` times at ``size``: the matmul, forward, backward and S6's."""
-    del size
-    return 4
+def steps(size: str, problems: Mapping[str, Mapping[str, int]] | None = None) -> int:
+    """Rows :func:`bench` times at ``size`` (or for ``problems``, label -> sizes): the
+    matmul, then each problem's forward, backward and S6's forward."""
+    return 1 + 3 * len(BENCH_SIZES[size] if problems is None else problems)
 
 
 def floor_ops(sizes: Mapping[str, int], stage: str) -> tuple[str, int]:
@@ -48,35 +48,47 @@ def floor_ops(sizes: Mapping[str, int], stage: str) -> tuple[str, int]:
 
 
 def bench(rt: GpuRuntime, size: str, repeats: int, *, arrays: Arrays, copy_bw: float,
-          rates: Mapping[str, float], step: Step = no_step) -> list[dict[str, Any]]:
-    """The rows at ``size`` (see the module docstring); ``copy_bw`` is not used (the
+          rates: Mapping[str, float], step: Step = no_step,
+          problems: Mapping[str, Mapping[str, int]] | None = None) -> list[dict[str, Any]]:
+    """The rows at ``size`` (see the module docstring), or for ``problems`` (label ->
+    sizes; each row's name ends with its label) when given; ``copy_bw`` is not used (the
     ceiling here is the matmul's); ``rates``: measured operations per second by kind
-    ("fma"), for the FLOP floors."""
+    ("fma"), for the FLOP floors. A problem that does not run is one row with its error."""
     del copy_bw
     flop_rate = 2 * rates.get("fma", 0.0)
-
-    def floor(flops: int) -> float:
-        return flops / flop_rate if flop_rate > 0 else 0.0
-
-    (s,) = BENCH_SIZES[size].values()
     m = MATMUL_SIZE[size]
     t_mm, source = median_time(rt, MatmulKernel(rt).prepare(m, m, m), repeats)
     mm_rate = MatmulKernel.flops(m, m, m) / t_mm
     out: list[dict[str, Any]] = [
         with_floor({"name": f"matmul fp32 {m}³", "seconds": t_mm, "timing": source,
                     "flops": MatmulKernel.flops(m, m, m), "flops_per_s": mm_rate},
-                   floor(MatmulKernel.flops(m, m, m)), "fma")
+                   _floor(MatmulKernel.flops(m, m, m), flop_rate), "fma")
     ]
     step(f"matmul fp32 {m}³")
+    chosen = BENCH_SIZES[size] if problems is None else problems
+    for label, s in chosen.items():
+        out += _problem(rt, s, repeats, arrays, step, mm_rate=mm_rate, flop_rate=flop_rate,
+                        suffix="" if problems is None else f" {label}")
+    return out
+
+
+def _floor(flops: int, flop_rate: float) -> float:
+    return flops / flop_rate if flop_rate > 0 else 0.0
+
+
+def _problem(rt: GpuRuntime, s: Mapping[str, int], repeats: int, arrays: Arrays, step: Step,
+             *, mm_rate: float, flop_rate: float, suffix: str) -> list[dict[str, Any]]:
+    """One problem's rows: forward, backward, S6's forward on it (names end in ``suffix``)."""
     try:
         inputs = arrays("ssd", s)
         prepared = SSDKernel(rt).prepare(inputs, chunk_len=s["chunk_len"], convention="mamba")
     except SsmvizError as exc:
-        step("ssd: does not run", 3)
-        return [*out, {"name": "ssd", "sizes": s, "error": str(exc)}]
+        step(f"ssd{suffix}: does not run", 3)
+        return [{"name": f"ssd{suffix}", "sizes": dict(s), "error": str(exc)}]
     flops = SSDKernel.flops(
         s["batch"], s["seq_len"], s["n_heads"], s["d_head"], s["d_state"], s["chunk_len"]
     )
+    out: list[dict[str, Any]] = []
     for phase in ("forward", "backward"):
         t, source, per_pass = median_time_per_pass(
             rt, getattr(prepared, f"{phase}_dispatches"), repeats
@@ -84,8 +96,8 @@ def bench(rt: GpuRuntime, size: str, repeats: int, *, arrays: Arrays, copy_bw: f
         rate = flops[phase] / t
         out.append(with_floor(
             {
-                "name": f"ssd {phase}",
-                "sizes": s,
+                "name": f"ssd {phase}{suffix}",
+                "sizes": dict(s),
                 "seconds": t,
                 "timing": source,
                 "flops": flops[phase],
@@ -93,23 +105,25 @@ def bench(rt: GpuRuntime, size: str, repeats: int, *, arrays: Arrays, copy_bw: f
                 "ratio_to_matmul": rate / mm_rate,
                 "passes": per_pass,
             },
-            floor(flops[phase]), "fma"))
-        step(f"ssd {phase}")
+            _floor(flops[phase], flop_rate), "fma"))
+        step(f"ssd {phase}{suffix}")
     release(prepared)
-    out.append(_s6_on_the_same_problem(rt, s, repeats, arrays, ssd_forward=out[1]["seconds"]))
-    step("s6 forward on the SSD problem")
+    out.append(_s6_on_the_same_problem(rt, s, repeats, arrays, ssd_forward=out[0]["seconds"],
+                                       suffix=suffix))
+    step(f"s6 forward on the SSD problem{suffix}")
     return out
 
 
 def _s6_on_the_same_problem(rt: GpuRuntime, s: Mapping[str, int], repeats: int,
-                            arrays: Arrays, ssd_forward: float) -> dict[str, Any]:
+                            arrays: Arrays, ssd_forward: float, suffix: str = ""
+                            ) -> dict[str, Any]:
     s6_sizes = {
         "batch": s["batch"],
         "seq_len": s["seq_len"],
         "d_inner": s["n_heads"] * s["d_head"],
         "d_state": s["d_state"],
     }
-    name = "s6 forward on the SSD problem"
+    name = f"s6 forward on the SSD problem{suffix}"
     try:
         prep = S6Kernel(rt).prepare(arrays("s6", s6_sizes), convention="mamba", store_h=False)
         t6, source = median_time(rt, prep.forward_dispatches, repeats)
