@@ -266,3 +266,47 @@ def test_long_sequence_parameter_gradients(kernel: SSDKernel, case: tuple) -> No
     errs = {v.name: v.rel_err for v in rep.verdicts}
     assert errs["dA_log"] <= GRAD_TOL and errs["ddt_bias"] <= GRAD_TOL, errs
     assert rep.passed, rep.failures()
+
+
+def test_fast_chunk_len_keeps_the_users_where_nothing_was_measured() -> None:
+    from ssmviz.core.families.ssd.plan import NVIDIA, fast_chunk_len
+
+    # NVIDIA (measured on an H100): a training step at 128, a forward alone at 256.
+    assert fast_chunk_len(256, NVIDIA, backward=True, store_states=False) == 128
+    assert fast_chunk_len(64, NVIDIA, backward=False, store_states=False) == 256
+    # Returned chunk states have the user's chunking; other adapters were not measured.
+    assert fast_chunk_len(256, NVIDIA, backward=True, store_states=True) == 256
+    for vendor in (0x10005, 0x1002, None):  # lavapipe, AMD, unknown
+        assert fast_chunk_len(200, vendor, backward=True, store_states=False) == 200
+
+
+def test_fast_chunk_runs_the_adapters_chunk_len(kernel: SSDKernel, monkeypatch) -> None:
+    from ssmviz.core.families.ssd import plan
+
+    vendor = kernel.rt.adapter.info.get("vendor_id")
+    monkeypatch.setitem(plan.FAST_CHUNK_LEN, vendor, (32, 16))  # (forward, training)
+    inp = make_inputs(1, 200, 2, 8, 2, 16, seed=7)
+    f64 = {k: v.astype(np.float64) for k, v in inp.items()}
+    args = [f64[k] for k in ARGS]
+    fwd = ssd_forward_recurrent(*args, convention="mamba")
+    grads = ssd_backward_recurrent(*args, f64["dy"], convention="mamba")
+    for backward, run_chunk in ((True, 16), (False, 32)):
+        fast = kernel.prepare(inp, chunk_len=64, backward=backward, fast_chunk=True)
+        try:
+            res = fast.run()
+        finally:
+            fast.release()
+        # The same bits as a run asked for at that chunk length, the same outputs (up to
+        # rounding) as the float64 reference, which has no chunks.
+        assert _bits(res) == _bits(kernel.run(inp, chunk_len=run_chunk, backward=backward))
+        assert _bits(res) != _bits(kernel.run(inp, chunk_len=64, backward=backward))
+        got = res.outputs
+        assert rel_err(got["y"], fwd.y) <= FWD_TOL
+        for k in GRADS if backward else ():
+            assert rel_err(got[k], getattr(grads, k)) <= GRAD_TOL, k
+    # A run that returns chunk states keeps the user's chunking (their shape depends on it).
+    kept = kernel.prepare(inp, chunk_len=64, store_states=True, fast_chunk=True)
+    try:
+        assert kept.output_shapes["chunk_states"] == (1, 200 // 64 + 2, 2, 8, 16)
+    finally:
+        kept.release()

@@ -340,6 +340,10 @@ def format_results(results: dict[str, Any], *, passes: bool = False,
         if "ratio_to_floor" in r:
             line += (f"  = {100 * r['ratio_to_floor']:5.1f}% of its {r['floor']} floor"
                      f" ({r['floor_seconds'] * 1e3:.3f} ms)")
+        if "chunk_len_run" in r:
+            s = r["sizes"]
+            if r["chunk_len_run"] != min(s["chunk_len"], s["seq_len"]):
+                line += f"  [ran chunk_len {r['chunk_len_run']}]"
         if r.get("passes") and r["name"].startswith(("s6 forward", "s6 training forward")):
             line += f"  [{', '.join(p['entry_point'] for p in r['passes'])}]"
         if "ssd_speedup" in r:

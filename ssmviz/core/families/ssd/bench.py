@@ -1,7 +1,9 @@
 """SSD's rows of ``ssmviz bench``: compute bound, so achieved FLOP/s against a matmul.
 
-An fp32 tiled matmul's FLOP/s is the ceiling, then SSD forward and backward (the chunked
-algorithm's FLOPs / GPU time, as a ratio), then S6's forward on the equivalent problem
+An fp32 tiled matmul's FLOP/s is the ceiling, then SSD's forward alone and the forward and
+backward of a training step (the chunked algorithm's FLOPs / GPU time, as a ratio; each at
+the chunk length measured fastest on the adapter for it, ``chunk_len_run``, whose FLOPs
+they count), then S6's forward on the equivalent problem
 (one channel per (head, d_head) element, the same state size). The matmul's and SSD's
 FLOP floors are their FLOPs / the measured FMA rate (2 FLOPs per FMA).
 """
@@ -35,8 +37,8 @@ MATMUL_SIZE = {"full": 4096, "small": 512, "tiny": 128}
 
 def steps(size: str, problems: Mapping[str, Mapping[str, int]] | None = None) -> int:
     """Rows :func:`bench` times at ``size`` (or for ``problems``, label -> sizes): the
-    matmul, then each problem's forward, backward and S6's forward."""
-    return 1 + 3 * len(BENCH_SIZES[size] if problems is None else problems)
+    matmul, then each problem's forward, training forward, backward and S6's forward."""
+    return 1 + 4 * len(BENCH_SIZES[size] if problems is None else problems)
 
 
 def floor_ops(sizes: Mapping[str, int], stage: str) -> tuple[str, int]:
@@ -76,38 +78,57 @@ def _floor(flops: int, flop_rate: float) -> float:
     return flops / flop_rate if flop_rate > 0 else 0.0
 
 
+# (backward prepared, ((row label, dispatch list), ...)); one problem on the device at a time.
+_STAGES = (
+    (False, (("forward", "forward"),)),
+    (True, (("training forward", "forward"), ("backward", "backward"))),
+)
+
+
 def _problem(rt: GpuRuntime, s: Mapping[str, int], repeats: int, arrays: Arrays, step: Step,
              *, mm_rate: float, flop_rate: float, suffix: str) -> list[dict[str, Any]]:
-    """One problem's rows: forward, backward, S6's forward on it (names end in ``suffix``)."""
+    """One problem's rows: the forward alone (inference), the forward and backward of a
+    training step, then S6's forward on it (names end in ``suffix``). Each runs the chunk
+    length measured fastest on this adapter for its stage (``chunk_len_run``; the outputs
+    do not depend on it), and its FLOPs are those of that chunking."""
+    kernel = SSDKernel(rt)
+    out: list[dict[str, Any]] = []
     try:
         inputs = arrays("ssd", s)
-        prepared = SSDKernel(rt).prepare(inputs, chunk_len=s["chunk_len"], convention="mamba")
+        for backward, phases in _STAGES:
+            prepared = kernel.prepare(inputs, chunk_len=s["chunk_len"], convention="mamba",
+                                      backward=backward, fast_chunk=True)
+            run_chunk = kernel.fast_chunk_len(s["chunk_len"], backward=backward,
+                                              store_states=False)
+            flops = SSDKernel.flops(s["batch"], s["seq_len"], s["n_heads"], s["d_head"],
+                                    s["d_state"], run_chunk, s["n_groups"])
+            try:
+                for phase, kind in phases:
+                    t, source, per_pass = median_time_per_pass(
+                        rt, getattr(prepared, f"{kind}_dispatches"), repeats
+                    )
+                    rate = flops[kind] / t
+                    out.append(with_floor(
+                        {
+                            "name": f"ssd {phase}{suffix}",
+                            "sizes": dict(s),
+                            "chunk_len_run": min(run_chunk, s["seq_len"]),
+                            "seconds": t,
+                            "timing": source,
+                            "flops": flops[kind],
+                            "flops_per_s": rate,
+                            "ratio_to_matmul": rate / mm_rate,
+                            "passes": per_pass,
+                        },
+                        _floor(flops[kind], flop_rate), "fma"))
+                    step(f"ssd {phase}{suffix}")
+            finally:
+                release(prepared)
     except SsmvizError as exc:
-        step(f"ssd{suffix}: does not run", 3)
+        step(f"ssd{suffix}: does not run", 4 - len(out))
         return [{"name": f"ssd{suffix}", "sizes": dict(s), "error": str(exc)}]
-    flops = SSDKernel.flops(
-        s["batch"], s["seq_len"], s["n_heads"], s["d_head"], s["d_state"], s["chunk_len"]
-    )
-    out: list[dict[str, Any]] = []
-    for phase in ("forward", "backward"):
-        t, source, per_pass = median_time_per_pass(
-            rt, getattr(prepared, f"{phase}_dispatches"), repeats
-        )
-        rate = flops[phase] / t
-        out.append(with_floor(
-            {
-                "name": f"ssd {phase}{suffix}",
-                "sizes": dict(s),
-                "seconds": t,
-                "timing": source,
-                "flops": flops[phase],
-                "flops_per_s": rate,
-                "ratio_to_matmul": rate / mm_rate,
-                "passes": per_pass,
-            },
-            _floor(flops[phase], flop_rate), "fma"))
-        step(f"ssd {phase}{suffix}")
-    release(prepared)
+    out[-1]["backward_over_forward"] = out[-1]["seconds"] / out[0]["seconds"]
+    out[-1]["backward_over_training_forward"] = out[-1]["seconds"] / out[-2]["seconds"]
     out.append(_s6_on_the_same_problem(rt, s, repeats, arrays, ssd_forward=out[0]["seconds"],
                                        suffix=suffix))
     step(f"s6 forward on the SSD problem{suffix}")

@@ -25,7 +25,7 @@ from ssmviz.core.families.ssd.abi import (
     WORKGROUP_STORAGE_BYTES,
     WRITTEN,
 )
-from ssmviz.core.families.ssd.plan import Plan, cdiv, make_plan, params
+from ssmviz.core.families.ssd.plan import Plan, cdiv, fast_chunk_len, make_plan, params
 from ssmviz.core.gpu import POISON_U32, Dispatch, Readback, split_workgroups
 from ssmviz.core.kernels._base import KernelResult, Prepared, ShaderKernel
 from ssmviz.core.reference._common import CONVENTIONS
@@ -117,16 +117,28 @@ class SSDKernel(ShaderKernel):
         return s, arrs
 
     # ------------------------------------------------------------------ building
+    def fast_chunk_len(self, chunk_len: int, *, backward: bool, store_states: bool) -> int:
+        """The chunk length :meth:`prepare` runs with ``fast_chunk`` on this adapter
+        (:func:`.plan.fast_chunk_len`)."""
+        return fast_chunk_len(chunk_len, self.rt.adapter.info.get("vendor_id"),
+                              backward=backward, store_states=store_states)
+
     def prepare(self, inputs: Mapping[str, np.ndarray], *, chunk_len: int,
                 convention: str = "mamba", store_states: bool = False,
                 backward: bool = True, poison: bool = True,
-                reverse_wg: bool = False) -> Prepared:
+                reverse_wg: bool = False, fast_chunk: bool = False) -> Prepared:
         """Validate, check limits, upload and build the forward and backward dispatch lists.
 
         ``inputs``: x, dt, A_log, B, C, D, dt_bias and (for the backward) dy, shapes as in
         :mod:`.abi`. Output buffers are filled with POISON_U32 when ``poison``;
         ``reverse_wg`` sets the race-probe flag (every pass visits its workgroups in reverse).
+        ``fast_chunk``: run the chunk length measured fastest on this adapter for this
+        stage (:meth:`fast_chunk_len`; the benchmark's runs) instead of ``chunk_len``: the
+        same outputs up to rounding.
         """
+        if fast_chunk:
+            chunk_len = self.fast_chunk_len(chunk_len, backward=backward,
+                                            store_states=store_states)
         s, arrs = self._validate(inputs, chunk_len, convention, backward)
         req = self.requirements(s.batch, s.seq_len, s.n_heads, s.d_head, s.n_groups,
                                 s.d_state, s.chunk_len, store_states=store_states)

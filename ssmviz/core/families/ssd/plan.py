@@ -4,6 +4,8 @@ SSD has one strategy: the chunked algorithm, every pass in the order the ABI lis
 What a problem decides is the chunking (``chunk_len``, clamped to seq_len), the 64-wide
 tiles of the matrix-form passes, and so each pass's workgroup count; :func:`params` turns
 that into the Params values of one dispatch (SSD's passes take no override constants).
+:func:`fast_chunk_len` is the chunk length a run may take instead of the user's where one
+was measured faster on the adapter (the benchmark's runs).
 """
 
 from __future__ import annotations
@@ -87,6 +89,25 @@ class Plan:
             "tile_states": 4 * max(1, b * NC * (self.tiles[2] - 1) * H * P * cdiv(N, 4)),
             "states_in": 4 * b * NC * H * P * cdiv(N, 4),
         }  # fmt: skip
+
+
+#: PCI vendor id of NVIDIA adapters (wgpu's ``adapter.info["vendor_id"]``).
+NVIDIA = 0x10DE
+#: The chunk length that ran fastest, by adapter vendor id: (forward alone, forward +
+#: backward). NVIDIA: H100, 2026-12-05, at (1, 16384, 32 × 64, 128) and (8, 2048, 80 × 64,
+#: 128) of chunk 64, 128 and 256 (NOTES.md, "Issue 39 session"). Other adapters keep the
+#: user's chunk length (not measured).
+FAST_CHUNK_LEN: dict[int, tuple[int, int]] = {NVIDIA: (256, 128)}
+
+
+def fast_chunk_len(chunk_len: int, vendor_id: int | None, *, backward: bool,
+                   store_states: bool) -> int:
+    """The chunk length a run may use instead of the user's ``chunk_len`` on an adapter of
+    ``vendor_id``: SSD's outputs do not depend on the chunk length (their rounding does),
+    except chunk_states, whose shape does, so a run that returns them keeps the user's."""
+    if store_states or vendor_id not in FAST_CHUNK_LEN:
+        return chunk_len
+    return FAST_CHUNK_LEN[vendor_id][int(backward)]
 
 
 def make_plan(batch: int, seq_len: int, n_heads: int, d_head: int, n_groups: int,
