@@ -268,7 +268,7 @@ def test_long_sequence_parameter_gradients(kernel: SSDKernel, case: tuple) -> No
     assert rep.passed, rep.failures()
 
 
-def test_fast_chunk_len_keeps_the_users_where_nothing_was_measured() -> None:
+def test_fast_chunk_len_keeps_the_users_where_nothing_was_measured(monkeypatch) -> None:
     from ssmviz.core.families.ssd.plan import NVIDIA, fast_chunk_len
 
     # NVIDIA (measured on an H100): a training step at 128, a forward alone at 256.
@@ -278,6 +278,8 @@ def test_fast_chunk_len_keeps_the_users_where_nothing_was_measured() -> None:
     assert fast_chunk_len(256, NVIDIA, backward=True, store_states=True) == 256
     for vendor in (0x10005, 0x1002, None):  # lavapipe, AMD, unknown
         assert fast_chunk_len(200, vendor, backward=True, store_states=False) == 200
+    monkeypatch.setenv("SSMVIZ_FAST_CHUNK", "0")  # to time other chunk lengths
+    assert fast_chunk_len(256, NVIDIA, backward=True, store_states=False) == 256
 
 
 def test_fast_chunk_runs_the_adapters_chunk_len(kernel: SSDKernel, monkeypatch) -> None:

@@ -10,6 +10,7 @@ was measured faster on the adapter (the benchmark's runs).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,9 +95,9 @@ class Plan:
 #: PCI vendor id of NVIDIA adapters (wgpu's ``adapter.info["vendor_id"]``).
 NVIDIA = 0x10DE
 #: The chunk length that ran fastest, by adapter vendor id: (forward alone, forward +
-#: backward). NVIDIA: H100, 2026-12-05, at (1, 16384, 32 × 64, 128) and (8, 2048, 80 × 64,
-#: 128) of chunk 64, 128 and 256 (NOTES.md, "Issue 39 session"). Other adapters keep the
-#: user's chunk length (not measured).
+#: backward). NVIDIA: H100 and H200, 2026-12-05, at (1, 16384, 32 × 64, 128) and (8, 2048,
+#: 80 × 64, 128) of chunk 64 to 512 (NOTES.md, "Issue 39 session" and "Issue 39, the chunk
+#: length per adapter"). Other adapters keep the user's chunk length (not measured).
 FAST_CHUNK_LEN: dict[int, tuple[int, int]] = {NVIDIA: (256, 128)}
 
 
@@ -104,8 +105,10 @@ def fast_chunk_len(chunk_len: int, vendor_id: int | None, *, backward: bool,
                    store_states: bool) -> int:
     """The chunk length a run may use instead of the user's ``chunk_len`` on an adapter of
     ``vendor_id``: SSD's outputs do not depend on the chunk length (their rounding does),
-    except chunk_states, whose shape does, so a run that returns them keeps the user's."""
-    if store_states or vendor_id not in FAST_CHUNK_LEN:
+    except chunk_states, whose shape does, so a run that returns them keeps the user's.
+    ``SSMVIZ_FAST_CHUNK=0`` keeps the user's everywhere (to time other chunk lengths)."""
+    off = os.environ.get("SSMVIZ_FAST_CHUNK", "").strip().lower() in ("0", "off", "no")
+    if off or store_states or vendor_id not in FAST_CHUNK_LEN:
         return chunk_len
     return FAST_CHUNK_LEN[vendor_id][int(backward)]
 
