@@ -107,6 +107,29 @@ def test_sweep_kernel_with_nothing_compared_is_never_a_pass(capsys, tmp_path) ->
     assert "0/4 cases passed" in lines[-1]
 
 
+def test_sweep_kernel_skips_sizes_outside_the_profiles_constraints(capsys, tmp_path) -> None:
+    # A kernel limited to one 256-step workgroup: the case past it is not run (and not a
+    # failure) but counted as outside the profile's constraints.
+    text = EXAMPLE.read_text().replace("\n[detect]", 'constraints = ["seq_len <= 256"]\n'
+                                       "\n[detect]", 1)
+    prof = tmp_path / "short.toml"
+    prof.write_text(text)
+    assert "outside the profile's constraints (seq_len <= 256)" in refusal(
+        get_profile(str(prof)), {"batch": 2, "seq_len": 257, "d_inner": 4, "d_state": 4})
+    out_json = tmp_path / "sweep.json"
+    code, lines, _ = _cli(capsys, "sweep", "--kernel", REF, "--abi", str(prof), "--quick",
+                          "--runs", "1", "--json", str(out_json))
+    assert code == 0, "\n".join(lines)
+    cases = [CASE.match(ln) for ln in lines[:-1]]
+    assert all(cases) and [m.group(1) for m in cases] == ["PASS"] * 3
+    assert [m.group(2).split()[1] for m in cases] == ["seq_len=37", "seq_len=1", "seq_len=37"]
+    assert re.search(r": 3/3 cases passed on .*; 1 size\(s\) outside the profile's "
+                     r"constraints \(seq_len <= 256\) left out$", lines[-1]), lines[-1]
+    saved = json.loads(out_json.read_text())["profiles"][0]
+    assert saved["outside_constraints"] == [{"batch": 2, "seq_len": 257, "d_inner": 4,
+                                             "d_state": 4}]
+
+
 @pytest.mark.parametrize(("argv", "words"), [
     (["sweep", "--kernel", REF, "--family", "s6"], "--family does not apply to sweep --kernel"),
     (["sweep", "--abi", "builderforce-s6"], "--abi needs --kernel PATH"),
