@@ -151,14 +151,17 @@ def test_bench_kernel_times_each_entry_point_beside_its_own_kernel(capsys, tmp_p
     text = "\n".join(lines)
     assert code == 0, text
     assert lines[0].startswith("adapter: ") and lines[0].endswith("sizes: tiny")
-    assert lines[1] == (f"{REF}: profile builderforce-s6 (s6, builderforce) at batch=2 "
+    assert lines[1] == (f"{REF}: profile builderforce-s6 (s6, custom (builderforce with "
+                        "dt=softplus_stable, A=exp_clamped, A_clamp=(-10.0, 5.0))) at batch=2 "
                         "seq_len=37 d_inner=4 d_state=4; check (one run, no race probes): PASS")
     for entry in ("forward_scan", "forward_reduce", "backward_scan"):
         assert re.search(rf"^    {entry} +\d+\.\d{{3}} ms +\d+\.\d%$", text, re.M), entry
     for stage in ("forward", "backward"):
         assert re.search(rf"^  {stage} +\d+\.\d{{3}} ms \((gpu-timestamps|wall-clock).*\)  = .*"
                          r"% of its copy floor .*% of its exp2 floor", text, re.M), stage
-        assert re.search(rf"^  ssmviz s6 {stage} +\d+\.\d{{3}} ms .* the file's {stage} takes "
+        # ssmviz's kernels take presets: the clamped convention times as builderforce.
+        assert re.search(rf"^  ssmviz s6 \(builderforce\) {stage} +\d+\.\d{{3}} ms .* the "
+                         rf"file's {stage} takes "
                          r"\d+\.\d\d× its time", text, re.M), stage
     assert re.search(r"^  floors measured in this run: copy \d+\.\d\d GB/s .*, exp2 ", text, re.M)
     (fig,) = json.loads(out_json.read_text())["kernels"]
@@ -172,7 +175,8 @@ def test_bench_kernel_times_each_entry_point_beside_its_own_kernel(capsys, tmp_p
         if s["timing"] == "gpu-timestamps":  # the passes make up the stage
             assert sum(p["seconds"] for p in s["passes"]) == pytest.approx(s["seconds"],
                                                                             rel=0.5)
-    assert [r["name"] for r in fig["own"]] == ["ssmviz s6 forward", "ssmviz s6 backward"]
+    assert [r["name"] for r in fig["own"]] == ["ssmviz s6 (builderforce) forward",
+                                               "ssmviz s6 (builderforce) backward"]
     floors = fig["floors"]
     assert floors["copy"]["bandwidth"] > 0 and floors["exp2"]["ops_per_s"] > 0
     # The copy floor is the bytes of every buffer a stage binds, each once: forward binds

@@ -8,10 +8,11 @@ the file goes through the same check as ``ssmviz check --kernel`` (one run, no p
 which then times each stage and entry point (GPU timestamps where the adapter has them,
 else the wall clock, each entry point alone: every figure says which; a ``host`` profile's
 source is timed under the family's host code); then ssmviz's own kernel of the family on
-the same inputs and convention, the copy kernel's bandwidth (the copy floor: the bytes of
-the file's buffers, each read or written once, at that bandwidth) and the rate of the
-operation that bounds the family (S6: exp2, SSD: FMA; the arithmetic floor: the
-operations it needs at that rate).
+the same inputs and convention (its preset, named on the row, where the profile's
+convention takes parameters ssmviz's kernels lack, such as a clamp), the copy kernel's
+bandwidth (the copy floor: the bytes of the file's buffers, each read or written once, at
+that bandwidth) and the rate of the operation that bounds the family (S6: exp2, SSD: FMA;
+the arithmetic floor: the operations it needs at that rate).
 """
 
 from __future__ import annotations
@@ -40,9 +41,11 @@ from ssmviz.core.external.runner import (
     buffer_shape,
     check_kernel,
 )
+from ssmviz.core.external.values import convention_of
 from ssmviz.core.external.wgsl import parse_module
 from ssmviz.core.families.abi import AbiProfile, BufferSpec
 from ssmviz.core.gpu import get_runtime
+from ssmviz.core.reference._common import CONVENTIONS
 from ssmviz.core.timing import release, stage_time
 
 #: The throughput kernel of each operation kind (the inverse of bench.THROUGHPUT_KERNELS).
@@ -105,8 +108,9 @@ def bench_kernel_task(path: str, *, abi: str | None, size: str, repeats: int,
             runner = fam.kernel(rt, source=_source_of(path, res.profile))
             res.timing = {"stages": _runner_stages(rt, runner, fam, res, sizes, repeats,
                                                    path)}
-        out["own"] = _runner_stages(rt, fam.kernel(rt), fam, res, sizes, repeats,
-                                    f"ssmviz {fam.name}")
+        base = _preset_of(res)
+        own = f"ssmviz {fam.name}" + ("" if base == res.report.convention else f" ({base})")
+        out["own"] = _runner_stages(rt, fam.kernel(rt), fam, res, sizes, repeats, own)
     except SsmvizError as exc:
         res.timing.setdefault("error", str(exc))
         out["own"] = [{"name": f"ssmviz {fam.name}", "error": str(exc)}]
@@ -124,6 +128,14 @@ def _source_of(path: str, prof: AbiProfile) -> str:
     raise SsmvizError(f"{path} defines none of profile '{prof.name}' entry points")
 
 
+def _preset_of(res: KernelCheckResult) -> str:
+    """The preset the check's convention is (or starts from: ssmviz's own kernels take
+    presets only, so a profile's own parameters, e.g. a clamp, time as their preset)."""
+    assert res.report is not None and res.profile is not None
+    conv = res.report.convention
+    return conv if conv in CONVENTIONS else convention_of(res.profile, conv).base
+
+
 def _runner_stages(rt: Any, runner: Any, fam: families.Family, res: KernelCheckResult,
                    sizes: Mapping[str, int], repeats: int, name: str) -> list[dict[str, Any]]:
     """Each checked stage of a family's host code (``runner``: its own source, or a file's)
@@ -132,7 +144,7 @@ def _runner_stages(rt: Any, runner: Any, fam: families.Family, res: KernelCheckR
     assert report is not None
     progress.report("run", f"{name}: upload and pipelines")
     kw = {k: sizes[k] for k in fam.run_sizes}
-    prepared = runner.prepare(report.inputs, convention=report.convention, **kw)
+    prepared = runner.prepare(report.inputs, convention=_preset_of(res), **kw)
     rows = []
     try:
         for stage in res.stages_run:
