@@ -130,6 +130,27 @@ def test_sweep_kernel_skips_sizes_outside_the_profiles_constraints(capsys, tmp_p
                                              "d_state": 4}]
 
 
+def test_sweep_kernel_sweeps_every_export_of_the_same_entries(capsys, tmp_path) -> None:
+    # ..._V2_WGSL beside ..._WGSL, its decay halved: each export is swept on its own.
+    text = Path(REF).read_text()
+    start = text.index("export const SELECTIVE_SCAN_FORWARD_WGSL")
+    v2 = text[start:text.index("export const SELECTIVE_SCAN_BACKWARD_WGSL")]
+    v2 = v2.replace("FORWARD_WGSL", "FORWARD_V2_WGSL").replace(
+        "let abar = exp(dt * a);", "let abar = exp(0.5 * dt * a);")
+    path = tmp_path / "v2.js"
+    path.write_text(text + "\n" + v2)
+    code, lines, _ = _cli(capsys, "sweep", "--kernel", str(path), "--abi", "builderforce-s6",
+                          "--quick", "--runs", "1")
+    assert code == 1
+    totals = [ln for ln in lines if not CASE.match(ln)]
+    assert totals == [
+        f"{path} (builderforce-s6@SELECTIVE_SCAN_FORWARD_WGSL, s6): 4/4 cases passed on "
+        + totals[0].split(" passed on ")[1],
+        # seq_len 1 passes: from h = 0, one step never decays
+        f"{path} (builderforce-s6@SELECTIVE_SCAN_FORWARD_V2_WGSL, s6): 1/4 cases passed on "
+        + totals[0].split(" passed on ")[1]], lines
+
+
 @pytest.mark.parametrize(("argv", "words"), [
     (["sweep", "--kernel", REF, "--family", "s6"], "--family does not apply to sweep --kernel"),
     (["sweep", "--abi", "builderforce-s6"], "--abi needs --kernel PATH"),
