@@ -130,8 +130,8 @@ def test_sweep_kernel_skips_sizes_outside_the_profiles_constraints(capsys, tmp_p
                                              "d_state": 4}]
 
 
-def test_sweep_kernel_sweeps_every_export_of_the_same_entries(capsys, tmp_path) -> None:
-    # ..._V2_WGSL beside ..._WGSL, its decay halved: each export is swept on its own.
+def _wrong_v2(tmp_path: Path) -> Path:
+    """builderforce_reference.js with ..._V2_WGSL beside ..._WGSL, its decay halved."""
     text = Path(REF).read_text()
     start = text.index("export const SELECTIVE_SCAN_FORWARD_WGSL")
     v2 = text[start:text.index("export const SELECTIVE_SCAN_BACKWARD_WGSL")]
@@ -139,6 +139,11 @@ def test_sweep_kernel_sweeps_every_export_of_the_same_entries(capsys, tmp_path) 
         "let abar = exp(dt * a);", "let abar = exp(0.5 * dt * a);")
     path = tmp_path / "v2.js"
     path.write_text(text + "\n" + v2)
+    return path
+
+
+def test_sweep_kernel_sweeps_every_export_of_the_same_entries(capsys, tmp_path) -> None:
+    path = _wrong_v2(tmp_path)  # each export is swept on its own
     code, lines, _ = _cli(capsys, "sweep", "--kernel", str(path), "--abi", "builderforce-s6",
                           "--quick", "--runs", "1")
     assert code == 1
@@ -205,6 +210,17 @@ def test_bench_kernel_times_each_entry_point_beside_its_own_kernel(capsys, tmp_p
     b, t, d, n = 2, 37, 4, 4
     want = 4 * (3 * b * t * d + 2 * b * t * n + d * n + d + 2 * b * t * d * n)
     assert floors["stages"]["forward"]["bytes"] == want
+
+
+def test_bench_kernel_times_every_export_of_the_same_entries(capsys, tmp_path) -> None:
+    path = _wrong_v2(tmp_path)
+    code, lines, _ = _cli(capsys, "bench", "--kernel", str(path), "--abi", "builderforce-s6",
+                          "--size", "tiny", "--repeats", "1")
+    assert code == 1  # V2's check fails; both are timed
+    heads = [ln.split(" at ")[0] for ln in lines if ": profile " in ln]
+    assert heads == [f"{path}: profile builderforce-s6@SELECTIVE_SCAN_FORWARD{v}_WGSL (s6, "
+                     "custom (builderforce with dt=softplus_stable, A=exp_clamped, "
+                     "A_clamp=(-10.0, 5.0)))" for v in ("", "_V2")], lines
 
 
 def test_bench_kernel_of_a_wrong_kernel_times_it_and_says_so(capsys) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external.isolated import check_kernel_file_isolated
 from ssmviz.core.external.loader import load_kernel_file
+from ssmviz.core.external.profiles import get_profile
 from ssmviz.core.external.runner import EXIT_BUILD, KernelCheckResult, summary_line
 
 _SIZE_ARGS = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups",
@@ -90,6 +91,18 @@ def shared_exports(path: str) -> dict[str, list[str]]:
         for name in dict.fromkeys(_ENTRY.findall(src.text)):
             where.setdefault(name, []).append(src.name)
     return {entry: names for entry, names in where.items() if len(names) > 1}
+
+
+def per_export(path: str, profile: str) -> list[str]:
+    """``profile`` as ``PROFILE@EXPORT`` once per export of ``path`` among exports that
+    define the same entry points of it (each is swept or timed on its own); else
+    ``[profile]``."""
+    if "@" in profile:
+        return [profile]
+    shared = shared_exports(path)
+    entries = get_profile(profile).entry_points()
+    exports = dict.fromkeys(x for e in entries for x in shared.get(e, []))
+    return [f"{profile}@{x}" for x in exports] or [profile]
 
 
 def _every_export(path: str, abi: str | None, results: list[KernelCheckResult],

@@ -25,6 +25,7 @@ import numpy as np
 from ssmviz.core import bench, families
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external import progress
+from ssmviz.core.external.command import per_export
 from ssmviz.core.external.isolated import (
     WatchdogError,
     default_deadline,
@@ -189,7 +190,8 @@ def run_kernel_bench(path: str, *, abi: str | None = None, size: str = "small",
     """Bench every family's kernels in ``path`` (in the kernel worker); prints the table
     and returns (exit code: the checks' worst, figures as JSON-ready dicts)."""
     found = kernel_families(path, abi)
-    profiles = [abi or name for name in found.values()] if found else [abi]
+    profiles = ([each for name in found.values() for each in per_export(path, abi or name)]
+                if found else [abi])
     code, figures = 0, []
     for name in profiles:
         sizes = problem_sizes(get_profile(name).family, size) if name else None

@@ -20,7 +20,7 @@ from typing import Any
 
 from ssmviz.core import families
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.external.command import shared_exports
+from ssmviz.core.external.command import per_export
 from ssmviz.core.external.isolated import check_kernel_isolated, get_worker
 from ssmviz.core.external.profiles import get_profile
 from ssmviz.core.external.results_io import kernel_families
@@ -146,14 +146,9 @@ def plan_sweep(path: str, abi: str | None = None, quick: bool = False) -> list[S
     and per export where several exports define the same entry points (``PROFILE@EXPORT``);
     empty when it cannot be read or matched now (the check then says why)."""
     found = kernel_families(path, abi)
-    shared = shared_exports(path) if abi is None or "@" not in abi else {}
     plans = []
     for family, name in (found or {}).items():
-        which = name if abi is None else abi
-        entries = get_profile(which).entry_points()
-        # Several exports defining the same entry points: each is swept on its own.
-        exports = dict.fromkeys(x for e in entries for x in shared.get(e, []))
-        for each in [f"{which}@{x}" for x in exports] or [which]:
+        for each in per_export(path, name if abi is None else abi):
             prof = get_profile(each)
             matrix = size_matrix(family, quick)
             outside = [(s, c) for s in matrix if (c := broken_constraint(prof, s)) is not None]
