@@ -490,8 +490,13 @@ def _file_operators(args: argparse.Namespace, result: Any) -> dict:
     """ref_M and gpu_M of the kernel file's check ``result`` (its inputs, profile and
     convention), measured through the file in the worker."""
     from ssmviz.core.operator import file_forward
+    from ssmviz.core.problem import CONVENTIONS
 
     rep, prof = result.report, result.profile
+    if rep.convention not in CONVENTIONS:  # e.g. a clamp: the operator view takes presets
+        print(f"--export: no ref_M / gpu_M: the operator view takes the "
+              f"{' or '.join(CONVENTIONS)} convention, not {rep.convention}")
+        return {}
     forward = file_forward(args.kernel, family=prof.family, convention=rep.convention,
                            chunk_len=rep.sizes.get("chunk_len"), abi=prof.name)
     return _operators(prof.family, rep.inputs, forward, rep.convention)

@@ -511,8 +511,10 @@ def test_tiny_dt_session_round_trips_through_the_controls_and_runs(
     assert w.controls.problem() == problem
     assert w.session().problem == problem
     assert w.result.error == "" and w.result.problem == problem
-    bias = w.result.inputs["delta_bias"]
-    np.testing.assert_allclose(np.log1p(np.exp(bias)), 1e-7, rtol=1e-9)  # softplus(bias)
+    built = problem.build()["delta_bias"]
+    np.testing.assert_allclose(np.log1p(np.exp(built)), 1e-7, rtol=1e-9)  # softplus(bias)
+    # The run's inputs are what the GPU got, and so the reference: float32.
+    np.testing.assert_array_equal(w.result.inputs["delta_bias"], built.astype(np.float32))
 
 
 def test_float_spin_boxes_hold_every_valid_value_and_step_in_decades(make_window) -> None:

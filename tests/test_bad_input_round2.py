@@ -171,6 +171,34 @@ def test_inputs_float32_cannot_hold(files: Path, tmp_path: Path, kernel: list[st
     assert snapshot(guarded) == guarded and not out.new_files
 
 
+@pytest.mark.parametrize(("family", "sizes"), [
+    ("s6", {"seq_len": 12, "d_inner": 3, "d_state": 4}),
+    ("ssd", {"seq_len": 12, "n_heads": 2, "d_head": 2, "d_state": 4, "chunk_len": 4}),
+])
+def test_both_paths_feed_the_reference_what_the_gpu_got(runtime, tmp_path: Path, family: str,
+                                                        sizes: dict):
+    """A generated (float64) problem and the same arrays read back from an archive give
+    the same reference: each rounded to float32 first, as the GPU gets them (1 + 2⁻³⁰
+    becomes 1, 1e-310 becomes 0), and the values float32 cannot hold are named."""
+    from ssmviz.core.check import check_arrays
+    from ssmviz.core.inputs import open_inputs
+
+    arrays = Problem(family=family, batch=1, **sizes).build()
+    arrays["B"].flat[0] = 1 + 2.0**-30
+    arrays["B"].flat[1] = 1e-310
+    chunk_len = sizes.get("chunk_len")
+    direct = check_arrays(family, arrays, runs=1, race_probe=False, chunk_len=chunk_len)
+    np.savez(tmp_path / "in.npz", **arrays)
+    via_file = check_arrays(family, open_inputs(str(tmp_path / "in.npz")).load(family),
+                            runs=1, race_probe=False, chunk_len=chunk_len)
+    assert set(direct.ref) == set(via_file.ref)
+    for key, ref in via_file.ref.items():
+        np.testing.assert_array_equal(direct.ref[key], ref, err_msg=key)
+    assert direct.inputs["B"].flat[0] == 1.0 and direct.inputs["B"].flat[1] == 0.0
+    assert any("B: 1 value(s) below float32's normal range" in n for n in direct.notes), \
+        direct.notes
+
+
 # -- group 3: standard output that fails -------------------------------------------------------
 
 

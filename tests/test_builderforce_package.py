@@ -12,15 +12,18 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ssmviz.cli import main
-from ssmviz.core.external import npm_package
+from ssmviz.core.external import npm_package, values
 from ssmviz.core.external.command import run_kernel_check
 from ssmviz.core.external.loader import load_kernel_file
 from ssmviz.core.external.profiles import detect_profiles, get_profile
 from ssmviz.core.external.runner import analyze
 from ssmviz.core.external.wgsl import parse_module
+from ssmviz.core.problem import Problem
+from ssmviz.core.reference.conventions import preset
 from tests.conftest import ON_CI
 
 LOCK = npm_package.NODE_DIR / "package-lock.json"
@@ -121,6 +124,60 @@ def test_s6_does_not_build_with_both_faults_located(kernels, tint_ready, capsys)
     assert f'{path}:{line}:{col}: error: [naga] expected `;`, found "?"' in out
     assert f"{path}:{line}:{col}: error: [tint] invalid character found" in out
     assert out.rstrip().split("\n")[-1].startswith(f"{path}: DOES NOT BUILD (")
+
+
+def _fixed_copy(src: str) -> str:
+    """selective_scan.js with only its two build faults fixed: the shadowing ``let B``
+    renamed, and the ``?:`` written as ``select``."""
+    fixed = src.replace("let B = params.batch;", "let n_batch = params.batch;")
+    fixed = fixed.replace("b >= B)", "b >= n_batch)").replace("= B * L * D * N",
+                                                              "= n_batch * L * D * N")
+    fixed, n = re.subn(r"\(t > 0u\) \? (h_cache\[[^\]]*\]) : 0\.0",
+                       r"select(0.0, \1, t > 0u)", fixed)
+    assert n == 1 and "let B " not in fixed
+    return fixed
+
+
+def test_s6_profile_uses_the_clamped_convention_of_the_package(kernels, tint_ready,
+                                                               tmp_path) -> None:
+    """2026.7.14's forward takes the stable softplus and A = -exp(clamp(A_log, -10, 5)):
+    the built-in profile says so, and a copy with only the two build faults fixed has its
+    forward judged against exactly that reference (A_log past the clamp at one place)."""
+    src = (kernels / "selective_scan.js").read_text()
+    assert "-exp(clamp(a_log, -10.0, 5.0))" in src
+    assert "max(x, 0.0) + log(1.0 + exp(-abs(x)))" in src
+    conv = get_profile("builderforce-s6").convention_params
+    assert (conv.dt, conv.A, conv.A_clamp, conv.B_bar) == ("softplus_stable", "exp_clamped",
+                                                           (-10.0, 5.0), "zoh")
+    path = tmp_path / "selective_scan.js"
+    path.write_text(_fixed_copy(src))
+    sizes = {"batch": 1, "seq_len": 12, "d_inner": 3, "d_state": 4}
+    arrays = Problem(family="s6", convention="builderforce", **sizes).build()
+    arrays["A_log"][0, 0] = 7.0  # past the clamp: A = -exp(5), not -exp(7)
+    results: list = []
+    lines: list[str] = []
+    code = run_kernel_check(str(path), arrays=arrays, out=lines.append, collect=results,
+                            runs=1, size_probe=False)
+    out = "\n".join(lines)
+    (res,) = results
+    # Still not valid WebGPU (Tint: a barrier in non-uniform control flow), but naga builds
+    # it, so every output is compared: the forward's scan combines its pairs wrongly.
+    assert code == 2 and "verdict: DOES NOT BUILD (1 error(s) above; the rows are from " \
+        "naga's build, which accepts it)" in out
+    assert "'workgroupBarrier' must only be called from uniform control flow" in out
+    assert "A=exp_clamped, A_clamp=(-10.0, 5.0)" in res.report.convention
+    y = next(v for v in res.report.verdicts if v.name == "y")
+    assert y.checked and not y.passed and 1e-3 < y.rel_err < 1.0, y
+    assert re.search(r"^y +\d\.\d\de-\d\d .* FAIL: rel err", out, re.M)
+    # Its backward accumulates dB over workgroups without atomics: the race probe says so.
+    assert re.search(r"^race probe: dB changes in \d+/\d+ elements when the workgroups",
+                     out, re.M), out
+    # The reference it was judged against is the clamped one, not -exp(A_log)'s.
+    ref = values.reference(res.profile, res.report.inputs, conv, sizes)["y"]
+    plain = values.reference(res.profile, res.report.inputs, preset("builderforce"), sizes)["y"]
+    np.testing.assert_array_equal(res.report.ref["y"], ref)
+    assert not np.allclose(ref[..., 0], plain[..., 0], rtol=1e-3)
+    np.testing.assert_allclose(ref[..., 1:], plain[..., 1:], rtol=1e-12)
 
 
 #: ssd.js's outputs at the default size: every one changes between runs or under the

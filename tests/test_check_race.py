@@ -39,3 +39,23 @@ def test_reverse_order_difference_fails_the_tensor(runtime) -> None:
     assert not y.passed and not y.deterministic and "reverse order" in y.note
     assert all(v.passed for v in report.verdicts if v.name != "y")
     assert "workgroups in reverse order" in report.table()
+
+
+def test_the_race_probe_runs_an_entry_point_with_a_trailing_comma(runtime, tmp_path) -> None:
+    """`fn scan(@builtin(global_invocation_id) gid: vec3<u32>,)` is valid WGSL: the
+    reversed-order copy adds its builtins without a second comma."""
+    from pathlib import Path
+
+    from ssmviz.core.external.runner import check_kernel
+
+    styles = Path(__file__).resolve().parent.parent / "assets" / "kernels" / "styles"
+    text = (styles / "bdt_order.wgsl").read_text()
+    old = "fn scan(@builtin(global_invocation_id) gid: vec3<u32>) {"
+    assert text.count(old) == 1
+    path = tmp_path / "trailing.wgsl"
+    path.write_text(text.replace(old, old.replace("vec3<u32>)", "vec3<u32>,\n)")))
+    res = check_kernel(str(path), abi=str(styles / "bdt_order.toml"), runs=1,
+                       size_probe=False, runtime=runtime)
+    assert res.exit_code == 0, res.render()
+    assert "race probe (workgroup order reversed): bit-identical" in res.probe_lines, \
+        res.probe_lines

@@ -45,7 +45,8 @@ def run_cli(path: Path, **kw) -> tuple[int, str]:
 def test_builderforce_layout_kernel_passes(runtime):
     code, text = run_cli(KERNELS / "builderforce_reference.js")
     assert code == 0, text
-    assert "profile: builderforce-s6 (s6, builderforce); stages run: forward, backward" in text
+    assert ("profile: builderforce-s6 (s6, custom (builderforce with dt=softplus_stable, "
+            "A=exp_clamped, A_clamp=(-10.0, 5.0))); stages run: forward, backward") in text
     assert "profile: builderforce-ssd (ssd, builderforce); stages run: forward, backward" in text
     assert text.count("verdict: PASS") == 2
     # What the ABI cannot express is said plainly, not silently skipped.
@@ -444,7 +445,8 @@ def test_cli_adapter_reads_the_namespace(runtime, capsys):
     )
     assert main_check_kernel(args) == 1
     out = capsys.readouterr().out
-    assert "s6 / builderforce  batch=1 seq_len=20 d_inner=3 d_state=2" in out
+    assert ("s6 / custom (builderforce with dt=softplus_stable, A=exp_clamped, "
+            "A_clamp=(-10.0, 5.0))  batch=1 seq_len=20 d_inner=3 d_state=2") in out
     assert "FAIL" in out
 
 

@@ -6,6 +6,7 @@ mapping, and builds and passes ``ssmviz check --kernel`` with the right entry po
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -84,15 +85,43 @@ def test_a_wgsl_file_with_unicode_identifiers_builds(tmp_path: Path):
         out.output
 
 
-@pytest.mark.gpu
-def test_a_second_export_of_the_same_entries_is_named(tmp_path: Path):
-    """A module with ``..._V2_WGSL`` beside ``..._WGSL``: the one not run is named."""
+def _with_v2(forward: str) -> str:
+    """The reference module with a second S6 forward export, ``..._V2_WGSL`` (``forward``
+    edited from the first), after all the others."""
     start = REFERENCE.index(FORWARD)
     end = REFERENCE.index("export const SELECTIVE_SCAN_BACKWARD_WGSL")
     v2 = REFERENCE[start:end].replace("FORWARD_WGSL", "FORWARD_V2_WGSL")
-    (tmp_path / "v2.js").write_text(REFERENCE + "\n" + v2, encoding="utf-8")
-    out = run_ssmviz(["check", "--kernel", "v2.js", "--family", "s6", "--runs", "1",
-                      "--seq-len", "20", "--d-inner", "2", "--d-state", "3"], cwd=tmp_path)
+    return REFERENCE + "\n" + forward(v2)
+
+
+V2 = "builderforce-s6@SELECTIVE_SCAN_FORWARD_V2_WGSL"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("name", "forward", "code", "verdicts"), [
+    # V2's decay halved: only V2 fails, and the file with it.
+    ("wrong_v2.js", lambda v2: v2.replace("let abar = exp(dt * a);",
+                                          "let abar = exp(0.5 * dt * a);"),
+     1, "FAIL (builderforce-s6@SELECTIVE_SCAN_FORWARD_WGSL: PASS, " + V2 + ": FAIL)"),
+    ("right_v2.js", lambda v2: v2, 0,
+     "PASS (builderforce-s6@SELECTIVE_SCAN_FORWARD_WGSL: PASS, " + V2 + ": PASS)"),
+])
+def test_every_export_of_the_same_entries_is_checked(tmp_path: Path, name, forward, code,
+                                                     verdicts):
+    """A module with ``..._V2_WGSL`` beside ``..._WGSL``: each export is checked with its
+    own entry points and gets its verdict; the last line is the file's."""
+    (tmp_path / name).write_text(_with_v2(forward), encoding="utf-8")
+    out = run_ssmviz(["check", "--kernel", name, "--family", "s6", "--runs", "1",
+                      "--seq-len", "20", "--d-inner", "2", "--d-state", "3", "--no-probe"],
+                     cwd=tmp_path)
     assert "Traceback" not in out.output
-    assert ("exports SELECTIVE_SCAN_FORWARD_WGSL and SELECTIVE_SCAN_FORWARD_V2_WGSL define the "
-            "same entry points (`forward_scan`, `forward_reduce`)") in out.last_line, out.output
+    assert out.returncode == code, out.output
+    assert out.last_line == f"{name}: {verdicts}", out.output
+    assert f"profile: {V2} (s6, " in out.output
+    assert out.output.count("stages run: forward, backward") == 2
+    if code:  # the failing output is pointed at in V2's lines, after the other exports
+        v2_from = _with_v2(forward).split("\n").index(
+            "export const SELECTIVE_SCAN_FORWARD_V2_WGSL = /* wgsl */ `") + 1
+        notes = re.findall(rf"^{name}:(\d+):\d+: note: h_cache\[h\] is the first output "
+                           "that goes wrong", out.output, re.M)
+        assert notes and all(int(n) > v2_from for n in notes), out.output

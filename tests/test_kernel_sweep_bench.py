@@ -107,6 +107,55 @@ def test_sweep_kernel_with_nothing_compared_is_never_a_pass(capsys, tmp_path) ->
     assert "0/4 cases passed" in lines[-1]
 
 
+def test_sweep_kernel_skips_sizes_outside_the_profiles_constraints(capsys, tmp_path) -> None:
+    # A kernel limited to one 256-step workgroup: the case past it is not run (and not a
+    # failure) but counted as outside the profile's constraints.
+    text = EXAMPLE.read_text().replace("\n[detect]", 'constraints = ["seq_len <= 256"]\n'
+                                       "\n[detect]", 1)
+    prof = tmp_path / "short.toml"
+    prof.write_text(text)
+    assert "outside the profile's constraints (seq_len <= 256)" in refusal(
+        get_profile(str(prof)), {"batch": 2, "seq_len": 257, "d_inner": 4, "d_state": 4})
+    out_json = tmp_path / "sweep.json"
+    code, lines, _ = _cli(capsys, "sweep", "--kernel", REF, "--abi", str(prof), "--quick",
+                          "--runs", "1", "--json", str(out_json))
+    assert code == 0, "\n".join(lines)
+    cases = [CASE.match(ln) for ln in lines[:-1]]
+    assert all(cases) and [m.group(1) for m in cases] == ["PASS"] * 3
+    assert [m.group(2).split()[1] for m in cases] == ["seq_len=37", "seq_len=1", "seq_len=37"]
+    assert re.search(r": 3/3 cases passed on .*; 1 size\(s\) outside the profile's "
+                     r"constraints \(seq_len <= 256\) left out$", lines[-1]), lines[-1]
+    saved = json.loads(out_json.read_text())["profiles"][0]
+    assert saved["outside_constraints"] == [{"batch": 2, "seq_len": 257, "d_inner": 4,
+                                             "d_state": 4}]
+
+
+def _wrong_v2(tmp_path: Path) -> Path:
+    """builderforce_reference.js with ..._V2_WGSL beside ..._WGSL, its decay halved."""
+    text = Path(REF).read_text()
+    start = text.index("export const SELECTIVE_SCAN_FORWARD_WGSL")
+    v2 = text[start:text.index("export const SELECTIVE_SCAN_BACKWARD_WGSL")]
+    v2 = v2.replace("FORWARD_WGSL", "FORWARD_V2_WGSL").replace(
+        "let abar = exp(dt * a);", "let abar = exp(0.5 * dt * a);")
+    path = tmp_path / "v2.js"
+    path.write_text(text + "\n" + v2)
+    return path
+
+
+def test_sweep_kernel_sweeps_every_export_of_the_same_entries(capsys, tmp_path) -> None:
+    path = _wrong_v2(tmp_path)  # each export is swept on its own
+    code, lines, _ = _cli(capsys, "sweep", "--kernel", str(path), "--abi", "builderforce-s6",
+                          "--quick", "--runs", "1")
+    assert code == 1
+    totals = [ln for ln in lines if not CASE.match(ln)]
+    assert totals == [
+        f"{path} (builderforce-s6@SELECTIVE_SCAN_FORWARD_WGSL, s6): 4/4 cases passed on "
+        + totals[0].split(" passed on ")[1],
+        # seq_len 1 passes: from h = 0, one step never decays
+        f"{path} (builderforce-s6@SELECTIVE_SCAN_FORWARD_V2_WGSL, s6): 1/4 cases passed on "
+        + totals[0].split(" passed on ")[1]], lines
+
+
 @pytest.mark.parametrize(("argv", "words"), [
     (["sweep", "--kernel", REF, "--family", "s6"], "--family does not apply to sweep --kernel"),
     (["sweep", "--abi", "builderforce-s6"], "--abi needs --kernel PATH"),
@@ -128,14 +177,17 @@ def test_bench_kernel_times_each_entry_point_beside_its_own_kernel(capsys, tmp_p
     text = "\n".join(lines)
     assert code == 0, text
     assert lines[0].startswith("adapter: ") and lines[0].endswith("sizes: tiny")
-    assert lines[1] == (f"{REF}: profile builderforce-s6 (s6, builderforce) at batch=2 "
+    assert lines[1] == (f"{REF}: profile builderforce-s6 (s6, custom (builderforce with "
+                        "dt=softplus_stable, A=exp_clamped, A_clamp=(-10.0, 5.0))) at batch=2 "
                         "seq_len=37 d_inner=4 d_state=4; check (one run, no race probes): PASS")
     for entry in ("forward_scan", "forward_reduce", "backward_scan"):
         assert re.search(rf"^    {entry} +\d+\.\d{{3}} ms +\d+\.\d%$", text, re.M), entry
     for stage in ("forward", "backward"):
         assert re.search(rf"^  {stage} +\d+\.\d{{3}} ms \((gpu-timestamps|wall-clock).*\)  = .*"
                          r"% of its copy floor .*% of its exp2 floor", text, re.M), stage
-        assert re.search(rf"^  ssmviz s6 {stage} +\d+\.\d{{3}} ms .* the file's {stage} takes "
+        # ssmviz's kernels take presets: the clamped convention times as builderforce.
+        assert re.search(rf"^  ssmviz s6 \(builderforce\) {stage} +\d+\.\d{{3}} ms .* the "
+                         rf"file's {stage} takes "
                          r"\d+\.\d\d× its time", text, re.M), stage
     assert re.search(r"^  floors measured in this run: copy \d+\.\d\d GB/s .*, exp2 ", text, re.M)
     (fig,) = json.loads(out_json.read_text())["kernels"]
@@ -149,7 +201,8 @@ def test_bench_kernel_times_each_entry_point_beside_its_own_kernel(capsys, tmp_p
         if s["timing"] == "gpu-timestamps":  # the passes make up the stage
             assert sum(p["seconds"] for p in s["passes"]) == pytest.approx(s["seconds"],
                                                                             rel=0.5)
-    assert [r["name"] for r in fig["own"]] == ["ssmviz s6 forward", "ssmviz s6 backward"]
+    assert [r["name"] for r in fig["own"]] == ["ssmviz s6 (builderforce) forward",
+                                               "ssmviz s6 (builderforce) backward"]
     floors = fig["floors"]
     assert floors["copy"]["bandwidth"] > 0 and floors["exp2"]["ops_per_s"] > 0
     # The copy floor is the bytes of every buffer a stage binds, each once: forward binds
@@ -157,6 +210,17 @@ def test_bench_kernel_times_each_entry_point_beside_its_own_kernel(capsys, tmp_p
     b, t, d, n = 2, 37, 4, 4
     want = 4 * (3 * b * t * d + 2 * b * t * n + d * n + d + 2 * b * t * d * n)
     assert floors["stages"]["forward"]["bytes"] == want
+
+
+def test_bench_kernel_times_every_export_of_the_same_entries(capsys, tmp_path) -> None:
+    path = _wrong_v2(tmp_path)
+    code, lines, _ = _cli(capsys, "bench", "--kernel", str(path), "--abi", "builderforce-s6",
+                          "--size", "tiny", "--repeats", "1")
+    assert code == 1  # V2's check fails; both are timed
+    heads = [ln.split(" at ")[0] for ln in lines if ": profile " in ln]
+    assert heads == [f"{path}: profile builderforce-s6@SELECTIVE_SCAN_FORWARD{v}_WGSL (s6, "
+                     "custom (builderforce with dt=softplus_stable, A=exp_clamped, "
+                     "A_clamp=(-10.0, 5.0)))" for v in ("", "_V2")], lines
 
 
 def test_bench_kernel_of_a_wrong_kernel_times_it_and_says_so(capsys) -> None:

@@ -160,8 +160,14 @@ def test_export_writes_operators(runtime, tmp_path) -> None:
     assert compare("M", z["gpu_M"], z["ref_M"], FORWARD_TOL).passed
 
     out = tmp_path / "kernel.npz"
+    # The built-in profile's convention has a clamp, which the operator view lacks: it
+    # writes no operators (and says so) unless a preset is asked for.
     main(["check", "--kernel", "assets/kernels/builderforce_reference.js", "--family", "s6",
           "--seq-len", "20", "--runs", "1", "--export", str(out)])
+    assert "ref_M" not in np.load(out)
+    main(["check", "--kernel", "assets/kernels/builderforce_reference.js", "--family", "s6",
+          "--seq-len", "20", "--runs", "1", "--convention", "builderforce", "--export",
+          str(out)])
     z = np.load(out)
     u = z["u"][0]
     assert z["ref_M"].shape == (u.shape[1], 20, 20)

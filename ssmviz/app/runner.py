@@ -198,10 +198,14 @@ def _run_external(request: RunRequest, arrays: dict[str, np.ndarray], prof: obje
         raise SsmvizError("no kernel chosen")
     result.kernel = choice
     result.diagnostics = _analysis(choice)[0]
-    conv = p.convention
+    conv = judged = p.convention
     if getattr(prof, "family", None) == p.family:
-        # The kernel implements its profile's convention: judge (and teach) in that one.
-        conv = getattr(prof, "convention", None) or p.convention
+        # The kernel implements its profile's convention: judge in that one, and teach in
+        # its preset (the problem's convention is a preset; the check takes the parameters).
+        params = getattr(prof, "convention_params", None)
+        conv = (params.base if params is not None else getattr(prof, "convention", None)) \
+            or p.convention
+        judged = params.describe() if params is not None else conv
         result.problem = p.with_(convention=conv) if conv != p.convention else p
         # What the kernel sees (e.g. an ABI without delta_bias: the bias folded into
         # delta), kept also when it is refused, so the reference-only plots match.
@@ -215,8 +219,8 @@ def _run_external(request: RunRequest, arrays: dict[str, np.ndarray], prof: obje
     # The check's own findings (ABI warnings, where a failing output is written, races).
     result.diagnostics = list(live.check.diagnostics) + list(live.check.notes)
     result.info = live.summary()
-    if conv != p.convention:
-        result.info += (f"; judged in the kernel's {conv} convention (the problem says "
+    if judged != p.convention:
+        result.info += (f"; judged in the kernel's {judged} convention (the problem says "
                         f"{p.convention})")
 
 

@@ -30,7 +30,7 @@ from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.family import MAX_STORED_STATES
 from ssmviz.core.fileio import write_file
 from ssmviz.core.gpu import POISON_U32, get_runtime, with_device_retry
-from ssmviz.core.inputs import open_inputs
+from ssmviz.core.inputs import open_inputs, to_float32
 from ssmviz.core.memory import check_memory
 from ssmviz.core.reference._common import CONVENTIONS
 
@@ -752,6 +752,9 @@ def _check_arrays(
         raise SsmvizError(f"runs must be an integer ≥ 1; got {runs!r}")
     sizes = fam.infer_sizes(arrays)
     inputs = {k: np.asarray(arrays[k]) for k in fam.input_keys}
+    # The GPU gets float32: the reference gets exactly those values (a generated problem
+    # is float64), and the values float32 cannot hold are named.
+    rounding = to_float32(inputs)
     sizes |= _run_sizes(fam, {"chunk_len": chunk_len})
     if store_states is None:
         store_states = _can_store_states(family, sizes)
@@ -864,6 +867,7 @@ def _check_arrays(
         reference_seconds=ref_s,
         reference_thread=ref_thread,
         input_warnings=_input_warnings(inputs),
+        notes=rounding,
         inputs=inputs,
         gpu={k: v for k, v in first.items() if k in ref},
         ref=ref,

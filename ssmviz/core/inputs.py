@@ -130,7 +130,7 @@ class InputsFile:
         if half:
             self.notes.append(f"{', '.join(half)} stored as float16: widened to float32 "
                               "(exact; the kernel and the reference see the float16 values)")
-        self.notes += _to_float32(arrays)
+        self.notes += to_float32(arrays)
         unused = sorted(k for k in self.headers if k not in headers and k != "meta"
                         and not k.startswith(("gpu_", "ref_")))
         if unused:
@@ -138,7 +138,7 @@ class InputsFile:
         return arrays
 
 
-def _to_float32(arrays: dict[str, np.ndarray]) -> list[str]:
+def to_float32(arrays: dict[str, np.ndarray]) -> list[str]:
     """Round float64 arrays to float32 in place -- what the GPU gets, so the float64
     reference gets exactly that too -- and name the values float32 cannot hold: finite
     ones that overflow to ±inf, non-zero ones below its normal range (subnormal or 0)."""

@@ -18,12 +18,14 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external.isolated import check_kernel_file_isolated
 from ssmviz.core.external.loader import load_kernel_file
-from ssmviz.core.external.runner import EXIT_BUILD, summary_line
+from ssmviz.core.external.profiles import get_profile
+from ssmviz.core.external.runner import EXIT_BUILD, KernelCheckResult, summary_line
 
 _SIZE_ARGS = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups",
               "chunk_len")
@@ -54,17 +56,19 @@ def run_kernel_check(
     receives the KernelCheckResults (for ``--json`` / ``--export``). ``size_probe``
     False (``--no-probe``): no size probe.
     """
+    kw: dict[str, Any] = {"convention": convention, "sizes": sizes, "runs": runs,
+                          "seed": seed, "timeout": timeout, "arrays": arrays,
+                          "size_probe": size_probe}
     try:
-        results = check_kernel_file_isolated(path, abi=abi, convention=convention,
-                                             sizes=sizes, runs=runs, seed=seed,
-                                             timeout=timeout, arrays=arrays,
-                                             size_probe=size_probe)
+        results = check_kernel_file_isolated(path, abi=abi, **kw)
+        if abi is None or "@" not in abi:
+            results = _every_export(path, abi, results, kw)
     except SsmvizError as exc:  # check_kernel catches these; belt and braces for the CLI
         out(f"error: {exc}")
         return EXIT_BUILD
     if collect is not None:
         collect.extend(results)
-    text = "\n\n".join([*(r.render() for r in results), *_same_entries(path)])
+    text = "\n\n".join(r.render() for r in results)
     if len(results) > 1:  # the last line is the file's verdict
         text += "\n" + summary_line(path, results)
     out(text)
@@ -74,26 +78,58 @@ def run_kernel_check(
 _ENTRY = re.compile(r"@compute\b[^;{]*?\bfn\s+([^\W\d]\w*)")
 
 
-def _same_entries(path: str) -> list[str]:
-    """A warning per entry point that several exports of a module define (``..._V2_WGSL``
-    beside ``..._WGSL``): a profile runs one of them, so the others are named, never
-    silently left unchecked."""
+def shared_exports(path: str) -> dict[str, list[str]]:
+    """Entry point -> the exports of a module that define it, for those several define
+    (``..._V2_WGSL`` beside ``..._WGSL``), in file order; {} when none is (or the file
+    cannot be read: the check says why)."""
     try:
         sources = load_kernel_file(path).sources
     except SsmvizError:
-        return []
+        return {}
     where: dict[str, list[str]] = {}
     for src in sources:
         for name in dict.fromkeys(_ENTRY.findall(src.text)):
             where.setdefault(name, []).append(src.name)
-    shared: dict[tuple[str, ...], list[str]] = {}
-    for entry, names in where.items():
-        if len(names) > 1:
-            shared.setdefault(tuple(names), []).append(f"`{entry}`")
-    return [f"{path}: warning: exports {' and '.join(names)} define the same entry points "
-            f"({', '.join(entries)}); the check ran one of them: check the others with a "
-            "profile of their own (--abi PROFILE.toml with `export`)"
-            for names, entries in shared.items()]
+    return {entry: names for entry, names in where.items() if len(names) > 1}
+
+
+def per_export(path: str, profile: str) -> list[str]:
+    """``profile`` as ``PROFILE@EXPORT`` once per export of ``path`` among exports that
+    define the same entry points of it (each is swept or timed on its own); else
+    ``[profile]``."""
+    if "@" in profile:
+        return [profile]
+    shared = shared_exports(path)
+    entries = get_profile(profile).entry_points()
+    exports = dict.fromkeys(x for e in entries for x in shared.get(e, []))
+    return [f"{profile}@{x}" for x in exports] or [profile]
+
+
+def _every_export(path: str, abi: str | None, results: list[KernelCheckResult],
+                  kw: Mapping[str, Any]) -> list[KernelCheckResult]:
+    """``results`` with one more check per export a profile's run did not use, among
+    exports defining the same entry points: each export is checked with its own entry
+    points and has its verdict. Every result that ran such an export is named
+    ``PROFILE@EXPORT`` (a name ``--abi`` takes)."""
+    shared = shared_exports(path) if any(r.profile for r in results) else {}
+    out: list[KernelCheckResult] = []
+    for res in results:
+        out.append(res)
+        if res.profile is None or not shared:
+            continue
+        entries = [e for e in res.profile.entry_points() if e in shared]
+        used = [x for e in entries for x in shared[e] if x in res.sources]
+        others = [x for e in entries for x in shared[e] if x not in res.sources]
+        base = res.profile.name
+        if used:
+            res.profile = replace(res.profile, name=f"{base}@{'+'.join(dict.fromkeys(used))}")
+        for export in dict.fromkeys(others):
+            (nxt,) = check_kernel_file_isolated(path, abi=f"{abi or base}@{export}", **kw)
+            nxt.prints_diagnostics = False  # the file's diagnostics are printed once
+            out.append(nxt)
+    for r in out:
+        r.foreign = {s for o in out if o is not r for s in o.sources}
+    return out
 
 
 def main_check_kernel(args: argparse.Namespace, *, arrays: Mapping[str, Any] | None = None,

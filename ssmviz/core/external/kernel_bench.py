@@ -8,10 +8,11 @@ the file goes through the same check as ``ssmviz check --kernel`` (one run, no p
 which then times each stage and entry point (GPU timestamps where the adapter has them,
 else the wall clock, each entry point alone: every figure says which; a ``host`` profile's
 source is timed under the family's host code); then ssmviz's own kernel of the family on
-the same inputs and convention, the copy kernel's bandwidth (the copy floor: the bytes of
-the file's buffers, each read or written once, at that bandwidth) and the rate of the
-operation that bounds the family (S6: exp2, SSD: FMA; the arithmetic floor: the
-operations it needs at that rate).
+the same inputs and convention (its preset, named on the row, where the profile's
+convention takes parameters ssmviz's kernels lack, such as a clamp), the copy kernel's
+bandwidth (the copy floor: the bytes of the file's buffers, each read or written once, at
+that bandwidth) and the rate of the operation that bounds the family (S6: exp2, SSD: FMA;
+the arithmetic floor: the operations it needs at that rate).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 from ssmviz.core import bench, families
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external import progress
+from ssmviz.core.external.command import per_export
 from ssmviz.core.external.isolated import (
     WatchdogError,
     default_deadline,
@@ -40,9 +42,11 @@ from ssmviz.core.external.runner import (
     buffer_shape,
     check_kernel,
 )
+from ssmviz.core.external.values import convention_of
 from ssmviz.core.external.wgsl import parse_module
 from ssmviz.core.families.abi import AbiProfile, BufferSpec
 from ssmviz.core.gpu import get_runtime
+from ssmviz.core.reference._common import CONVENTIONS
 from ssmviz.core.timing import release, stage_time
 
 #: The throughput kernel of each operation kind (the inverse of bench.THROUGHPUT_KERNELS).
@@ -105,8 +109,9 @@ def bench_kernel_task(path: str, *, abi: str | None, size: str, repeats: int,
             runner = fam.kernel(rt, source=_source_of(path, res.profile))
             res.timing = {"stages": _runner_stages(rt, runner, fam, res, sizes, repeats,
                                                    path)}
-        out["own"] = _runner_stages(rt, fam.kernel(rt), fam, res, sizes, repeats,
-                                    f"ssmviz {fam.name}")
+        base = _preset_of(res)
+        own = f"ssmviz {fam.name}" + ("" if base == res.report.convention else f" ({base})")
+        out["own"] = _runner_stages(rt, fam.kernel(rt), fam, res, sizes, repeats, own)
     except SsmvizError as exc:
         res.timing.setdefault("error", str(exc))
         out["own"] = [{"name": f"ssmviz {fam.name}", "error": str(exc)}]
@@ -124,6 +129,14 @@ def _source_of(path: str, prof: AbiProfile) -> str:
     raise SsmvizError(f"{path} defines none of profile '{prof.name}' entry points")
 
 
+def _preset_of(res: KernelCheckResult) -> str:
+    """The preset the check's convention is (or starts from: ssmviz's own kernels take
+    presets only, so a profile's own parameters, e.g. a clamp, time as their preset)."""
+    assert res.report is not None and res.profile is not None
+    conv = res.report.convention
+    return conv if conv in CONVENTIONS else convention_of(res.profile, conv).base
+
+
 def _runner_stages(rt: Any, runner: Any, fam: families.Family, res: KernelCheckResult,
                    sizes: Mapping[str, int], repeats: int, name: str) -> list[dict[str, Any]]:
     """Each checked stage of a family's host code (``runner``: its own source, or a file's)
@@ -132,7 +145,7 @@ def _runner_stages(rt: Any, runner: Any, fam: families.Family, res: KernelCheckR
     assert report is not None
     progress.report("run", f"{name}: upload and pipelines")
     kw = {k: sizes[k] for k in fam.run_sizes}
-    prepared = runner.prepare(report.inputs, convention=report.convention, **kw)
+    prepared = runner.prepare(report.inputs, convention=_preset_of(res), **kw)
     rows = []
     try:
         for stage in res.stages_run:
@@ -177,7 +190,8 @@ def run_kernel_bench(path: str, *, abi: str | None = None, size: str = "small",
     """Bench every family's kernels in ``path`` (in the kernel worker); prints the table
     and returns (exit code: the checks' worst, figures as JSON-ready dicts)."""
     found = kernel_families(path, abi)
-    profiles = [abi or name for name in found.values()] if found else [abi]
+    profiles = ([each for name in found.values() for each in per_export(path, abi or name)]
+                if found else [abi])
     code, figures = 0, []
     for name in profiles:
         sizes = problem_sizes(get_profile(name).family, size) if name else None

@@ -5,19 +5,22 @@ same core path), with the race probes (runs compared bitwise, the workgroups in 
 order) but not the size probe: the matrix is the sizes. The matrix, per family the file
 holds (:func:`size_matrix`): ``check --kernel``'s default problem; seq_len 1 and past a
 256- and a 1024-step tile; each other size doubled and set to 1. Sizes the profile cannot
-run (:func:`refusal`: the family's own rules, e.g. SSD's n_groups dividing n_heads) are
-left out, and the total says how many. One line per case, then the total: exit 0 only
-when every case passed and compared something, 2 when the kernel does not build.
+run (:func:`refusal`: the family's own rules, e.g. SSD's n_groups dividing n_heads) and
+sizes outside the profile's constraints (``AbiProfile.constraints``, e.g. "seq_len <= 256")
+are left out, never run as failures, and the total counts each kind. One line per case,
+then the total: exit 0 only when every case passed and compared something, 2 when the
+kernel does not build.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ssmviz.core import families
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.external.command import per_export
 from ssmviz.core.external.isolated import check_kernel_isolated, get_worker
 from ssmviz.core.external.profiles import get_profile
 from ssmviz.core.external.results_io import kernel_families
@@ -34,6 +37,8 @@ from ssmviz.core.families.abi import AbiProfile
 #: seq_len beyond the default: one step, and just past a 256- and a 1024-step tile.
 SEQ_LENS = (1, 257, 1030)
 QUICK_SEQ_LENS = (1, 257)
+#: How a case the profile's constraints exclude is named (skipped, never a failure).
+OUTSIDE = "outside the profile's constraints"
 
 
 def size_matrix(family: str, quick: bool = False) -> list[dict[str, int]]:
@@ -53,12 +58,24 @@ def size_matrix(family: str, quick: bool = False) -> list[dict[str, int]]:
 
 
 def refusal(prof: AbiProfile, sizes: Mapping[str, int]) -> str | None:
-    """Why ``prof``'s kernel cannot run at ``sizes`` (one line); None when it can."""
+    """Why ``prof``'s kernel cannot run at ``sizes`` (one line); None when it can. Sizes
+    that break one of the profile's constraints (checked with its derived sizes) are
+    "outside the profile's constraints (COND)": the kernel does not claim them."""
     try:
-        base_sizes(prof.family, sizes)
+        full = prof.sizes_for(base_sizes(prof.family, sizes))
     except SsmvizError as exc:
         return str(exc)
-    return None
+    cond = prof.violated(full)
+    return None if cond is None else f"{OUTSIDE} ({cond})"
+
+
+def broken_constraint(prof: AbiProfile, sizes: Mapping[str, int]) -> str | None:
+    """The profile's constraint that ``sizes`` break (None: none, or sizes the family
+    itself refuses)."""
+    try:
+        return prof.violated(prof.sizes_for(base_sizes(prof.family, sizes)))
+    except SsmvizError:
+        return None
 
 
 def _worst(res: KernelCheckResult, stage: str) -> float | None:
@@ -105,25 +122,38 @@ def case_line(res: KernelCheckResult, sizes: Mapping[str, int]) -> tuple[int, st
 @dataclass
 class SweepPlan:
     """One profile's sweep: the profile (as ``--abi`` takes it), its family, the candidate
-    sizes and the cases it runs (those the profile can run)."""
+    sizes, the cases it runs (those the profile can run), and the candidates outside the
+    profile's constraints with the constraints they break."""
 
     profile: str
     family: str
     matrix: list[dict[str, int]]
     cases: list[dict[str, int]]
+    outside: list[tuple[dict[str, int], str]] = field(default_factory=list)
+
+    def left_out_words(self) -> str:
+        """"; N size(s) ... left out" for the total line ("" when none was)."""
+        refused = len(self.matrix) - len(self.cases) - len(self.outside)
+        words = [f"{refused} size(s) the profile cannot run"] if refused else []
+        if self.outside:
+            conds = "; ".join(dict.fromkeys(c for _, c in self.outside))
+            words.append(f"{len(self.outside)} size(s) {OUTSIDE} ({conds})")
+        return f"; {', '.join(words)} left out" if words else ""
 
 
 def plan_sweep(path: str, abi: str | None = None, quick: bool = False) -> list[SweepPlan]:
-    """A sweep per family the file holds (the file read and analysed once, statically);
+    """A sweep per family the file holds (the file read and analysed once, statically),
+    and per export where several exports define the same entry points (``PROFILE@EXPORT``);
     empty when it cannot be read or matched now (the check then says why)."""
     found = kernel_families(path, abi)
     plans = []
     for family, name in (found or {}).items():
-        which = name if abi is None else abi
-        prof = get_profile(which)
-        matrix = size_matrix(family, quick)
-        plans.append(SweepPlan(which, family, matrix,
-                               [s for s in matrix if refusal(prof, s) is None]))
+        for each in per_export(path, name if abi is None else abi):
+            prof = get_profile(each)
+            matrix = size_matrix(family, quick)
+            outside = [(s, c) for s in matrix if (c := broken_constraint(prof, s)) is not None]
+            plans.append(SweepPlan(each, family, matrix,
+                                   [s for s in matrix if refusal(prof, s) is None], outside))
     return plans
 
 
@@ -161,14 +191,13 @@ def run_kernel_sweep(path: str, plans: list[SweepPlan], *, abi: str | None = Non
                          "failures": res.report.failures() if res.report else [res.message]})
             if step is not None:
                 step(" ".join(f"{k}={v}" for k, v in sizes.items()))
-        left_out = len(plan.matrix) - len(plan.cases)
         npass = sum(r["passed"] for r in rows)
         out(f"{path} ({plan.profile}, {plan.family}): {npass}/{len(rows)} cases passed on "
-            f"{get_worker().adapter}" + (f"; {left_out} size(s) the profile cannot run left "
-                                         "out" if left_out else ""))
+            f"{get_worker().adapter}" + plan.left_out_words())
         if not rows:
             code = max(code, EXIT_FAIL)  # nothing compared is never a pass
         summary.append({"profile": plan.profile, "family": plan.family, "cases": rows,
-                        "left_out": left_out})
+                        "left_out": len(plan.matrix) - len(plan.cases),
+                        "outside_constraints": [s for s, _ in plan.outside]})
     return {"adapter": get_worker().adapter, "profiles": summary, "passed": code == EXIT_PASS,
             "exit_code": code}

@@ -19,6 +19,7 @@ them along a leading axis.
 from __future__ import annotations
 
 import fnmatch
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import replace
@@ -461,9 +462,19 @@ def profile_names() -> list[str]:
     return names
 
 
+#: ``PROFILE@EXPORT``: the profile, its entry points taken from that export of a module.
+_AT_EXPORT = re.compile(r"(.+)@([A-Za-z_$][\w$]*)")
+
+
 def get_profile(name: str) -> AbiProfile:
     """A built-in profile by name (``NAME-forward``/``NAME-backward`` restrict the stages),
-    or a TOML file path."""
+    or a TOML file path; ``PROFILE@EXPORT`` runs each entry point that export defines from
+    it (a module with ``..._V2_WGSL`` beside ``..._WGSL``), the others as usual."""
+    at = None if Path(name).exists() else _AT_EXPORT.fullmatch(name)
+    if at:
+        prof = get_profile(at.group(1))
+        return replace(prof, name=f"{prof.name}@{at.group(2)}",
+                       passes=[replace(p, export=at.group(2)) for p in prof.passes])
     if name.endswith(".toml") or Path(name).exists():
         return load_profile_file(name)
     profiles = builtin_profiles()

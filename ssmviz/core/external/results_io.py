@@ -111,7 +111,8 @@ def export_kernel_npz(
         raise SsmvizError(f"--export {out}: nothing to export, the kernel did not run{msg}")
     if len(ran) > 1:
         raise SsmvizError(f"--export {out}: the file was checked under {len(ran)} profiles; "
-                          "choose one with --family or --abi")
+                          "choose one with --family or --abi (as the verdicts name them: "
+                          f"{', '.join(r.profile.name for r in ran if r.profile)})")
     data = kernel_export_arrays(ran[0])
     if extra is not None:
         data |= {k: np.asarray(v) for k, v in extra(ran[0]).items()}

@@ -994,8 +994,9 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
         res.exit_code = EXIT_BUILD if errors else (EXIT_FAIL if failed else EXIT_PASS)
         return res
     if prof.convention and convention and convention != prof.convention:
+        own = prof.convention_params.describe() if prof.convention_params else prof.convention
         res.probe_lines.append(
-            f"warning: profile '{prof.name}' implements the {prof.convention} convention; "
+            f"warning: profile '{prof.name}' implements the {own} convention; "
             f"judging it against the {convention} reference as asked")
     plan = _Plan(prof, planned, stages, conv, conv_params, raw_kf)
     sizes = prof.sizes_for(base_sizes(prof.family, sizes_in))

@@ -924,8 +924,8 @@ def reverse_workgroup_order(mod: Module, entries: list[str]) -> str | None:
                             and toks[k + 1].text == ":")
             edits.append((name_tok.off, name_tok.off + len(p.name), f"_ssmviz_hw_{p.name}"))
         close = toks[fn.params_close]
-        if extra:
-            sep = ", " if fn.params else ""
+        if extra:  # after the parameters, and after their trailing comma if they have one
+            sep = ", " if fn.params and toks[fn.params_close - 1].text != "," else ""
             edits.append((close.off, close.off, sep + ", ".join(extra)))
         wg = [*fn.workgroup_size, "1", "1", "1"][:3]
         wgs = "vec3<u32>(" + ", ".join(f"u32({w})" for w in wg) + ")"

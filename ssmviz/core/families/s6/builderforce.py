@@ -9,10 +9,12 @@ params, entry points, workgroup sizes and bindings as ``dist/model/mamba_block.j
 them. Two differences stay outside this table: that block dispatches ``forward_scan`` over
 (ceil(d_inner/8), ceil(d_state/8), batch) workgroups, which leaves most (d, n) pairs
 unvisited, while the kernel reads d and n from workgroup_id, so the profile dispatches the
-(d_inner, d_state, batch) its indexing needs; and its forward decay is
-A = -exp(clamp(A_log, -10, 5)) (its backward does not clamp), which equals the builderforce
-convention while A_log lies in [-10, 5] (a seeded problem's A_log is log(n + 1): up to
-d_state 148).
+(d_inner, d_state, batch) its indexing needs; and only its forward clamps the decay,
+A = -exp(clamp(A_log, -10, 5)), while its backward takes A = -exp(A_log): the profile's
+convention is the forward's (the builderforce preset with the stable softplus
+max(x, 0) + log1p(exp(-|x|)) both passes take, and that clamp), so where A_log leaves
+[-10, 5] the backward's dA_log is judged against the clamped forward's gradient (zero
+there). A seeded problem's A_log is log(n + 1), inside the clamp up to d_state 148.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ def profile() -> dict[str, Any]:
     return {
         "name": "builderforce-s6",
         "family": "s6",
-        "convention": "builderforce",
+        "convention": {"preset": "builderforce", "dt": "softplus_stable",
+                       "A": "exp_clamped", "A_clamp": [-10, 5]},
         "description": "builderforce-memory-engine selective_scan.js (forward + backward)",
         "params": ["seq_len", "d_state", "d_inner", "batch"],
         "detect": {"entry_points": ["forward_scan", "forward_reduce", "backward_scan"],
