@@ -62,6 +62,7 @@ from ssmviz.core.external.profiles import (
 )
 from ssmviz.core.external.template import apply_defines, is_templated
 from ssmviz.core.external.tint import TintVerdict
+from ssmviz.core.external.unwritten import never_written
 from ssmviz.core.external.wgsl import (
     Module,
     access_sites,
@@ -1071,11 +1072,17 @@ def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str
                 judged.append(_Judged(v, spec.stage, _seq_axis(prof.family, role),
                                       gpu[0][label], values[role]))
                 covered.add(role_key(prof.family, role))
+    for u in never_written(prof, (p for p, _ in plan.passes), _bindings_used(plan, an.modules),
+                           values, tol, _label):
+        name_first_bad(prof, u.spec, u.role, u.verdict)
+        verdicts.append(u.verdict)
+        gpu[0][u.verdict.name] = u.held
+        covered.add(role_key(prof.family, u.role))
     _adapter_cut(judged, sizes["seq_len"], rt)
     _loop_budget(plan, an, texts, sizes, values, rt, judged)
     verdicts += overruns or []
     fam = families.get(prof.family)
-    for key in fam.output_keys:
+    for key in fam.outputs_of(plan.conv):
         if key in covered:
             continue
         stage = "forward" if key in fam.forward_keys else "backward"
