@@ -492,6 +492,9 @@ def _file_operators(args: argparse.Namespace, result: Any) -> dict:
     from ssmviz.core.operator import file_forward
 
     rep, prof = result.report, result.profile
+    if "operator" not in views_of(prof.family):
+        print(f"--export: no ref_M / gpu_M: the {prof.family} family has no operator view")
+        return {}
     forward = file_forward(args.kernel, family=prof.family, convention=rep.convention,
                            chunk_len=rep.sizes.get("chunk_len"), abi=prof.name)
     return _operators(prof.family, rep.inputs, forward, rep.convention)
