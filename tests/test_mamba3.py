@@ -145,8 +145,6 @@ def test_the_check_fails_a_planted_bug(runtime, old: str, new: str,
 def test_bad_problems_are_one_line_errors() -> None:
     with pytest.raises(SsmvizError, match=r"^d_state must be even .*; got 7$"):
         _problem(d_state=7).validate()
-    with pytest.raises(SsmvizError, match=r"^the mamba3 family has the mamba convention only"):
-        _problem(convention="builderforce").validate()
     with pytest.raises(SsmvizError, match=r"^n_heads \(4\) must be divisible by n_groups"):
         _problem(n_groups=3).validate()
     a = _inputs(d_state=4, n_angles=3)
@@ -187,6 +185,17 @@ def test_the_shader_file_passes_under_its_own_profile(runtime) -> None:
     text = "\n".join(out)
     assert code == 0, text
     assert "profile: ssmviz-mamba3 (mamba3, mamba)" in text and "bit-identical" in text
+
+
+def test_the_own_kernel_refuses_the_builderforce_convention(capsys) -> None:
+    """complex_ssd's inputs build, but ssmviz's kernel runs mamba's: one line, exit 2."""
+    from ssmviz import cli
+
+    assert cli.main(["check", "--family", "mamba3", "--convention", "builderforce",
+                     "--seq-len", "8", "--d-state", "4"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err.strip().split("\n")
+    assert err[-1].startswith("ssmviz: error: the mamba3 kernels run the mamba convention; "
+                              "got 'builderforce'"), err
 
 
 def test_check_export_and_inputs_round_trip(tmp_path, capsys) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ssmviz.core.families.family import Family
-from ssmviz.core.families.mamba3 import arrays, bench, cases, reference
+from ssmviz.core.families.mamba3 import arrays, bench, builderforce, cases, complex_ssd, reference
 from ssmviz.core.families.mamba3.abi import MAMBA3_ABI, ROLES, SHADER
 from ssmviz.core.families.mamba3.kernel import Mamba3Kernel
 from ssmviz.core.families.mamba3.view import VIEW
@@ -55,4 +55,6 @@ FAMILY = Family(
     bench=bench.bench,
     bench_steps=bench.steps,
     view=lambda: VIEW,
+    builderforce=builderforce.profile,
+    convention_keys={"builderforce": (arrays.COMPLEX_SSD_KEYS, complex_ssd.GRAD_KEYS)},
 )
