@@ -62,7 +62,7 @@ from ssmviz.core.external.profiles import (
 )
 from ssmviz.core.external.template import apply_defines, is_templated
 from ssmviz.core.external.tint import TintVerdict
-from ssmviz.core.external.unwritten import never_written
+from ssmviz.core.external.unwritten import family_findings, never_written
 from ssmviz.core.external.wgsl import (
     Module,
     access_sites,
@@ -1005,6 +1005,7 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
     report, gpu, first_raw = _judge(plan, an, texts, sizes, runs, seed, rt, missing_stage, res,
                                     opts.arrays)
     res.report = report
+    res.probe_lines += family_findings(prof, report, plan.conv.base, role_of_label)
     if opts.probe:
         _order_probe(plan, an, kf, texts, sizes, rt, report, first_raw, res)
     if opts.size_probe:

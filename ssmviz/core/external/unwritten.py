@@ -1,4 +1,5 @@
-"""Outputs that a profile binds but that no pass of the kernel ever touches.
+"""What the verdict says beyond each tensor's comparison: outputs that a profile binds but
+that no pass of the kernel ever touches, and the family's own findings.
 
 A binding the entry point's code never uses gets no buffer (WebGPU drops it from the
 pipeline's layout), so the host's array keeps what it was given before the run: zeros
@@ -14,7 +15,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ssmviz.core.check import TensorVerdict, compare
+from ssmviz.core import families
+from ssmviz.core.check import CheckReport, TensorVerdict, compare
 from ssmviz.core.external import layouts
 from ssmviz.core.families.abi import AbiProfile, BufferSpec, PassSpec
 
@@ -53,3 +55,16 @@ def never_written(prof: AbiProfile, passes: Iterable[PassSpec], used: Mapping[st
                           f"{'zeros' if spec.init == 'zero' else 'poison'}")
                 out.append(Unwritten(v, spec, role, held))
     return out
+
+
+def family_findings(prof: AbiProfile, report: CheckReport, convention: str,
+                    role_of: Callable[[AbiProfile, str], tuple[BufferSpec, str]]) -> list[str]:
+    """The family's lines about this kernel (``RoleSpec.findings``), from the report's
+    inputs, the kernel's tensors (by role; ``role_of`` maps a label to its role) and the
+    reference."""
+    hook = families.get(prof.family).roles.findings
+    if hook is None:
+        return []
+    gpu = {role_of(prof, label)[1]: arr for label, arr in report.gpu.items()
+           if " @ " not in label}
+    return hook(convention, report.inputs, gpu, report.ref)

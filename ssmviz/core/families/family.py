@@ -104,6 +104,10 @@ class RoleSpec:
     #: Inputs beyond the family's keys that a profile may give (S6: the initial state
     #: ``h0``), each with the gradient the reference then returns (``dh0``).
     extra_inputs: Mapping[str, str] = field(default_factory=dict)
+    #: (convention's preset, inputs, the kernel's tensors by role, every role's reference
+    #: value) -> lines that say what a kernel from a file computes where it is wrong (e.g.
+    #: complex_ssd's y against the model its header documents); None: none.
+    findings: Callable[[str, Arrays, Arrays, Arrays], list[str]] | None = None
 
 
 @dataclass(frozen=True)

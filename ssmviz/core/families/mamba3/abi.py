@@ -12,6 +12,7 @@ from __future__ import annotations
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.abi import AbiProfile, BufferSpec, PassSpec
 from ssmviz.core.families.family import RoleSpec
+from ssmviz.core.families.mamba3 import complex_ssd
 
 SHADER = "mamba3.wgsl"
 WORKGROUP = 64
@@ -188,4 +189,5 @@ ROLES = RoleSpec(
               "d_state": 8, "chunk_len": 8},
     derive=derive,
     split={"d_inner": ("n_heads", "d_head")},
+    findings=complex_ssd.findings,
 )

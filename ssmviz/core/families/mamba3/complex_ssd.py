@@ -181,3 +181,20 @@ def header_y(inputs: Arrays) -> np.ndarray:
             (f[:, t, :, None] * bc[:, t])[:, :, None, :] * x[:, t, :, :, None])
         y[:, t] = np.einsum("bhpj,bhj->bhp", prev, cc[:, t]).real
     return y + np.asarray(inputs["D"])[:, None] * x
+
+
+def _rel(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.linalg.norm(a - b) / max(float(np.linalg.norm(b)), 1e-300))
+
+
+def findings(convention: str, inputs: Arrays, gpu: Arrays, ref: Arrays) -> list[str]:
+    """Which model a complex_ssd kernel's y follows: its code's (the reference) or its
+    header's (:func:`header_y`), each as ‖y − model‖/‖model‖; none for other conventions
+    or without y."""
+    if convention != "builderforce" or "y" not in gpu:
+        return []
+    y = np.asarray(gpu["y"], np.float64)
+    code, header = _rel(y, np.asarray(ref["y"])), _rel(y, header_y(inputs))
+    return [f"model: y is {code:.1e} (rel) from Ā = exp(Δ·log|A| + i·Δ·arg A), "
+            f"y = Re(conj(C)·h) (its code, the reference) and {header:.1e} from "
+            "Ā = exp(Δ·A), y = Re(C·h) (its header's comment)"]
