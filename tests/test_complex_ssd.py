@@ -182,3 +182,23 @@ def test_complex_ssd_export_and_inputs_round_trip(kernel_path, tmp_path, capsys)
         for k in [*keys, *(f for f in a.files if f.startswith("ref_"))]:
             assert np.array_equal(a[k], b[k]), k
         assert not a["gpu_dA_log"].any() and np.abs(a["ref_dA_log"]).max() > 1e-3
+
+
+def test_mamba3_conventions_are_presets_only() -> None:
+    """S6's and SSD's convention parameters mean nothing to Mamba-3's references: refused,
+    never ignored."""
+    from ssmviz.core.reference.conventions import parse_convention
+
+    assert parse_convention("p", {"preset": "builderforce"}, "mamba3").name == "builderforce"
+    with pytest.raises(SsmvizError, match=r"^p: convention\.dt is S6's and SSD's; mamba3 "
+                                          r"takes a preset"):
+        parse_convention("p", {"preset": "builderforce", "dt": "none"}, "mamba3")
+
+
+def test_complex_ssd_under_the_mamba_convention_is_refused(kernel_path) -> None:
+    lines: list[str] = []
+    assert run_kernel_check(str(kernel_path), convention="mamba", out=lines.append) == 2
+    assert lines[-1].endswith("INVALID: profile 'builderforce-complex-ssd' takes the "
+                              "builderforce convention's inputs (x, dt, A_log, B, C, D, "
+                              "dt_bias, dy); the mamba reference takes others "
+                              "(0 error(s), 2 warning(s))"), lines[-1]

@@ -994,6 +994,10 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
         failed = res.report is not None and not res.report.passed
         res.exit_code = EXIT_BUILD if errors else (EXIT_FAIL if failed else EXIT_PASS)
         return res
+    own = families.get(prof.family).inputs_of(prof.convention)
+    if prof.convention and convention and families.get(prof.family).inputs_of(convention) != own:
+        raise SsmvizError(f"profile '{prof.name}' takes the {prof.convention} convention's "
+                          f"inputs ({', '.join(own)}); the {convention} reference takes others")
     if prof.convention and convention and convention != prof.convention:
         res.probe_lines.append(
             f"warning: profile '{prof.name}' implements the {prof.convention} convention; "
