@@ -210,3 +210,41 @@ def test_check_export_and_inputs_round_trip(tmp_path, capsys) -> None:
     capsys.readouterr()
     assert cli.main(["check", "--inputs", str(out)]) == cli.EXIT_PASS
     assert "mamba3 / mamba" in capsys.readouterr().out
+
+
+def test_a_profile_in_mambas_layout_with_z() -> None:
+    """mamba3_siso_combined's tensors as a profile says them: Q/K/V, ADT/DT/Trap as (batch,
+    nheads, seqlen), Z as convention.gate = "silu" (out = y·silu(Z), D before the gate);
+    the reference then gates y and returns dz, and Z without the gate is refused."""
+    from ssmviz.core.external import values
+    from ssmviz.core.external.profiles import parse_profile
+    from ssmviz.core.reference.conventions import silu
+
+    bhl, blhp = ["batch", "n_heads", "seq_len"], ["batch", "seq_len", "n_heads", "d_head"]
+    blgn = ["batch", "seq_len", "n_groups", "d_state"]
+    bufs = {"Q": {"role": "C", "dims": blgn}, "K": {"role": "B", "dims": blgn},
+            "V": {"role": "x", "dims": blhp}, "ADT": {"role": "adt", "dims": bhl},
+            "DT": {"role": "dt", "dims": bhl}, "Trap": {"role": "trap", "dims": bhl},
+            "Z": {"role": "z", "dims": blhp}, "Out": {"role": "y", "dims": blhp},
+            "dZ": {"role": "dz", "dims": blhp}}
+
+    def profile(names: list[str]) -> dict:
+        return {"name": "m3", "family": "mamba3", "buffers": {n: bufs[n] for n in names},
+                "convention": {"preset": "mamba", "gate": "silu"},
+                "passes": [{"entry": "main", "dispatch": ["1", "1", "1"],
+                            "bindings": {str(i): n for i, n in enumerate(names)}}]}
+
+    prof = parse_profile(profile(list(bufs)))
+    assert prof.buffers["ADT"].dims == bhl and prof.buffers["dZ"].stage == "backward"
+    sizes = prof.sizes_for({"batch": 1, "seq_len": 9, "n_heads": 2, "d_head": 2,
+                                           "n_groups": 1, "d_state": 4, "chunk_len": 4,
+                                           "n_chunks": 3, "chunk_slot": 4, "d_inner": 4,
+                                           "n_angles": 2, "re_im": 2})
+    conv = values.convention_of(prof, None)
+    arrays = values.problem_arrays(prof, sizes, conv, seed=0)
+    out = values.reference(prof, arrays, conv, sizes)
+    plain = families.get("mamba3").reference(arrays, "mamba", {"chunk_len": 4})
+    assert np.allclose(out["y"], plain["y"] * silu(arrays["z"]))
+    assert not np.allclose(out["dx"], plain["dx"]) and out["dz"].shape == out["y"].shape
+    with pytest.raises(SsmvizError, match=r"needs a buffer with role \"z\""):
+        parse_profile(profile([n for n in bufs if n != "Z"]))

@@ -179,10 +179,12 @@ COMPLEX_SSD_AXES: dict[str, tuple[str, ...]] = {
     "A_log": ("n_heads", "re_im"), "dA_log": ("n_heads", "re_im"),
     "dt_bias": ("n_heads",), "ddt_bias": ("n_heads",),
 }
+#: mamba's Z: out = y·silu(z), z shaped like y (``convention.gate = "silu"``).
+GATE_AXES = dict.fromkeys(("z", "dz"), tuple(_BLHP))
 
 ROLES = RoleSpec(
     axes={spec.name: tuple(spec.dims) for spec in BUFFERS.values() if spec.io != "scratch"}
-    | COMPLEX_SSD_AXES,
+    | COMPLEX_SSD_AXES | GATE_AXES,
     sizes=("batch", "seq_len", "d_inner", "n_heads", "d_head", "n_groups", "d_state",
            "n_angles", "chunk_len", "n_chunks", "chunk_slot", "re_im"),
     defaults={"batch": 1, "seq_len": 37, "n_heads": 4, "d_head": 4, "n_groups": 2,
@@ -190,4 +192,5 @@ ROLES = RoleSpec(
     derive=derive,
     split={"d_inner": ("n_heads", "d_head")},
     findings=complex_ssd.findings,
+    extra_inputs={"z": "dz"},
 )
