@@ -34,8 +34,8 @@ class Unwritten(NamedTuple):
 def never_written(prof: AbiProfile, passes: Iterable[PassSpec], used: Mapping[str, set[int]],
                   values: Mapping[str, np.ndarray], tol: Mapping[str, float],
                   label: Callable[[BufferSpec, str], str]) -> list[Unwritten]:
-    """Every output role of a buffer that the planned ``passes`` bind but whose code never
-    uses (``used``: entry -> the binding indices it uses), judged."""
+    """Every output role of a buffer that a planned pass of its stage binds but that no
+    planned pass's code uses (``used``: entry -> the binding indices it uses), judged."""
     passes = list(passes)
     touched = {p.bindings[b] for p in passes for b in used[p.entry] if b in p.bindings}
     out: list[Unwritten] = []
@@ -43,7 +43,8 @@ def never_written(prof: AbiProfile, passes: Iterable[PassSpec], used: Mapping[st
     for p in passes:
         for b, name in sorted(p.bindings.items()):
             spec = prof.buffers.get(name)
-            if spec is None or name in touched or name in seen or spec.io in ("in", "scratch"):
+            if spec is None or name in touched or name in seen or spec.io in ("in", "scratch") \
+                    or spec.stage != p.stage:  # a later stage's output, maybe not run
                 continue
             seen.add(name)
             for role in layouts.judged(prof, spec):
