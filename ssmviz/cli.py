@@ -493,6 +493,9 @@ def _file_operators(args: argparse.Namespace, result: Any) -> dict:
     from ssmviz.core.problem import CONVENTIONS
 
     rep, prof = result.report, result.profile
+    if "operator" not in views_of(prof.family):
+        print(f"--export: no ref_M / gpu_M: the {prof.family} family has no operator view")
+        return {}
     if rep.convention not in CONVENTIONS:  # e.g. a clamp: the operator view takes presets
         print(f"--export: no ref_M / gpu_M: the operator view takes the "
               f"{' or '.join(CONVENTIONS)} convention, not {rep.convention}")

@@ -1,6 +1,6 @@
 """The real builderforce-memory-engine package (pinned in tint_node/package-lock.json):
 every scan kernel it ships, checked through its built-in profile, with each verdict
-asserted (``complex_ssd.js`` is the Mamba-3 family's, not checked here).
+asserted (``complex_ssd.js`` is the Mamba-3 family's: ``tests/test_complex_ssd.py``).
 
 On CI the bootstrap must have installed it; elsewhere, without Node.js or the package,
 these tests skip and say why (as Tint's do).

@@ -145,8 +145,6 @@ def test_the_check_fails_a_planted_bug(runtime, old: str, new: str,
 def test_bad_problems_are_one_line_errors() -> None:
     with pytest.raises(SsmvizError, match=r"^d_state must be even .*; got 7$"):
         _problem(d_state=7).validate()
-    with pytest.raises(SsmvizError, match=r"^the mamba3 family has the mamba convention only"):
-        _problem(convention="builderforce").validate()
     with pytest.raises(SsmvizError, match=r"^n_heads \(4\) must be divisible by n_groups"):
         _problem(n_groups=3).validate()
     a = _inputs(d_state=4, n_angles=3)
@@ -189,6 +187,17 @@ def test_the_shader_file_passes_under_its_own_profile(runtime) -> None:
     assert "profile: ssmviz-mamba3 (mamba3, mamba)" in text and "bit-identical" in text
 
 
+def test_the_own_kernel_refuses_the_builderforce_convention(capsys) -> None:
+    """complex_ssd's inputs build, but ssmviz's kernel runs mamba's: one line, exit 2."""
+    from ssmviz import cli
+
+    assert cli.main(["check", "--family", "mamba3", "--convention", "builderforce",
+                     "--seq-len", "8", "--d-state", "4"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err.strip().split("\n")
+    assert err[-1].startswith("ssmviz: error: the mamba3 kernels run the mamba convention; "
+                              "got 'builderforce'"), err
+
+
 def test_check_export_and_inputs_round_trip(tmp_path, capsys) -> None:
     from ssmviz import cli
 
@@ -201,3 +210,41 @@ def test_check_export_and_inputs_round_trip(tmp_path, capsys) -> None:
     capsys.readouterr()
     assert cli.main(["check", "--inputs", str(out)]) == cli.EXIT_PASS
     assert "mamba3 / mamba" in capsys.readouterr().out
+
+
+def test_a_profile_in_mambas_layout_with_z() -> None:
+    """mamba3_siso_combined's tensors as a profile says them: Q/K/V, ADT/DT/Trap as (batch,
+    nheads, seqlen), Z as convention.gate = "silu" (out = y·silu(Z), D before the gate);
+    the reference then gates y and returns dz, and Z without the gate is refused."""
+    from ssmviz.core.external import values
+    from ssmviz.core.external.profiles import parse_profile
+    from ssmviz.core.reference.conventions import silu
+
+    bhl, blhp = ["batch", "n_heads", "seq_len"], ["batch", "seq_len", "n_heads", "d_head"]
+    blgn = ["batch", "seq_len", "n_groups", "d_state"]
+    bufs = {"Q": {"role": "C", "dims": blgn}, "K": {"role": "B", "dims": blgn},
+            "V": {"role": "x", "dims": blhp}, "ADT": {"role": "adt", "dims": bhl},
+            "DT": {"role": "dt", "dims": bhl}, "Trap": {"role": "trap", "dims": bhl},
+            "Z": {"role": "z", "dims": blhp}, "Out": {"role": "y", "dims": blhp},
+            "dZ": {"role": "dz", "dims": blhp}}
+
+    def profile(names: list[str]) -> dict:
+        return {"name": "m3", "family": "mamba3", "buffers": {n: bufs[n] for n in names},
+                "convention": {"preset": "mamba", "gate": "silu"},
+                "passes": [{"entry": "main", "dispatch": ["1", "1", "1"],
+                            "bindings": {str(i): n for i, n in enumerate(names)}}]}
+
+    prof = parse_profile(profile(list(bufs)))
+    assert prof.buffers["ADT"].dims == bhl and prof.buffers["dZ"].stage == "backward"
+    sizes = prof.sizes_for({"batch": 1, "seq_len": 9, "n_heads": 2, "d_head": 2,
+                                           "n_groups": 1, "d_state": 4, "chunk_len": 4,
+                                           "n_chunks": 3, "chunk_slot": 4, "d_inner": 4,
+                                           "n_angles": 2, "re_im": 2})
+    conv = values.convention_of(prof, None)
+    arrays = values.problem_arrays(prof, sizes, conv, seed=0)
+    out = values.reference(prof, arrays, conv, sizes)
+    plain = families.get("mamba3").reference(arrays, "mamba", {"chunk_len": 4})
+    assert np.allclose(out["y"], plain["y"] * silu(arrays["z"]))
+    assert not np.allclose(out["dx"], plain["dx"]) and out["dz"].shape == out["y"].shape
+    with pytest.raises(SsmvizError, match=r"needs a buffer with role \"z\""):
+        parse_profile(profile([n for n in bufs if n != "Z"]))

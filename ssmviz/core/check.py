@@ -614,9 +614,10 @@ def reference(
     """
     fam = families.get(family)
     sizes = _run_sizes(fam, {"chunk_len": chunk_len})
-    inputs = {k: np.asarray(arrays[k], dtype=np.float64) for k in fam.input_keys[:-1]}
+    keys = fam.inputs_of(convention)
+    inputs = {k: np.asarray(arrays[k], dtype=np.float64) for k in keys[:-1]}
     args = list(inputs.values())
-    dy = np.asarray(arrays[fam.input_keys[-1]], np.float64)
+    dy = np.asarray(arrays[keys[-1]], np.float64)
     key = (family, convention, *sizes.values())
     memo = _MEMO.lookup(key, args, dy) if reuse else None
     if memo is not None and memo.out is not None:
@@ -751,7 +752,7 @@ def _check_arrays(
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise SsmvizError(f"runs must be an integer ≥ 1; got {runs!r}")
     sizes = fam.infer_sizes(arrays)
-    inputs = {k: np.asarray(arrays[k]) for k in fam.input_keys}
+    inputs = {k: np.asarray(arrays[k]) for k in fam.inputs_of(convention)}
     # The GPU gets float32: the reference gets exactly those values (a generated problem
     # is float64), and the values float32 cannot hold are named.
     rounding = to_float32(inputs)

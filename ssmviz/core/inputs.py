@@ -87,7 +87,7 @@ class InputsFile:
         return max(families.names(), key=held)  # the first of equal counts
 
     def _checked_headers(self, family: str) -> dict[str, _Header]:
-        keys = families.get(family).input_keys
+        keys = families.get(family).inputs_of(self.meta_convention)
         for key in keys:
             if key not in self.headers:
                 raise SsmvizError(f"inputs {self.path} lack the key '{key}' "

@@ -47,7 +47,7 @@ _PARAMS_REF = re.compile(r"params\[(\d+)\]")
 def input_roles(family: str) -> set[str]:
     """Roles a buffer uploads by default: the family's inputs and its extra inputs."""
     fam = families.get(family)
-    return set(fam.input_keys) | set(fam.roles.extra_inputs)
+    return fam.every_input | set(fam.roles.extra_inputs)
 
 
 def uploaded(prof: AbiProfile, spec: BufferSpec) -> list[str]:

@@ -5,7 +5,8 @@ Tint's ``webgpu`` in ``tint_node/``; the bootstrap's ``npm ci`` there installs b
 WGSL ships as template literals in ``dist/kernels/*.js`` (``selective_scan.js`` for S6,
 ``ssd.js`` for SSD, ``complex_ssd.js`` for Mamba-3, and the block's other kernels), wired
 into blocks by ``dist/model/mamba*_block.js``. The built-in profiles ``builderforce-s6``
-and ``builderforce-ssd`` describe how those blocks bind and dispatch the scan kernels.
+and ``builderforce-ssd`` describe how those blocks bind and dispatch the scan kernels;
+``builderforce-complex-ssd`` (Mamba-3's) follows complex_ssd.js's own header.
 """
 
 from __future__ import annotations

@@ -263,7 +263,7 @@ def _parse_buffers(origin: str, family: str, raw: Any, names: set[str],
     if not isinstance(raw, Mapping) or not raw:
         raise SsmvizError(f"{origin}: buffers must be a non-empty table of buffer tables")
     axes_of = role_axes(family)
-    ins = set(families.get(family).input_keys) | set(families.get(family).roles.extra_inputs)
+    ins = families.get(family).every_input | set(families.get(family).roles.extra_inputs)
     out: dict[str, BufferSpec] = {}
     for bname, spec in raw.items():
         where = f"{origin}: buffers.{bname}"

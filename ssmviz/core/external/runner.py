@@ -62,6 +62,7 @@ from ssmviz.core.external.profiles import (
 )
 from ssmviz.core.external.template import apply_defines, is_templated
 from ssmviz.core.external.tint import TintVerdict
+from ssmviz.core.external.unwritten import family_findings, never_written
 from ssmviz.core.external.wgsl import (
     Module,
     access_sites,
@@ -993,6 +994,10 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
         failed = res.report is not None and not res.report.passed
         res.exit_code = EXIT_BUILD if errors else (EXIT_FAIL if failed else EXIT_PASS)
         return res
+    own = families.get(prof.family).inputs_of(prof.convention)
+    if prof.convention and convention and families.get(prof.family).inputs_of(convention) != own:
+        raise SsmvizError(f"profile '{prof.name}' takes the {prof.convention} convention's "
+                          f"inputs ({', '.join(own)}); the {convention} reference takes others")
     if prof.convention and convention and convention != prof.convention:
         own = prof.convention_params.describe() if prof.convention_params else prof.convention
         res.probe_lines.append(
@@ -1005,6 +1010,7 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
     report, gpu, first_raw = _judge(plan, an, texts, sizes, runs, seed, rt, missing_stage, res,
                                     opts.arrays)
     res.report = report
+    res.probe_lines += family_findings(prof, report, plan.conv.base, role_of_label)
     if opts.probe:
         _order_probe(plan, an, kf, texts, sizes, rt, report, first_raw, res)
     if opts.size_probe:
@@ -1072,11 +1078,17 @@ def _judge(plan: _Plan, an: _Analysis, texts: Mapping[str, str], sizes: dict[str
                 judged.append(_Judged(v, spec.stage, _seq_axis(prof.family, role),
                                       gpu[0][label], values[role]))
                 covered.add(role_key(prof.family, role))
+    for u in never_written(prof, (p for p, _ in plan.passes), _bindings_used(plan, an.modules),
+                           values, tol, _label):
+        name_first_bad(prof, u.spec, u.role, u.verdict)
+        verdicts.append(u.verdict)
+        gpu[0][u.verdict.name] = u.held
+        covered.add(role_key(prof.family, u.role))
     _adapter_cut(judged, sizes["seq_len"], rt)
     _loop_budget(plan, an, texts, sizes, values, rt, judged)
     verdicts += overruns or []
     fam = families.get(prof.family)
-    for key in fam.output_keys:
+    for key in fam.outputs_of(plan.conv):
         if key in covered:
             continue
         stage = "forward" if key in fam.forward_keys else "backward"

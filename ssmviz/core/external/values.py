@@ -101,10 +101,11 @@ def reference(prof: AbiProfile, arrays: Mapping[str, np.ndarray], conv: Conventi
     """The float64 reference of the family under ``conv``, with the extra inputs
     ``arrays`` hold (and their gradients)."""
     fam = families.get(prof.family)
-    keys = [*fam.input_keys[:-1],
+    own = fam.inputs_of(conv)
+    keys = [*own[:-1],
             *(k for k in fam.roles.extra_inputs if k in arrays and k != GATE_INPUT)]
     inputs = {k: np.asarray(arrays[k], np.float64) for k in keys}
-    dy = np.asarray(arrays[fam.input_keys[-1]], np.float64)
+    dy = np.asarray(arrays[own[-1]], np.float64)
     run = {k: sizes[k] for k in fam.run_sizes}
     fwd = fam.reference_forward(inputs, conv, run)
     if conv.gate == "none" or GATE_INPUT not in arrays:

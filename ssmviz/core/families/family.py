@@ -104,6 +104,10 @@ class RoleSpec:
     #: Inputs beyond the family's keys that a profile may give (S6: the initial state
     #: ``h0``), each with the gradient the reference then returns (``dh0``).
     extra_inputs: Mapping[str, str] = field(default_factory=dict)
+    #: (convention's preset, inputs, the kernel's tensors by role, every role's reference
+    #: value) -> lines that say what a kernel from a file computes where it is wrong (e.g.
+    #: complex_ssd's y against the model its header documents); None: none.
+    findings: Callable[[str, Arrays, Arrays, Arrays], list[str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -178,12 +182,32 @@ class Family:
     view: Callable[[], FamilyView] | None = None
     #: The operator M and the teaching views' numbers; None: the family has no teaching views.
     teaching: Teaching | None = None
+    #: Conventions whose arrays are not ``input_keys`` and ``grad_keys`` (Mamba-3's
+    #: builderforce complex_ssd): preset name -> (its input keys, dy last; its gradients).
+    convention_keys: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(
+        default_factory=dict)
 
     # -- derived ------------------------------------------------------------------------
+    def inputs_of(self, convention: Any) -> tuple[str, ...]:
+        """The input keys (dy last) under ``convention`` (a preset's name or parameters)."""
+        keys = self.convention_keys.get(getattr(convention, "base", convention))
+        return self.input_keys if keys is None else keys[0]
+
+    def outputs_of(self, convention: Any) -> tuple[str, ...]:
+        """The forward outputs, then the gradients, under ``convention``."""
+        keys = self.convention_keys.get(getattr(convention, "base", convention))
+        return self.output_keys if keys is None else (*self.forward_keys, *keys[1])
+
+    @property
+    def every_input(self) -> set[str]:
+        """The input keys of every convention."""
+        return set(self.input_keys).union(*(k[0] for k in self.convention_keys.values()))
+
     def reference(self, arrays: Arrays, convention: str, sizes: Sizes) -> dict[str, np.ndarray]:
         """The float64 reference: every forward output and gradient, keyed like the GPU's."""
-        inputs = {k: np.asarray(arrays[k], np.float64) for k in self.input_keys[:-1]}
-        dy = np.asarray(arrays[self.input_keys[-1]], np.float64)
+        keys = self.inputs_of(convention)
+        inputs = {k: np.asarray(arrays[k], np.float64) for k in keys[:-1]}
+        dy = np.asarray(arrays[keys[-1]], np.float64)
         fwd = self.reference_forward(inputs, convention, sizes)
         return self.reference_outputs(inputs, dy, convention, sizes, fwd)
 

@@ -216,6 +216,11 @@ def parse_convention(where: str, raw: Any, family: str) -> Convention:
         raise SsmvizError(f"{where}: convention.A_clamp applies only with A = \"exp_clamped\"")
     if family == "ssd" and changes.get("B_bar", "euler") != "euler":
         raise SsmvizError(f"{where}: convention.B_bar is S6's (SSD's input term is dt_input)")
+    other = sorted(set(changes) - {"gate"})
+    if family == "mamba3" and other:
+        raise SsmvizError(f"{where}: convention.{other[0]} is S6's and SSD's; mamba3 takes a "
+                          "preset (mamba: mamba3_siso_combined's, builderforce: complex_ssd's) "
+                          "and gate")
     if family == "s6" and "dt_input" in changes:
         raise SsmvizError(f"{where}: convention.dt_input is SSD's (S6's input term is B_bar)")
     out = replace(conv, **changes)

@@ -6,8 +6,10 @@ Everything about it lives here, next to ``shaders/mamba3.wgsl``: its ABI (:mod:`
 the runner and its plan (:mod:`.kernel`), the float64 reference (:mod:`.reference`), the
 problem's arrays (:mod:`.arrays`), the sweep and bench sizes (:mod:`.cases`,
 :mod:`.bench`), what the app's plots show (:mod:`.view`) and the measurement log
-(NOTES.md). :data:`FAMILY` is the record the rest of ssmviz reads. One convention:
-state-spaces/mamba's (``mamba3_siso_combined``'s inputs, see :mod:`.arrays`).
+(NOTES.md). :data:`FAMILY` is the record the rest of ssmviz reads. Two conventions:
+state-spaces/mamba's (``mamba3_siso_combined``'s inputs, see :mod:`.arrays`; ssmviz's own
+kernel) and builderforce's complex SSD (``complex_ssd.js``: its own inputs, its reference in
+:mod:`.complex_ssd`, its built-in profile in :mod:`.builderforce`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ssmviz.core.families.family import Family
-from ssmviz.core.families.mamba3 import arrays, bench, cases, reference
+from ssmviz.core.families.mamba3 import arrays, bench, builderforce, cases, complex_ssd, reference
 from ssmviz.core.families.mamba3.abi import MAMBA3_ABI, ROLES, SHADER
 from ssmviz.core.families.mamba3.kernel import Mamba3Kernel
 from ssmviz.core.families.mamba3.view import VIEW
@@ -55,4 +57,6 @@ FAMILY = Family(
     bench=bench.bench,
     bench_steps=bench.steps,
     view=lambda: VIEW,
+    builderforce=builderforce.profile,
+    convention_keys={"builderforce": (arrays.COMPLEX_SSD_KEYS, complex_ssd.GRAD_KEYS)},
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.abi import AbiProfile, BufferSpec, PassSpec
 from ssmviz.core.families.family import RoleSpec
+from ssmviz.core.families.mamba3 import complex_ssd
 
 SHADER = "mamba3.wgsl"
 WORKGROUP = 64
@@ -146,6 +147,7 @@ MAMBA3_ABI = AbiProfile(
     description=f"ssmviz's own Mamba-3 SISO kernels ({SHADER})",
     host="mamba3",
     shader=SHADER,
+    constraints=["d_state % 2 == 0"],  # rotary pairs (the size probe keeps to them)
     params_notes=[
         "reverse 1 runs workgroups in reverse order (race probe); total = workgroups of this "
         "dispatch; chunk_len is clamped to seq_len; the linear workgroup id is "
@@ -167,15 +169,28 @@ def derive(sizes: dict[str, int]) -> dict[str, int]:
     out["d_inner"] = out["n_heads"] * out["d_head"]
     out["n_chunks"] = -(-out["seq_len"] // out["chunk_len"])
     out["chunk_slot"] = out["n_chunks"] + 1
+    out["re_im"] = 2
     return out
 
 
+#: builderforce complex_ssd's own tensors (its other ones share mamba's names and axes):
+#: A_log holds [log|A|, arg A] per head, re_im = 2; dt is raw there (Δ = softplus(dt + dt_bias)).
+COMPLEX_SSD_AXES: dict[str, tuple[str, ...]] = {
+    "A_log": ("n_heads", "re_im"), "dA_log": ("n_heads", "re_im"),
+    "dt_bias": ("n_heads",), "ddt_bias": ("n_heads",),
+}
+#: mamba's Z: out = y·silu(z), z shaped like y (``convention.gate = "silu"``).
+GATE_AXES = dict.fromkeys(("z", "dz"), tuple(_BLHP))
+
 ROLES = RoleSpec(
-    axes={spec.name: tuple(spec.dims) for spec in BUFFERS.values() if spec.io != "scratch"},
+    axes={spec.name: tuple(spec.dims) for spec in BUFFERS.values() if spec.io != "scratch"}
+    | COMPLEX_SSD_AXES | GATE_AXES,
     sizes=("batch", "seq_len", "d_inner", "n_heads", "d_head", "n_groups", "d_state",
-           "n_angles", "chunk_len", "n_chunks", "chunk_slot"),
+           "n_angles", "chunk_len", "n_chunks", "chunk_slot", "re_im"),
     defaults={"batch": 1, "seq_len": 37, "n_heads": 4, "d_head": 4, "n_groups": 2,
               "d_state": 8, "chunk_len": 8},
     derive=derive,
     split={"d_inner": ("n_heads", "d_head")},
+    findings=complex_ssd.findings,
+    extra_inputs={"z": "dz"},
 )

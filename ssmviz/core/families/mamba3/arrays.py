@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from ssmviz.core.problem import Problem
 
 INPUT_KEYS = ("x", "dt", "adt", "trap", "angles", "B", "C", "B_bias", "C_bias", "D", "dy")
+#: builderforce complex_ssd's inputs (the builderforce convention, :mod:`.complex_ssd`).
+COMPLEX_SSD_KEYS = ("x", "dt", "A_log", "B", "C", "D", "dt_bias", "dy")
 SIZE_NAMES = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups",
               "chunk_len")
 
@@ -54,10 +56,7 @@ def _check_heads(n_heads: int, n_groups: int, d_state: int) -> None:
 
 
 def check_problem(p: Problem) -> None:
-    """A one-line SsmvizError naming the first bad size (or a convention other than mamba)."""
-    if p.convention != "mamba":
-        raise SsmvizError(f"the mamba3 family has the mamba convention only (builderforce's "
-                          f"complex_ssd takes other inputs); got '{p.convention}'")
+    """A one-line SsmvizError naming the first bad size."""
     names = ["batch", "seq_len", "d_state", "n_heads", "d_head", "n_groups", "chunk_len"]
     if p.d_inner is not None:
         names.insert(2, "d_inner")
@@ -70,6 +69,10 @@ def check_problem(p: Problem) -> None:
 
 
 def build_arrays(p: Problem) -> dict[str, np.ndarray]:
+    """The mamba convention's inputs, or (builderforce) complex_ssd's: see the module's
+    docstring and :func:`complex_ssd_arrays`."""
+    if p.convention == "builderforce":
+        return complex_ssd_arrays(p)
     b, L, H, P = p.batch, p.seq_len, p.n_heads, p.d_head
     G, N = p.n_groups, p.d_state
     dt = softplus(inverse_softplus(p.draw_dt(H)) + p.init.delta_noise
@@ -91,8 +94,55 @@ def build_arrays(p: Problem) -> dict[str, np.ndarray]:
     }
 
 
+def complex_ssd_arrays(p: Problem) -> dict[str, np.ndarray]:
+    """builderforce complex_ssd's inputs (:mod:`.complex_ssd`): x, dy and D as mamba's;
+    dt raw around a bias drawn as SSD's; A_log = [log|A|, arg A] per head with
+    log|A| = −(A_log as drawn) (|A| ≤ 1: a decaying state) and arg A = π·tanh(normal); B and C
+    standard normals (times ``init.bc_scale``), their pairs (re, im) interleaved."""
+    b, L, H, P = p.batch, p.seq_len, p.n_heads, p.d_head
+    G, N = p.n_groups, p.d_state
+    scale = p.init.bc_scale
+    log_mag = -p.draw_A_log((H,), per_state_axis=None)
+    phase = np.pi * np.tanh(p.draw_normal("angles", (H,)))
+    return {
+        "x": generate(p.signal, b, L, H * P).reshape(b, L, H, P),
+        "dt": p.init.delta_noise * p.draw_normal("delta", (b, L, H)),
+        "A_log": np.stack([log_mag, phase], axis=1),
+        "B": scale * p.draw_normal("B", (b, L, G, N)),
+        "C": scale * p.draw_normal("C", (b, L, G, N)),
+        "D": np.full(H, p.init.D),
+        "dt_bias": inverse_softplus(p.draw_dt(H)),
+        "dy": p.draw_dy((b, L, H, P)),
+    }
+
+
+def _complex_ssd_sizes(arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
+    a = require_keys(arrays, COMPLEX_SSD_KEYS)
+    for key, axes in (("x", "(batch, seq_len, n_heads, d_head)"),
+                      ("B", "(batch, seq_len, n_groups, d_state)")):
+        if a[key].ndim != 4:
+            raise SsmvizError(f"{key} must be {axes}; got shape {a[key].shape}")
+    batch, seq_len, n_heads, d_head = a["x"].shape
+    n_groups, d_state = a["B"].shape[2:]
+    bl = "(batch, seq_len, "
+    blhp = ((batch, seq_len, n_heads, d_head), bl + "n_heads, d_head)")
+    blgn = ((batch, seq_len, n_groups, d_state), bl + "n_groups, d_state)")
+    heads = ((n_heads,), "(n_heads,)")
+    expected = {"x": blhp, "dt": ((batch, seq_len, n_heads), bl + "n_heads)"),
+                "A_log": ((n_heads, 2), "(n_heads, 2)"), "B": blgn, "C": blgn, "D": heads,
+                "dt_bias": heads, "dy": blhp}
+    sizes = {"batch": batch, "seq_len": seq_len, "d_inner": n_heads * d_head,
+             "n_heads": n_heads, "d_head": d_head, "n_groups": n_groups, "d_state": d_state}
+    check_shapes(a, expected, sizes)
+    _check_heads(n_heads, n_groups, d_state)
+    return sizes
+
+
 def infer_sizes(arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
-    """The sizes of user-given inputs, cross-checked (n_angles included)."""
+    """The sizes of user-given inputs, cross-checked (n_angles included); complex_ssd's
+    inputs (builderforce: ``A_log`` and no ``adt``) have no angles."""
+    if "A_log" in arrays and "adt" not in arrays:
+        return _complex_ssd_sizes(arrays)
     a = require_keys(arrays, INPUT_KEYS)
     for key, axes in (("x", "(batch, seq_len, n_heads, d_head)"),
                       ("B", "(batch, seq_len, n_groups, d_state)"),

@@ -208,7 +208,8 @@ class Mamba3Kernel(ShaderKernel):
                     reuse_forward: bool = False) -> KernelResult:
         """:meth:`run` as every family's runner is called; the chunk length from ``sizes``."""
         if convention != "mamba":
-            raise SsmvizError(f"the mamba3 kernels run the mamba convention; got '{convention}'")
+            raise SsmvizError(f"the mamba3 kernels run the mamba convention; got '{convention}' "
+                              "(builderforce's is complex_ssd.js: ssmviz check --kernel FILE)")
         return self.run(inputs, chunk_len=int(sizes["chunk_len"]), store_states=store_states,
                         backward=backward, timed=timed, reverse_wg=reverse_wg,
                         reuse_forward=reuse_forward)

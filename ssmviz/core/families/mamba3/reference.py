@@ -40,10 +40,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families.mamba3 import complex_ssd
 from ssmviz.core.reference._common import sigmoid
 
 #: Every input but dy, in the family's order.
@@ -284,19 +286,31 @@ def backward_recurrent(inputs: Arrays, dy: np.ndarray, fwd: Forward) -> dict[str
 # ----------------------------------------------------------------------------- the family record
 
 
-def reference_forward(inputs: Arrays, convention: str, sizes: Mapping[str, int]) -> Forward:
-    """:func:`forward_recurrent` (one convention: mamba's; ``sizes`` unused here)."""
+def _convention(convention: Any) -> str:
+    """The preset a convention (its name or parameters) builds on: mamba or builderforce."""
+    name = getattr(convention, "base", convention)
+    if name not in ("mamba", "builderforce"):
+        raise SsmvizError(f"the mamba3 reference has the mamba and builderforce (complex_ssd) "
+                          f"conventions; got '{name}'")
+    return str(name)
+
+
+def reference_forward(inputs: Arrays, convention: Any, sizes: Mapping[str, int]
+                      ) -> Forward | complex_ssd.Forward:
+    """:func:`forward_recurrent`, or builderforce complex_ssd's (``sizes`` unused here)."""
     del sizes
-    if convention != "mamba":
-        raise SsmvizError(f"the mamba3 reference has the mamba convention only; got "
-                          f"'{convention}'")
+    if _convention(convention) == "builderforce":
+        return complex_ssd.forward(inputs)
     return forward_recurrent(inputs)
 
 
-def reference_outputs(inputs: Arrays, dy: np.ndarray, convention: str,
-                      sizes: Mapping[str, int], fwd: Forward) -> dict[str, np.ndarray]:
+def reference_outputs(inputs: Arrays, dy: np.ndarray, convention: Any,
+                      sizes: Mapping[str, int], fwd: Forward | complex_ssd.Forward
+                      ) -> dict[str, np.ndarray]:
     """y, the final state, the chunk states at ``sizes["chunk_len"]`` and every gradient."""
-    del convention
+    if isinstance(fwd, complex_ssd.Forward):
+        return complex_ssd.outputs(inputs, dy, max(1, int(sizes["chunk_len"])), fwd)
+    _convention(convention)
     grads = backward_recurrent(inputs, dy, fwd)
     return {"y": fwd.y, "final_state": fwd.final_state,
             "chunk_states": fwd.chunk_states(max(1, int(sizes["chunk_len"])))} | grads
