@@ -68,39 +68,29 @@ def _positive(name: str):
     return _int_at_least(1, name)
 
 
-#: Defaults of ``ssmviz check`` for ssmviz's own kernels. With ``--kernel`` the sizes and
-#: convention left unset come from the kernel's ABI profile instead.
+#: Defaults of ``ssmviz check`` for ssmviz's own kernels: the sizes' declared defaults
+#: (:func:`ssmviz.core.families.problem_defaults`; a derived one, d_inner, left unset) but a
+#: longer seq_len. With ``--kernel`` the sizes and convention left unset come from the
+#: kernel's ABI profile instead.
 CHECK_DEFAULTS = {
     "family": "s6",
     "convention": "mamba",
-    "batch": 1,
+    **{k: v for k, v in registry.problem_defaults().items() if v is not None},
     "seq_len": 1024,
-    "d_state": 16,
-    "n_heads": 4,
-    "d_head": 16,
-    "n_groups": 1,
-    "chunk_len": 64,
     "signal": "sine",
     "seed": 0,
 }
-#: Every size flag; one that the family's problem does not use (its ``size_names``) is
-#: refused.
-SIZE_FLAGS = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups",
-              "chunk_len")
+#: Every size flag, one per size the families declare; one that the family's problem does
+#: not use (its ``size_names``) is refused.
+SIZE_FLAGS = tuple(registry.sizes())
 
 
 def _add_problem_args(p: argparse.ArgumentParser) -> None:
     # Defaults are None so that --kernel can tell "unset" from "set to the default".
     p.add_argument("--family", choices=registry.names(), default=None)
     p.add_argument("--convention", choices=("mamba", "builderforce"), default=None)
-    p.add_argument("--batch", type=_positive("batch"), default=None)
-    p.add_argument("--seq-len", type=_positive("seq_len"), default=None)
-    p.add_argument("--d-inner", type=_positive("d_inner"), default=None)
-    p.add_argument("--d-state", type=_positive("d_state"), default=None)
-    p.add_argument("--n-heads", type=_positive("n_heads"), default=None)
-    p.add_argument("--d-head", type=_positive("d_head"), default=None)
-    p.add_argument("--n-groups", type=_positive("n_groups"), default=None)
-    p.add_argument("--chunk-len", type=_positive("chunk_len"), default=None)
+    for name, size in registry.sizes().items():
+        p.add_argument(size.flag, type=_positive(name), default=None, help=size.help or None)
     p.add_argument("--signal", default=None, help="impulse, step, sine (default), square, ...")
     p.add_argument("--seed", type=_int_at_least(0, "seed"), default=None, help="default 0")
     p.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
@@ -271,14 +261,7 @@ def _problem_from_args(args: argparse.Namespace):
     problem = Problem(
         family=args.family,
         convention=args.convention,
-        batch=args.batch,
-        seq_len=args.seq_len,
-        d_inner=args.d_inner,
-        d_state=args.d_state,
-        n_heads=args.n_heads,
-        d_head=args.d_head,
-        n_groups=args.n_groups,
-        chunk_len=args.chunk_len,
+        **{name: getattr(args, name) for name in SIZE_FLAGS},
         signal=SignalSpec(name=args.signal),
         seed=args.seed,
     )
