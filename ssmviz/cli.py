@@ -284,8 +284,8 @@ def _agree(name: str, from_file, flag, path: str):
 def _resolve_inputs(args: argparse.Namespace, *, device: bool, run_defaults: bool = True):
     """Open ``--inputs``: family, convention and sizes from its meta and shapes, flags
     checked against them, preflight, then the arrays. Returns (arrays, family,
-    convention or None, chunk_len or None, header notes). ``run_defaults``: a run size
-    (chunk_len) neither the meta nor a flag gives is ``check``'s default, else None."""
+    convention or None, run sizes, header notes). ``run_defaults``: a run size (SSD's
+    chunk_len) neither the meta nor a flag gives is ``check``'s default, else None."""
     from ssmviz.core.inputs import open_inputs
 
     for dest in ("signal", "seed"):
@@ -304,13 +304,11 @@ def _resolve_inputs(args: argparse.Namespace, *, device: bool, run_defaults: boo
                               f"{k}={v}")
     for k, v in sizes.items():
         _agree(k, v, getattr(args, k, None), path)
-    unset: set[str] = set()
+    run: dict[str, int | None] = {}
     for name in registry.get(family).run_sizes:  # sizes the arrays' shapes do not carry
         value = _agree(name, meta_sizes.get(name), getattr(args, name), path)
         sizes[name] = value or CHECK_DEFAULTS[name]
-        if value is None and not run_defaults:
-            unset.add(name)
-    chunk_len = None if "chunk_len" in unset else sizes.get("chunk_len")
+        run[name] = value if value is not None or not run_defaults else sizes[name]
     convention = _agree("convention", f.meta_convention, args.convention, path)
     if f.meta is not None:
         notes = [f"inputs: {path} (family, convention and sizes from its meta)"]
@@ -322,7 +320,7 @@ def _resolve_inputs(args: argparse.Namespace, *, device: bool, run_defaults: boo
 
     preflight(sizes, family, runs=args.runs, device=device)  # before any data is read
     arrays = f.load(family)
-    return arrays, family, convention, chunk_len, notes + f.notes
+    return arrays, family, convention, run, notes + f.notes
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -332,9 +330,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.abi or args.watch or args.timeout is not None or args.no_probe:
         raise SsmvizError("--abi, --watch, --timeout and --no-probe need --kernel PATH")
     notes: list[str] = []
+    from ssmviz.core.case import Case
+
     if args.inputs:
-        arrays, family, convention, chunk_len, notes = _resolve_inputs(args, device=True)
-        convention = convention or CHECK_DEFAULTS["convention"]
+        arrays, family, convention, run, notes = _resolve_inputs(args, device=True)
+        case = Case.of_arrays(family, arrays, convention=convention or CHECK_DEFAULTS[
+            "convention"], run=run)
     else:
         family = args.family or CHECK_DEFAULTS["family"]
         _refuse_foreign_sizes(args, [family], f"--family {family}")
@@ -343,24 +344,17 @@ def cmd_check(args: argparse.Namespace) -> int:
         from ssmviz.core.check import preflight
 
         preflight(problem.sizes(), args.family, runs=args.runs)
-        arrays = problem.build()
-        family, convention, chunk_len = args.family, args.convention, args.chunk_len
+        case = Case.of_problem(problem)
+    family, convention = case.name, case.convention
     from ssmviz.core.check import check_arrays, check_steps, is_long_check
-    from ssmviz.core.problem import infer_sizes
     from ssmviz.core.progress import Progress
 
     progress = None
-    if is_long_check(family, infer_sizes(family, arrays)):
+    if is_long_check(family, case.sizes):
         progress = Progress(check_steps(args.runs), "check")
     try:
-        report = check_arrays(
-            family,
-            arrays,
-            convention=convention,
-            chunk_len=chunk_len,
-            runs=args.runs,
-            step=progress.step if progress is not None else None,
-        )
+        report = check_arrays(case, runs=args.runs,
+                              step=progress.step if progress is not None else None)
     finally:
         if progress is not None:
             progress.close()
@@ -422,10 +416,12 @@ def _check_kernel(args: argparse.Namespace) -> int:
     from ssmviz.core.memory import check_memory
     arrays = None
     if args.inputs:
-        arrays, family, convention, chunk_len, notes = _resolve_inputs(args, device=False,
-                                                                       run_defaults=False)
-        # The archive's chunk_len (its meta's) runs, not the profile's default.
-        args.family, args.convention, args.chunk_len = family, convention, chunk_len
+        arrays, family, convention, run, notes = _resolve_inputs(args, device=False,
+                                                                 run_defaults=False)
+        # The archive's run sizes (its meta's) run, not the profile's defaults.
+        args.family, args.convention = family, convention
+        for name, value in run.items():
+            setattr(args, name, value)
         for note in notes:
             print(note)
     families = kernel_families(args.kernel, args.abi)

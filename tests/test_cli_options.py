@@ -161,11 +161,11 @@ class Recorder:
 
         rec = self.calls
 
-        def check_arrays(family, arrays, **kw):
-            rec.append(("check_arrays", family, kw.get("convention"), kw.get("chunk_len"),
-                        kw.get("runs"), _summary(arrays)))
-            return CheckReport(family, kw.get("convention", "mamba"), {}, "fake",
-                               kw.get("runs", 3), [_COMPARED], inputs=dict(arrays))
+        def check_arrays(case, **kw):
+            rec.append(("check_arrays", case.name, case.convention, case.sizes.get("chunk_len"),
+                        kw.get("runs"), _summary(case.arrays)))
+            return CheckReport(case.name, case.convention, {}, "fake",
+                               kw.get("runs", 3), [_COMPARED], inputs=dict(case.arrays))
 
         def check_kernel_file(path, **kw):
             arrays = kw.pop("arrays", None)

@@ -23,6 +23,7 @@ import numpy as np
 from ssmviz.app.derived import Selection
 from ssmviz.app.viewdata import ENVELOPE_POINTS
 from ssmviz.core import families
+from ssmviz.core.case import Case
 from ssmviz.core.check import CheckReport, check_arrays, preflight, reference
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external.live import LiveRun
@@ -227,9 +228,7 @@ def execute(request: RunRequest) -> RunResult:
     result = RunResult(
         request.generation, p, {}, {}, {}, requested_at=request.requested_at, started_at=started
     )
-    chunk_len = None
     try:
-        chunk_len = run_chunk_len(p)
         # Before any work, like the CLI: a problem past the RAM runs nothing, not even
         # the reference (so the except below has no inputs to plot).
         sizes = _problem_sizes(p, request.arrays)
@@ -247,11 +246,10 @@ def execute(request: RunRequest) -> RunResult:
             if source is not None:  # an edited shader: in the worker, under the watchdog
                 from ssmviz.core.external.isolated import check_source_isolated
 
-                report = check_source_isolated(p.family, source, arrays,
-                                               convention=p.convention, chunk_len=chunk_len)
+                report = check_source_isolated(_case(p, arrays), source)
             else:
                 report = check_arrays(
-                    p.family, arrays, convention=p.convention, chunk_len=chunk_len, runs=1,
+                    _case(p, arrays), runs=1,
                     race_probe=False,  # live runs: latency first; `ssmviz check` probes
                     concurrent_reference=True, reuse_reference=True, reuse_forward=True,
                 )
@@ -261,7 +259,7 @@ def execute(request: RunRequest) -> RunResult:
     except Exception as exc:  # any kernel failure becomes one line, never a traceback
         result.error = one_line(exc)
         if result.inputs:
-            _reference_only(result, chunk_len)
+            _reference_only(result)
     result.finished_at = time.perf_counter()
     return result
 
@@ -274,11 +272,17 @@ def _problem_sizes(p: Problem, arrays: Mapping[str, np.ndarray] | None) -> dict[
     return infer_sizes(p.family, arrays) | {k: getattr(p, k) for k in run}
 
 
-def _reference_only(result: RunResult, chunk_len: int | None) -> None:
+def _case(p: Problem, arrays: Mapping[str, np.ndarray]) -> Case:
+    """The case of ``p`` run on ``arrays`` (its family's run sizes from ``p``)."""
+    return Case.of_arrays(p.family, arrays, convention=p.convention,
+                          run={k: getattr(p, k) for k in p.family_record.run_sizes})
+
+
+def _reference_only(result: RunResult) -> None:
     p = result.problem
     t0 = time.perf_counter()
     try:
-        result.ref = reference(p.family, result.inputs, p.convention, chunk_len)
+        result.ref = reference(_case(p, result.inputs))
     except Exception as exc:
         result.error += f"; reference failed too: {one_line(exc)}"
         result.ref = {}
