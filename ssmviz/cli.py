@@ -367,8 +367,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"--export: no ref_M / gpu_M: the {family} family has no operator view")
             report.export_npz(path)
             return
-        forward = own_forward(family, convention=convention, chunk_len=report.sizes.get(
-            "chunk_len"))
+        forward = own_forward(family, convention=convention, run_sizes=case.run)
         report.export_npz(path, extra=_operators(family, report.inputs, forward, convention))
 
     _write_outputs(args, lambda: report.to_json(), export)
@@ -471,8 +470,9 @@ def _file_operators(args: argparse.Namespace, result: Any) -> dict:
     from ssmviz.core.operator import file_forward
 
     rep, prof = result.report, result.profile
+    run_sizes = {k: rep.sizes[k] for k in registry.get(prof.family).run_sizes if k in rep.sizes}
     forward = file_forward(args.kernel, family=prof.family, convention=rep.convention,
-                           chunk_len=rep.sizes.get("chunk_len"), abi=prof.name)
+                           run_sizes=run_sizes, abi=prof.name)
     return _operators(prof.family, rep.inputs, forward, rep.convention)
 
 

@@ -44,7 +44,7 @@ def test_ssd_trace_matches_the_recurrent_reference(convention: str) -> None:
                                                       "dt_bias")), convention=convention)
     ch = 2 * 3 + 1  # head 2, head dim 1 → group 1
     tr = trace("ssd", convention, inputs, ref, {"chunk_states": ref["chunk_states"]},
-               Selection(0, ch, 0), p.chunk_len)
+               Selection(0, ch, 0), {"chunk_len": p.chunk_len})
     np.testing.assert_allclose(tr.h_ref, rec.states[0, :, 2, 1, :], rtol=1e-10, atol=1e-14)
     np.testing.assert_array_equal(tr.chunk_t, [7, 15, 23, 29])
     np.testing.assert_allclose(tr.chunk_h_gpu, tr.h_ref[tr.chunk_t], rtol=1e-10, atol=1e-14)

@@ -22,7 +22,6 @@ import numpy as np
 
 from ssmviz.app.derived import Selection
 from ssmviz.app.viewdata import ENVELOPE_POINTS
-from ssmviz.core import families
 from ssmviz.core.case import Case
 from ssmviz.core.check import CheckReport, check_arrays, preflight, reference
 from ssmviz.core.errors import SsmvizError
@@ -31,9 +30,10 @@ from ssmviz.core.memory import check_memory
 from ssmviz.core.problem import Problem, infer_sizes
 
 
-def run_chunk_len(p: Problem) -> int | None:
-    """``p.chunk_len`` when its family's runs take one (SSD), else None."""
-    return p.chunk_len if "chunk_len" in families.get(p.family).run_sizes else None
+def run_sizes(p: Problem) -> dict[str, int]:
+    """``p``'s run sizes: those its family's runs take that the arrays' shapes do not
+    carry (SSD's chunk length; none for S6)."""
+    return {k: getattr(p, k) for k in p.family_record.run_sizes}
 
 
 def one_line(exc: BaseException) -> str:
@@ -208,7 +208,7 @@ def _run_external(request: RunRequest, arrays: dict[str, np.ndarray], prof: obje
         # delta), kept also when it is refused, so the reference-only plots match.
         result.inputs = abi_inputs(prof, arrays)
     live = run_live_isolated(choice.path, choice.text, arrays, family=p.family,
-                             chunk_len=run_chunk_len(p))
+                             run_sizes=run_sizes(p))
     result.external = live
     result.report = live.report
     result.gpu, result.ref, result.inputs = dict(live.gpu), dict(live.ref), dict(live.inputs)
@@ -265,17 +265,15 @@ def execute(request: RunRequest) -> RunResult:
 
 
 def _problem_sizes(p: Problem, arrays: Mapping[str, np.ndarray] | None) -> dict[str, int]:
-    """The sizes a run of ``p`` (on ``arrays`` when given) has, chunk_len included."""
+    """The sizes a run of ``p`` (on ``arrays`` when given) has, its run sizes included."""
     if arrays is None:
         return p.sizes()
-    run = families.get(p.family).run_sizes
-    return infer_sizes(p.family, arrays) | {k: getattr(p, k) for k in run}
+    return infer_sizes(p.family, arrays) | run_sizes(p)
 
 
 def _case(p: Problem, arrays: Mapping[str, np.ndarray]) -> Case:
     """The case of ``p`` run on ``arrays`` (its family's run sizes from ``p``)."""
-    return Case.of_arrays(p.family, arrays, convention=p.convention,
-                          run={k: getattr(p, k) for k in p.family_record.run_sizes})
+    return Case.of_arrays(p.family, arrays, convention=p.convention, run=run_sizes(p))
 
 
 def _reference_only(result: RunResult) -> None:

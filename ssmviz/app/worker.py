@@ -21,7 +21,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from ssmviz.app.runner import RunRequest, RunResult, execute, one_line, run_chunk_len
+from ssmviz.app.runner import RunRequest, RunResult, execute, one_line, run_sizes
 from ssmviz.app.viewdata import ENVELOPE_POINTS, prepare_view
 
 
@@ -120,7 +120,7 @@ def view_job(job: tuple) -> Any:
     p = result.problem
     try:
         return prepare_view(p.family, p.convention, result.inputs, result.ref, result.gpu, sel,
-                            run_chunk_len(p), previous=previous, points=points)
+                            run_sizes(p), previous=previous, points=points)
     except Exception as exc:  # a view that cannot be cut: one line on the status bar
         return f"cannot show this selection: {one_line(exc)}"
 

@@ -506,14 +506,14 @@ def _array_elements(arrays: Mapping[str, np.ndarray]) -> int:
 
 
 def run_live_isolated(path: str, text: str | None, arrays: Mapping[str, np.ndarray], *,
-                      family: str, chunk_len: int | None = None, race_probe: bool = True,
-                      timeout: float | None = None) -> Any:
+                      family: str, run_sizes: Mapping[str, int] | None = None,
+                      race_probe: bool = True, timeout: float | None = None) -> Any:
     """:func:`~ssmviz.core.external.live.run_live` in the worker (the app's live run of a
     file); raises a one-line SsmvizError (a :class:`WatchdogError` for a hang or crash)."""
 
     deadline = timeout if timeout is not None else default_deadline(_array_elements(arrays))
     return get_worker().call(run_live, path, text, dict(arrays), family=family,
-                             chunk_len=chunk_len, race_probe=race_probe, deadline=deadline,
+                             run_sizes=run_sizes, race_probe=race_probe, deadline=deadline,
                              text=_read_for_depth(path, text))
 
 
