@@ -18,7 +18,6 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from ssmviz.app.teaching import views_of
 from ssmviz.cli_help import document_options
 from ssmviz.core import families as registry
 from ssmviz.core.cliargs import Parser
@@ -183,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the app's latency from a control change to updated plots, and UI-thread stalls",
     )
-    bench.add_argument("--view", choices=views_of("s6"), default=None,
+    bench.add_argument("--view", choices=registry.views_of("s6"), default=None,
                        help="with --ui: this teaching view open while measuring")
     _add_kernel_args(bench, "time this .wgsl or .js/.ts kernel file per entry point, beside "
                      "ssmviz's own kernel and the floors (--size tiny: check's default problem)")
@@ -363,7 +362,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     def export(path: str) -> None:
         from ssmviz.core.operator import own_forward
 
-        if "operator" not in views_of(family):
+        if "operator" not in registry.views_of(family):
             print(f"--export: no ref_M / gpu_M: the {family} family has no operator view")
             report.export_npz(path)
             return
@@ -606,7 +605,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_tour(args: argparse.Namespace) -> int:
     """``ssmviz tour --out DIR``: one PNG per tour step, named after its session file."""
-    from ssmviz.app.teaching.tour import write_tour
+    from ssmviz.app.tour_run import write_tour
 
     for path in write_tour(args.out):
         print(path)

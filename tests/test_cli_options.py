@@ -225,7 +225,7 @@ class Recorder:
         self.mp.setattr(kernel_sweep, "run_kernel_sweep", run_kernel_sweep)
         self.mp.setattr(kernel_bench, "run_kernel_bench", run_kernel_bench)
         self.mp.setattr("ssmviz.app.uibench.run_ui_bench", run_ui_bench)
-        self.mp.setattr("ssmviz.app.teaching.tour.write_tour", write_tour)
+        self.mp.setattr("ssmviz.app.tour_run.write_tour", write_tour)
         self.mp.setattr(gpu, "configure", configure)
         self._install_app()
 

@@ -26,7 +26,7 @@ from ssmviz.core.families.teaching import Teaching
 
 __all__ = ["Family", "KernelRunner", "RoleSpec", "Size", "SizeSet", "Teaching",
            "declarations", "get", "names", "problem_defaults", "register", "sizes",
-           "teaching"]
+           "teaching", "views_of"]
 
 _BUILT_IN = (_s6.FAMILY.name, _ssd.FAMILY.name, _mamba3.FAMILY.name)
 _REGISTRY: dict[str, Family] = {f.name: f for f in (_s6.FAMILY, _ssd.FAMILY, _mamba3.FAMILY)}
@@ -76,6 +76,15 @@ def problem_defaults() -> dict[str, int | None]:
 def declarations(name: str) -> list[Size]:
     """How each registered family that has the size ``name`` declares it."""
     return [s for f in _REGISTRY.values() if (s := f.sizes.get(name)) is not None]
+
+
+def views_of(name: str) -> tuple[str, ...]:
+    """The teaching views of the family named ``name``, in the order of their tabs (none
+    for a family without any, or one not registered)."""
+    family = _REGISTRY.get(name) if isinstance(name, str) else None
+    if family is None or family.teaching is None:
+        return ()
+    return family.teaching.views
 
 
 def register(family: Family) -> Family:
