@@ -65,13 +65,26 @@ class KernelChoice:
         return self.builtin and not self.modified
 
 
-@dataclass
-class RunRequest:
-    """A problem to run; ``arrays`` (from an inputs .npz) replace ``problem.build()``.
+@dataclass(frozen=True)
+class RunAsk:
+    """What the window asks to run (its controls, view and shader panel, at the moment
+    of asking): a problem; ``arrays`` (from an inputs .npz) replace ``problem.build()``.
 
     ``selection`` is the view at request time: the worker prepares its plots' data, long
     curves as envelopes of at most ``points`` points (the plots' pixel width).
     """
+
+    problem: Problem
+    arrays: Mapping[str, np.ndarray] | None = None
+    selection: Selection = field(default_factory=Selection)
+    kernel: KernelChoice | None = None
+    points: int = ENVELOPE_POINTS
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """A :class:`RunAsk` as the scheduler sends it: its ``generation`` (newer runs have
+    larger ones) and when the change that asked for it came."""
 
     generation: int
     problem: Problem
@@ -80,6 +93,12 @@ class RunRequest:
     selection: Selection = field(default_factory=Selection)
     kernel: KernelChoice | None = None
     points: int = ENVELOPE_POINTS
+
+    @classmethod
+    def of(cls, ask: RunAsk, generation: int, requested_at: float) -> RunRequest:
+        """``ask`` sent as run ``generation``."""
+        return cls(generation, ask.problem, ask.arrays, requested_at, ask.selection,
+                   ask.kernel, ask.points)
 
 
 @dataclass

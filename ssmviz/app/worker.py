@@ -163,7 +163,7 @@ class RunScheduler(QObject):
     def __init__(self, make_request, parent: QObject | None = None,
                  busy_after_ms: int = 300) -> None:
         super().__init__(parent)
-        self._make_request = make_request  # () -> RunRequest fields as a dict, or None
+        self._make_request = make_request  # () -> RunAsk, or None (nothing valid to run)
         self.generation = 0
         self._changed_at = 0.0
         self._held = False
@@ -204,7 +204,7 @@ class RunScheduler(QObject):
         self._changed_at = 0.0
         self._in_flight = self.generation
         self._busy_timer.start()
-        self.worker.submit(RunRequest(self.generation, requested_at=when, **made))
+        self.worker.submit(RunRequest.of(made, self.generation, when))
 
     def _on_finished(self, result: RunResult) -> None:
         self._in_flight = 0
