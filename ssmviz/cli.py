@@ -18,7 +18,6 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from ssmviz.app.teaching import views_of
 from ssmviz.cli_help import document_options
 from ssmviz.core import families as registry
 from ssmviz.core.cliargs import Parser
@@ -68,39 +67,29 @@ def _positive(name: str):
     return _int_at_least(1, name)
 
 
-#: Defaults of ``ssmviz check`` for ssmviz's own kernels. With ``--kernel`` the sizes and
-#: convention left unset come from the kernel's ABI profile instead.
+#: Defaults of ``ssmviz check`` for ssmviz's own kernels: the sizes' declared defaults
+#: (:func:`ssmviz.core.families.problem_defaults`; a derived one, d_inner, left unset) but a
+#: longer seq_len. With ``--kernel`` the sizes and convention left unset come from the
+#: kernel's ABI profile instead.
 CHECK_DEFAULTS = {
     "family": "s6",
     "convention": "mamba",
-    "batch": 1,
+    **{k: v for k, v in registry.problem_defaults().items() if v is not None},
     "seq_len": 1024,
-    "d_state": 16,
-    "n_heads": 4,
-    "d_head": 16,
-    "n_groups": 1,
-    "chunk_len": 64,
     "signal": "sine",
     "seed": 0,
 }
-#: Every size flag; one that the family's problem does not use (its ``size_names``) is
-#: refused.
-SIZE_FLAGS = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups",
-              "chunk_len")
+#: Every size flag, one per size the families declare; one that the family's problem does
+#: not use (its ``size_names``) is refused.
+SIZE_FLAGS = tuple(registry.sizes())
 
 
 def _add_problem_args(p: argparse.ArgumentParser) -> None:
     # Defaults are None so that --kernel can tell "unset" from "set to the default".
     p.add_argument("--family", choices=registry.names(), default=None)
     p.add_argument("--convention", choices=("mamba", "builderforce"), default=None)
-    p.add_argument("--batch", type=_positive("batch"), default=None)
-    p.add_argument("--seq-len", type=_positive("seq_len"), default=None)
-    p.add_argument("--d-inner", type=_positive("d_inner"), default=None)
-    p.add_argument("--d-state", type=_positive("d_state"), default=None)
-    p.add_argument("--n-heads", type=_positive("n_heads"), default=None)
-    p.add_argument("--d-head", type=_positive("d_head"), default=None)
-    p.add_argument("--n-groups", type=_positive("n_groups"), default=None)
-    p.add_argument("--chunk-len", type=_positive("chunk_len"), default=None)
+    for name, size in registry.sizes().items():
+        p.add_argument(size.flag, type=_positive(name), default=None, help=size.help or None)
     p.add_argument("--signal", default=None, help="impulse, step, sine (default), square, ...")
     p.add_argument("--seed", type=_int_at_least(0, "seed"), default=None, help="default 0")
     p.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
@@ -193,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the app's latency from a control change to updated plots, and UI-thread stalls",
     )
-    bench.add_argument("--view", choices=views_of("s6"), default=None,
+    bench.add_argument("--view", choices=registry.views_of("s6"), default=None,
                        help="with --ui: this teaching view open while measuring")
     _add_kernel_args(bench, "time this .wgsl or .js/.ts kernel file per entry point, beside "
                      "ssmviz's own kernel and the floors (--size tiny: check's default problem)")
@@ -271,14 +260,7 @@ def _problem_from_args(args: argparse.Namespace):
     problem = Problem(
         family=args.family,
         convention=args.convention,
-        batch=args.batch,
-        seq_len=args.seq_len,
-        d_inner=args.d_inner,
-        d_state=args.d_state,
-        n_heads=args.n_heads,
-        d_head=args.d_head,
-        n_groups=args.n_groups,
-        chunk_len=args.chunk_len,
+        **{name: getattr(args, name) for name in SIZE_FLAGS},
         signal=SignalSpec(name=args.signal),
         seed=args.seed,
     )
@@ -301,8 +283,8 @@ def _agree(name: str, from_file, flag, path: str):
 def _resolve_inputs(args: argparse.Namespace, *, device: bool, run_defaults: bool = True):
     """Open ``--inputs``: family, convention and sizes from its meta and shapes, flags
     checked against them, preflight, then the arrays. Returns (arrays, family,
-    convention or None, chunk_len or None, header notes). ``run_defaults``: a run size
-    (chunk_len) neither the meta nor a flag gives is ``check``'s default, else None."""
+    convention or None, run sizes, header notes). ``run_defaults``: a run size (SSD's
+    chunk_len) neither the meta nor a flag gives is ``check``'s default, else None."""
     from ssmviz.core.inputs import open_inputs
 
     for dest in ("signal", "seed"):
@@ -321,13 +303,11 @@ def _resolve_inputs(args: argparse.Namespace, *, device: bool, run_defaults: boo
                               f"{k}={v}")
     for k, v in sizes.items():
         _agree(k, v, getattr(args, k, None), path)
-    unset: set[str] = set()
+    run: dict[str, int | None] = {}
     for name in registry.get(family).run_sizes:  # sizes the arrays' shapes do not carry
         value = _agree(name, meta_sizes.get(name), getattr(args, name), path)
         sizes[name] = value or CHECK_DEFAULTS[name]
-        if value is None and not run_defaults:
-            unset.add(name)
-    chunk_len = None if "chunk_len" in unset else sizes.get("chunk_len")
+        run[name] = value if value is not None or not run_defaults else sizes[name]
     convention = _agree("convention", f.meta_convention, args.convention, path)
     if f.meta is not None:
         notes = [f"inputs: {path} (family, convention and sizes from its meta)"]
@@ -339,7 +319,7 @@ def _resolve_inputs(args: argparse.Namespace, *, device: bool, run_defaults: boo
 
     preflight(sizes, family, runs=args.runs, device=device)  # before any data is read
     arrays = f.load(family)
-    return arrays, family, convention, chunk_len, notes + f.notes
+    return arrays, family, convention, run, notes + f.notes
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -349,9 +329,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.abi or args.watch or args.timeout is not None or args.no_probe:
         raise SsmvizError("--abi, --watch, --timeout and --no-probe need --kernel PATH")
     notes: list[str] = []
+    from ssmviz.core.case import Case
+
     if args.inputs:
-        arrays, family, convention, chunk_len, notes = _resolve_inputs(args, device=True)
-        convention = convention or CHECK_DEFAULTS["convention"]
+        arrays, family, convention, run, notes = _resolve_inputs(args, device=True)
+        case = Case.of_arrays(family, arrays, convention=convention or CHECK_DEFAULTS[
+            "convention"], run=run)
     else:
         family = args.family or CHECK_DEFAULTS["family"]
         _refuse_foreign_sizes(args, [family], f"--family {family}")
@@ -360,24 +343,17 @@ def cmd_check(args: argparse.Namespace) -> int:
         from ssmviz.core.check import preflight
 
         preflight(problem.sizes(), args.family, runs=args.runs)
-        arrays = problem.build()
-        family, convention, chunk_len = args.family, args.convention, args.chunk_len
+        case = Case.of_problem(problem)
+    family, convention = case.name, case.convention
     from ssmviz.core.check import check_arrays, check_steps, is_long_check
-    from ssmviz.core.problem import infer_sizes
     from ssmviz.core.progress import Progress
 
     progress = None
-    if is_long_check(family, infer_sizes(family, arrays)):
+    if is_long_check(family, case.sizes):
         progress = Progress(check_steps(args.runs), "check")
     try:
-        report = check_arrays(
-            family,
-            arrays,
-            convention=convention,
-            chunk_len=chunk_len,
-            runs=args.runs,
-            step=progress.step if progress is not None else None,
-        )
+        report = check_arrays(case, runs=args.runs,
+                              step=progress.step if progress is not None else None)
     finally:
         if progress is not None:
             progress.close()
@@ -386,12 +362,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     def export(path: str) -> None:
         from ssmviz.core.operator import own_forward
 
-        if "operator" not in views_of(family):
+        if "operator" not in registry.views_of(family):
             print(f"--export: no ref_M / gpu_M: the {family} family has no operator view")
             report.export_npz(path)
             return
-        forward = own_forward(family, convention=convention, chunk_len=report.sizes.get(
-            "chunk_len"))
+        forward = own_forward(family, convention=convention, run_sizes=case.run)
         report.export_npz(path, extra=_operators(family, report.inputs, forward, convention))
 
     _write_outputs(args, lambda: report.to_json(), export)
@@ -439,10 +414,12 @@ def _check_kernel(args: argparse.Namespace) -> int:
     from ssmviz.core.memory import check_memory
     arrays = None
     if args.inputs:
-        arrays, family, convention, chunk_len, notes = _resolve_inputs(args, device=False,
-                                                                       run_defaults=False)
-        # The archive's chunk_len (its meta's) runs, not the profile's default.
-        args.family, args.convention, args.chunk_len = family, convention, chunk_len
+        arrays, family, convention, run, notes = _resolve_inputs(args, device=False,
+                                                                 run_defaults=False)
+        # The archive's run sizes (its meta's) run, not the profile's defaults.
+        args.family, args.convention = family, convention
+        for name, value in run.items():
+            setattr(args, name, value)
         for note in notes:
             print(note)
     families = kernel_families(args.kernel, args.abi)
@@ -493,15 +470,16 @@ def _file_operators(args: argparse.Namespace, result: Any) -> dict:
     from ssmviz.core.problem import CONVENTIONS
 
     rep, prof = result.report, result.profile
-    if "operator" not in views_of(prof.family):
+    if "operator" not in registry.views_of(prof.family):
         print(f"--export: no ref_M / gpu_M: the {prof.family} family has no operator view")
         return {}
     if rep.convention not in CONVENTIONS:  # e.g. a clamp: the operator view takes presets
         print(f"--export: no ref_M / gpu_M: the operator view takes the "
               f"{' or '.join(CONVENTIONS)} convention, not {rep.convention}")
         return {}
+    run_sizes = {k: rep.sizes[k] for k in registry.get(prof.family).run_sizes if k in rep.sizes}
     forward = file_forward(args.kernel, family=prof.family, convention=rep.convention,
-                           chunk_len=rep.sizes.get("chunk_len"), abi=prof.name)
+                           run_sizes=run_sizes, abi=prof.name)
     return _operators(prof.family, rep.inputs, forward, rep.convention)
 
 
@@ -635,7 +613,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_tour(args: argparse.Namespace) -> int:
     """``ssmviz tour --out DIR``: one PNG per tour step, named after its session file."""
-    from ssmviz.app.teaching.tour import write_tour
+    from ssmviz.app.tour_run import write_tour
 
     for path in write_tour(args.out):
         print(path)

@@ -11,19 +11,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 
-#: dest -> what the option does (options whose declaration has no help).
+#: dest -> what the option does (options whose declaration has no help; the size flags
+#: take theirs from the families' size declarations).
 OPTION_HELP = {
     "family": "the kernel family",
     "convention": "how Δ and B̄ are formed: mamba (softplus(delta + delta_bias), B̄ = Δ·B) or "
                   "builderforce (no bias; zero-order-hold B̄ for S6)",
-    "batch": "batch size",
-    "seq_len": "sequence length",
-    "d_inner": "channels (S6); SSD: must equal n_heads·d_head",
-    "d_state": "state size N",
-    "n_heads": "SSD heads",
-    "d_head": "SSD channels per head",
-    "n_groups": "SSD groups of heads sharing B and C",
-    "chunk_len": "SSD chunk length",
     "runs": "GPU runs per case; every run must equal the first (determinism)",
 }
 #: Defaults that are not a literal value of the parser's or CHECK_DEFAULTS'.

@@ -87,7 +87,11 @@ def _reference(family: str, inputs: Mapping[str, np.ndarray], conv: str,
                chunk_len: int | None) -> dict[str, np.ndarray]:
     from ssmviz.core.check import reference
 
-    return reference(family, inputs, conv, chunk_len)
+    try:
+        from ssmviz.core.case import Case
+    except ImportError:  # before the Case value
+        return reference(family, inputs, conv, chunk_len)
+    return reference(Case.of_arrays(family, inputs, convention=conv, run={"chunk_len": chunk_len}))
 
 
 def gpu_digests(size: str, with_reference: bool) -> dict[str, str]:

@@ -11,6 +11,7 @@ import pytest
 from ssmviz.app.derived import Selection, grad_views, readout, trace
 from ssmviz.app.runner import one_line
 from ssmviz.app.session import Session
+from ssmviz.core.case import Case
 from ssmviz.core.check import reference
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.ssd.reference import ssd_forward_recurrent
@@ -22,7 +23,7 @@ from ssmviz.core.problem import Problem
 def test_s6_a_bar_and_bu_rebuild_the_reference_states(convention: str) -> None:
     p = Problem(family="s6", convention=convention, seq_len=37, d_inner=3, d_state=5, batch=2)
     inputs = p.build()
-    ref = reference("s6", inputs, convention)
+    ref = reference(Case.of_arrays("s6", inputs, convention=convention))
     sel = Selection(batch=1, channel=2, state=3)
     tr = trace("s6", convention, inputs, ref, {}, sel)
     # Ā and B̄u as the app shows them, scanned, give the reference's h of that channel.
@@ -38,12 +39,12 @@ def test_ssd_trace_matches_the_recurrent_reference(convention: str) -> None:
     p = Problem(family="ssd", convention=convention, seq_len=30, n_heads=4, d_head=3,
                 n_groups=2, d_state=4, chunk_len=8)
     inputs = p.build()
-    ref = reference("ssd", inputs, convention, p.chunk_len)
+    ref = reference(Case.of_problem(p))
     rec = ssd_forward_recurrent(*(inputs[k] for k in ("x", "dt", "A_log", "B", "C", "D",
                                                       "dt_bias")), convention=convention)
     ch = 2 * 3 + 1  # head 2, head dim 1 → group 1
     tr = trace("ssd", convention, inputs, ref, {"chunk_states": ref["chunk_states"]},
-               Selection(0, ch, 0), p.chunk_len)
+               Selection(0, ch, 0), {"chunk_len": p.chunk_len})
     np.testing.assert_allclose(tr.h_ref, rec.states[0, :, 2, 1, :], rtol=1e-10, atol=1e-14)
     np.testing.assert_array_equal(tr.chunk_t, [7, 15, 23, 29])
     np.testing.assert_allclose(tr.chunk_h_gpu, tr.h_ref[tr.chunk_t], rtol=1e-10, atol=1e-14)
@@ -55,7 +56,7 @@ def test_ssd_trace_matches_the_recurrent_reference(convention: str) -> None:
 def test_selection_is_clamped_to_the_sizes() -> None:
     p = Problem(family="s6", seq_len=8, d_inner=2, d_state=3)
     inputs = p.build()
-    tr = trace("s6", "mamba", inputs, reference("s6", inputs, "mamba"), {}, Selection(5, 9, 9))
+    tr = trace("s6", "mamba", inputs, reference(Case.of_problem(p)), {}, Selection(5, 9, 9))
     assert tr.sel == Selection(0, 1, 2)
 
 
@@ -199,7 +200,7 @@ def test_tolerance_line_is_the_checks_element_bound() -> None:
 
     p = Problem(family="s6", seq_len=64, d_inner=3, d_state=4)
     arrays = p.build()
-    ref = reference("s6", arrays, "mamba")
+    ref = reference(Case.of_arrays("s6", arrays, convention="mamba"))
     tr = trace("s6", "mamba", arrays, ref, {}, Selection(channel=1))
     y = ref["y"].astype(np.float32)
     y[0, 20, 1] += np.float32(0.99 * tr.tol_curve[20])

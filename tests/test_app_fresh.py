@@ -20,8 +20,10 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtCore import QSettings
 
 from ssmviz.app.derived import clamp_selection
+from ssmviz.app.runner import run_sizes
 from ssmviz.app.viewdata import envelope, prepare_view, time_series
 from ssmviz.app.window import SPLIT_ABOVE, MainWindow
+from ssmviz.core.case import Case
 from ssmviz.core.check import check_arrays
 from ssmviz.core.problem import Problem
 
@@ -68,11 +70,9 @@ def _change(qtbot, w: MainWindow, action, *, runs: bool, shows: bool = True) -> 
 def _fresh(w: MainWindow):
     """The ViewData of a full re-run of the window's problem and selection."""
     p = w.controls.problem()
-    chunk = p.chunk_len if p.family == "ssd" else None
-    rep = check_arrays(p.family, p.build(), convention=p.convention, chunk_len=chunk,
-                       runs=1, race_probe=False)
+    rep = check_arrays(Case.of_problem(p), runs=1, race_probe=False)
     sel = clamp_selection(p.family, rep.inputs, w.controls.selection())
-    return prepare_view(p.family, p.convention, rep.inputs, rep.ref, rep.gpu, sel, chunk,
+    return prepare_view(p.family, p.convention, rep.inputs, rep.ref, rep.gpu, sel, run_sizes(p),
                         points=w.time_plots.envelope_points())
 
 

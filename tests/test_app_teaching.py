@@ -108,10 +108,10 @@ def test_ssd_planted_fault_shows_as_the_wrong_blocks_of_the_difference(qtbot, ma
     view = w.teaching.panel.views["operator"]
     d = view.data
     assert d.measure == "states" and d.chunk_len == 16
-    fwd = op.file_forward(str(FAULT), family="ssd", convention="builderforce", chunk_len=16)
+    fwd = op.file_forward(str(FAULT), family="ssd", convention="builderforce",
+                          run_sizes={"chunk_len": 16})
     ref = op.reference_operator("ssd", w.result.inputs, convention="builderforce", index=[0])
-    st = op.states_operator(w.result.inputs, fwd, convention="builderforce", chunk_len=16,
-                            index=[0])
+    st = op.states_operator(w.result.inputs, fwd, convention="builderforce", index=[0])
     np.testing.assert_array_equal(d.ref, ref.M[0])
     np.testing.assert_array_equal(d.gpu, st.M[0])
     # Exactly the blocks below the diagonal are wrong: what crosses a chunk boundary.

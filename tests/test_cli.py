@@ -192,14 +192,14 @@ def test_readme_usage_commands_parse() -> None:
 def test_sweep_shows_a_line_per_finished_case(monkeypatch, capsys) -> None:
     from ssmviz import cli
     from ssmviz.core import sweep
-    from ssmviz.core.check import CheckReport
+    from ssmviz.core.check import CheckReport, TensorVerdict
 
-    def fake_check(family, arrays, **kw):  # the matrix's figures are not the point here
-        return CheckReport(family, kw["convention"], {"seq_len": len(arrays["dy"][0])},
-                           "fake adapter", kw["runs"], [])
+    def fake_check(case, **kw):  # the matrix's figures are not the point here
+        compared = TensorVerdict("y", (2,), 1e-5, rel_err=0.0, max_abs_err=0.0)
+        return CheckReport(case.name, case.convention, {"seq_len": case.sizes["seq_len"]},
+                           "fake adapter", kw["runs"], [compared])
 
     monkeypatch.setattr(sweep, "check_arrays", fake_check)
-    monkeypatch.setattr(sweep.Problem, "build", lambda self: {"dy": np.zeros((1, self.seq_len))})
     assert cli.main(["sweep", "--family", "ssd", "--quick", "--runs", "1"]) == 0
     out = capsys.readouterr()
     total = len(sweep.cases("ssd", quick=True))

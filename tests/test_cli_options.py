@@ -161,11 +161,11 @@ class Recorder:
 
         rec = self.calls
 
-        def check_arrays(family, arrays, **kw):
-            rec.append(("check_arrays", family, kw.get("convention"), kw.get("chunk_len"),
-                        kw.get("runs"), _summary(arrays)))
-            return CheckReport(family, kw.get("convention", "mamba"), {}, "fake",
-                               kw.get("runs", 3), [_COMPARED], inputs=dict(arrays))
+        def check_arrays(case, **kw):
+            rec.append(("check_arrays", case.name, case.convention, case.sizes.get("chunk_len"),
+                        kw.get("runs"), _summary(case.arrays)))
+            return CheckReport(case.name, case.convention, {}, "fake",
+                               kw.get("runs", 3), [_COMPARED], inputs=dict(case.arrays))
 
         def check_kernel_file(path, **kw):
             arrays = kw.pop("arrays", None)
@@ -225,7 +225,7 @@ class Recorder:
         self.mp.setattr(kernel_sweep, "run_kernel_sweep", run_kernel_sweep)
         self.mp.setattr(kernel_bench, "run_kernel_bench", run_kernel_bench)
         self.mp.setattr("ssmviz.app.uibench.run_ui_bench", run_ui_bench)
-        self.mp.setattr("ssmviz.app.teaching.tour.write_tour", write_tour)
+        self.mp.setattr("ssmviz.app.tour_run.write_tour", write_tour)
         self.mp.setattr(gpu, "configure", configure)
         self._install_app()
 

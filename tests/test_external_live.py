@@ -119,7 +119,7 @@ def test_a_file_without_a_backward_leaves_every_gradient_absent(runtime):
     p = Problem(family="ssd", convention="builderforce", seq_len=24, n_heads=2, d_head=2,
                 d_state=4, chunk_len=8)
     live = run_live(str(KERNELS / "fault_off_by_one_ssd.js"), None, p.build(), family="ssd",
-                    chunk_len=8)
+                    run_sizes={"chunk_len": 8})
     assert set(live.gpu) == {"y", "chunk_states"}
     for key in ("dx", "ddt", "dA_log", "dB", "dC", "dD"):
         assert "no backward pass" in live.absent[key]

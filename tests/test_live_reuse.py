@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import ssmviz.core.check as check_module
+from ssmviz.core.case import Case
 from ssmviz.core.check import check_arrays
 from ssmviz.core.families.s6.kernel import S6Kernel
 from ssmviz.core.families.ssd.kernel import SSDKernel
@@ -130,14 +131,14 @@ def test_check_reuses_forward_verdicts_only_for_the_same_arrays(runtime, monkeyp
 
     steps = ((S6.with_(dy="ones"), False), (S6, False), (S6.with_(seed=3), True))
     # Fresh checks first: they run the same cached preparation, which then forgets.
-    want = [check_arrays("s6", p.build(), runs=1, race_probe=False) for p, _ in steps]
+    want = [check_arrays(Case.of_problem(p), runs=1, race_probe=False) for p, _ in steps]
     monkeypatch.setattr(check_module, "compare", counting)
     live = dict(runs=1, race_probe=False, concurrent_reference=True, reuse_reference=True,
                 reuse_forward=True)
-    check_arrays("s6", S6.build(), **live)
+    check_arrays(Case.of_problem(S6), **live)
     for (problem, fresh_forward), fresh in zip(steps, want, strict=True):
         judged.clear()
-        got = check_arrays("s6", problem.build(), **live)
+        got = check_arrays(Case.of_problem(problem), **live)
         forward = {"y", "last_state", "h"} & set(judged)
         assert bool(forward) == fresh_forward, judged
         assert [v.to_json() for v in got.verdicts] == [v.to_json() for v in fresh.verdicts]
@@ -147,7 +148,7 @@ def test_check_reuses_forward_verdicts_only_for_the_same_arrays(runtime, monkeyp
 def test_the_reference_runs_on_the_calling_thread_while_the_gpu_computes(runtime) -> None:
     if not runtime.has_timestamps:
         pytest.skip("wall-clock GPU timing: the reference runs on a helper thread")
-    rep = check_arrays("s6", S6.build(), runs=1, race_probe=False, concurrent_reference=True)
+    rep = check_arrays(Case.of_problem(S6), runs=1, race_probe=False, concurrent_reference=True)
     assert rep.reference_thread == threading.current_thread().name
     assert rep.passed, rep.failures()
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ssmviz.core import families
+from ssmviz.core.case import Case
 from ssmviz.core.check import check_arrays
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.mamba3 import reference as ref
@@ -101,8 +102,7 @@ def _problem(**changes: object) -> Problem:
                                      {"seq_len": 20, "chunk_len": 64, "n_groups": 1}])
 def test_kernel_matches_the_reference(runtime, changes: dict[str, int]) -> None:
     p = _problem(**changes)
-    report = check_arrays("mamba3", p.build(), convention="mamba", chunk_len=p.chunk_len,
-                          runs=1, runtime=runtime)
+    report = check_arrays(Case.of_problem(p), runs=1, runtime=runtime)
     assert {v.name for v in report.verdicts} == set(families.get("mamba3").output_keys)
     assert report.passed, report.failures()
     assert report.race_probe and all(v.deterministic for v in report.verdicts)
@@ -110,7 +110,7 @@ def test_kernel_matches_the_reference(runtime, changes: dict[str, int]) -> None:
 
 def test_kernel_with_fewer_angles_than_pairs(runtime) -> None:
     a = _inputs(batch=1, seq_len=30, n_heads=2, d_head=4, n_groups=1, d_state=8, n_angles=2)
-    report = check_arrays("mamba3", a, convention="mamba", chunk_len=8, runs=1,
+    report = check_arrays(Case.of_arrays("mamba3", a, run={"chunk_len": 8}), runs=1,
                           runtime=runtime)
     assert report.sizes["n_angles"] == 2
     assert report.passed, report.failures()
@@ -132,8 +132,7 @@ def test_the_check_fails_a_planted_bug(runtime, old: str, new: str,
     source = shader_source("mamba3.wgsl")
     assert source.count(old) == 1
     p = _problem()
-    report = check_arrays("mamba3", p.build(), convention="mamba", chunk_len=p.chunk_len,
-                          runs=1, runtime=runtime,
+    report = check_arrays(Case.of_problem(p), runs=1, runtime=runtime,
                           kernel=Mamba3Kernel(runtime, source=source.replace(old, new)))
     failed = {v.name for v in report.verdicts if not v.passed}
     if broken is None:

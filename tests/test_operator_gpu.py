@@ -31,7 +31,7 @@ def problem(family: str, convention: str, seq_len: int = 45, batch: int = 2
 def test_gpu_operator_matches_reference(runtime, family: str, convention: str) -> None:
     arrays = problem(family, convention)
     ref = op.reference_operator(family, arrays, convention=convention)
-    fwd = op.own_forward(family, convention=convention, chunk_len=8, runtime=runtime)
+    fwd = op.own_forward(family, convention=convention, run_sizes={"chunk_len": 8}, runtime=runtime)
     gpu = op.measure_operator(family, arrays, fwd)
     assert gpu.M.shape == ref.M.shape
     verdict = compare("M", gpu.M, ref.M, FORWARD_TOL)
@@ -48,7 +48,7 @@ def test_gpu_operator_matches_reference(runtime, family: str, convention: str) -
 def test_kernel_files_measure_m_in_the_worker(path: str, family: str, convention: str) -> None:
     arrays = problem(family, convention, seq_len=21, batch=1)
     ref = op.reference_operator(family, arrays, convention=convention)
-    fwd = op.file_forward(path, family=family, convention=convention, chunk_len=8)
+    fwd = op.file_forward(path, family=family, convention=convention, run_sizes={"chunk_len": 8})
     gpu = op.measure_operator(family, arrays, fwd)
     verdict = compare("M", gpu.M, ref.M, FORWARD_TOL)
     assert verdict.passed, verdict.reason()
@@ -59,7 +59,7 @@ def test_kernel_files_measure_m_in_the_worker(path: str, family: str, convention
 def test_subset_and_split_runs_measure_the_same_columns(runtime, family: str,
                                                         monkeypatch) -> None:
     arrays = problem(family, "mamba", seq_len=30)
-    fwd = op.own_forward(family, convention="mamba", chunk_len=8, runtime=runtime)
+    fwd = op.own_forward(family, convention="mamba", run_sizes={"chunk_len": 8}, runtime=runtime)
     full = op.measure_operator(family, arrays, fwd)
     cols, rows = np.array([29, 0, 8, 15]), op.select(30, 6)
     last = 2 if family == "s6" else 3  # SSD: head 3 reads group 1
@@ -108,10 +108,10 @@ def test_planted_fault_shows_in_the_chunk_states_only(runtime) -> None:
     no stored state."""
     arrays = problem("ssd", "builderforce", seq_len=37, batch=1)
     ref = op.reference_operator("ssd", arrays, convention="builderforce")
-    fault = op.file_forward(FAULT, family="ssd", chunk_len=8)
+    fault = op.file_forward(FAULT, family="ssd", run_sizes={"chunk_len": 8})
     through_y = op.measure_operator("ssd", arrays, fault)
     assert not op.wrong_blocks(through_y, ref, 8).any()
-    through_states = op.states_operator(arrays, fault, convention="builderforce", chunk_len=8)
+    through_states = op.states_operator(arrays, fault, convention="builderforce")
     wrong = op.wrong_blocks(through_states, ref, 8)
     assert np.array_equal(wrong, np.tri(5, k=-1, dtype=bool)), wrong.astype(int)
     # most entries of every such block are off (each impulse's stored state is wrong;
@@ -122,9 +122,10 @@ def test_planted_fault_shows_in_the_chunk_states_only(runtime) -> None:
     assert np.all(fraction[np.tri(5, k=-1, dtype=bool)] > 0.5), fraction.round(2)
     assert np.all(share[:, ~np.tri(5, k=-1, dtype=bool)] == 0)
     # ssmviz's own kernel stores the right states
-    own = op.own_forward("ssd", convention="builderforce", chunk_len=8, runtime=runtime)
-    assert not op.wrong_blocks(op.states_operator(arrays, own, convention="builderforce",
-                                                  chunk_len=8), ref, 8).any()
+    own = op.own_forward("ssd", convention="builderforce", run_sizes={"chunk_len": 8},
+                         runtime=runtime)
+    assert not op.wrong_blocks(op.states_operator(arrays, own, convention="builderforce"),
+                               ref, 8).any()
 
 
 def test_a_carry_fault_shows_in_exactly_its_blocks(runtime) -> None:
@@ -139,7 +140,7 @@ def test_a_carry_fault_shows_in_exactly_its_blocks(runtime) -> None:
     arrays = problem("ssd", "mamba", seq_len=37, batch=1)
     ref = op.reference_operator("ssd", arrays, convention="mamba")
     half = carry.replace("exp(cum(", "exp(0.5 * cum(")
-    fwd = op.own_forward("ssd", convention="mamba", chunk_len=8, runtime=runtime,
+    fwd = op.own_forward("ssd", convention="mamba", run_sizes={"chunk_len": 8}, runtime=runtime,
                          source=src.replace(carry, half))
     wrong = op.wrong_blocks(op.measure_operator("ssd", arrays, fwd), ref, 8)
     assert np.array_equal(wrong, np.tri(5, k=-2, dtype=bool)), wrong.astype(int)
@@ -196,10 +197,11 @@ def test_chunk_states_view_against_the_gpus_buffer(runtime) -> None:
 
     arrays = problem("ssd", "builderforce", seq_len=37, batch=1)
     kw = dict(convention="builderforce", chunk_len=8, head=3)
-    own = op.own_forward("ssd", convention="builderforce", chunk_len=8, runtime=runtime)
+    own = op.own_forward("ssd", convention="builderforce", run_sizes={"chunk_len": 8},
+                         runtime=runtime)
     good = ssd_chunk_states(arrays, **kw, gpu_chunk_states=own(arrays)["chunk_states"])
     assert good.gpu.shape == (6, 3, 5) and not op.bad_elements(good.gpu, good.ref).any()
-    fault = op.file_forward(FAULT, family="ssd", chunk_len=8)
+    fault = op.file_forward(FAULT, family="ssd", run_sizes={"chunk_len": 8})
     bad = ssd_chunk_states(arrays, **kw, gpu_chunk_states=fault(arrays)["chunk_states"])
     wrong = op.bad_elements(bad.gpu, bad.ref).any(axis=(1, 2))
     assert wrong.tolist() == [False] + [True] * 5

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ssmviz.core.case import Case
 from ssmviz.core.check import reference
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.s6.teaching import s6_row_terms
@@ -45,7 +46,8 @@ def test_operator_reproduces_reference_y(family: str, convention: str) -> None:
     L = arrays["u" if family == "s6" else "x"].shape[1]
     width = 3 if family == "s6" else 4
     assert op.M.shape == (width, L, L)
-    y = reference(family, arrays, convention, 8)["y"][0]
+    case = Case.of_arrays(family, arrays, convention=convention, run={"chunk_len": 8})
+    y = reference(case)["y"][0]
     assert np.max(np.abs(apply(family, op.M, arrays) - y)) <= 1e-12
     assert np.all(np.triu(op.M, k=1) == 0)  # causal
 
@@ -54,7 +56,8 @@ def test_operator_reproduces_reference_y(family: str, convention: str) -> None:
 def test_operator_uses_the_convention(family: str) -> None:
     arrays = problem(family, "mamba")
     M = {c: reference_operator(family, arrays, convention=c).M for c in CONVENTIONS}
-    y = reference(family, arrays, "builderforce", 8)["y"][0]
+    case = Case.of_arrays(family, arrays, convention="builderforce", run={"chunk_len": 8})
+    y = reference(case)["y"][0]
     assert np.max(np.abs(apply(family, M["builderforce"], arrays) - y)) <= 1e-12
     # the two conventions give different operators on the same inputs
     assert np.max(np.abs(M["mamba"] - M["builderforce"])) > 1e-3 * np.max(np.abs(M["mamba"]))

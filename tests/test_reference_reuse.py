@@ -11,6 +11,7 @@ import pytest
 import ssmviz.core.families.s6.reference as s6_ref
 import ssmviz.core.families.ssd.reference as ssd_ref
 from ssmviz.core import check
+from ssmviz.core.case import Case
 from ssmviz.core.problem import Problem
 
 
@@ -48,13 +49,11 @@ def test_reused_reference_equals_a_fresh_one_after_every_kind_of_change(family, 
     else:
         p = Problem(family="ssd", batch=1, seq_len=24, n_heads=2, d_head=2, n_groups=1,
                     d_state=4, chunk_len=8)
-    chunk = p.chunk_len if family == "ssd" else None
-
     def live(q: Problem) -> dict:
-        return check.reference(family, q.build(), q.convention, chunk, reuse=True)
+        return check.reference(Case.of_problem(q), reuse=True)
 
     def fresh(q: Problem) -> dict:
-        return check.reference(family, q.build(), q.convention, chunk)
+        return check.reference(Case.of_problem(q))
 
     # A first run, the same inputs again, dy only, then the forward's inputs (signal,
     # seed, convention) and back: each time what a fresh reference gives.
@@ -74,16 +73,16 @@ def test_reused_reference_equals_a_fresh_one_after_every_kind_of_change(family, 
 def test_a_changed_element_of_a_forward_input_is_never_reused():
     p = Problem(family="s6", batch=1, seq_len=16, d_inner=2, d_state=2)
     arrays = p.build()
-    first = check.reference("s6", arrays, "mamba", reuse=True)
+    first = check.reference(Case.of_arrays("s6", arrays), reuse=True)
     changed = {k: np.array(v) for k, v in arrays.items()}
     changed["B"][0, 7, 1] += 1e-9  # one element, a tiny change
-    again = check.reference("s6", changed, "mamba", reuse=True)
-    _same(again, check.reference("s6", changed, "mamba"))
+    again = check.reference(Case.of_arrays("s6", changed), reuse=True)
+    _same(again, check.reference(Case.of_arrays("s6", changed)))
     assert not np.array_equal(again["y"], first["y"])
 
 
 def test_callers_cannot_change_what_is_kept():
     p = Problem(family="s6", batch=1, seq_len=16, d_inner=2, d_state=2)
     for _ in range(2):  # computed, then reused
-        check.reference("s6", p.build(), "mamba", reuse=True).pop("h")  # as check_arrays may
-    assert "h" in check.reference("s6", p.build(), "mamba", reuse=True)
+        check.reference(Case.of_problem(p), reuse=True).pop("h")  # as check_arrays may
+    assert "h" in check.reference(Case.of_problem(p), reuse=True)

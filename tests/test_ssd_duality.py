@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ssmviz.core.case import Case
 from ssmviz.core.check import reference
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.ssd.duality import STEPS, ssd_duality
@@ -31,7 +32,8 @@ def test_m_is_mask_times_cb_and_the_steps_sum_to_y(convention: str) -> None:
     np.testing.assert_array_equal(d.M, d.mask * d.cb)
     assert np.all(d.mask[np.triu_indices(45, 1)] == 0) and np.all(np.diag(d.mask) == 1)
     assert np.all((d.mask >= 0) & (d.mask <= 1))
-    y = reference("ssd", arrays, convention, 8)["y"][0, :, 2, 1]
+    case = Case.of_arrays("ssd", arrays, convention=convention, run={"chunk_len": 8})
+    y = reference(case)["y"][0, :, 2, 1]
     tol = 1e-12 * np.abs(y).max()
     np.testing.assert_allclose(d.y, y, rtol=0, atol=tol)
     assert list(d.shares) == list(STEPS)

@@ -252,6 +252,7 @@ LONG_CASES = [
 
 @pytest.mark.parametrize("case", LONG_CASES, ids=lambda c: "-".join(map(str, c)))
 def test_long_sequence_parameter_gradients(kernel: SSDKernel, case: tuple) -> None:
+    from ssmviz.core.case import Case
     from ssmviz.core.check import check_arrays
     from ssmviz.core.sweep import cases
 
@@ -261,7 +262,8 @@ def test_long_sequence_parameter_gradients(kernel: SSDKernel, case: tuple) -> No
         if (p.seq_len, p.chunk_len, p.n_groups, p.convention)
         == (16384, chunk_len, n_groups, convention)
     )
-    rep = check_arrays("ssd", problem.build(), convention=convention, chunk_len=chunk_len,
+    rep = check_arrays(Case.of_arrays("ssd", problem.build(), convention=convention,
+                                      run={"chunk_len": chunk_len}),
                        runs=1, race_probe=False, kernel=kernel)
     errs = {v.name: v.rel_err for v in rep.verdicts}
     assert errs["dA_log"] <= GRAD_TOL and errs["ddt_bias"] <= GRAD_TOL, errs

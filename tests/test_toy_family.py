@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ssmviz.core import families
+from ssmviz.core.case import Case
 from ssmviz.core.check import check_arrays, preflight
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.problem import Problem
@@ -59,7 +60,7 @@ def test_toy_reference_gradients_match_finite_differences(toy) -> None:
 def test_toy_family_gets_the_check(toy, runtime) -> None:
     arrays = _problem().build()
     preflight({"batch": 2, "seq_len": 50, "d_inner": 5}, "toy", runtime=runtime)
-    report = check_arrays("toy", arrays, runs=2, runtime=runtime)
+    report = check_arrays(Case.of_arrays("toy", arrays), runs=2, runtime=runtime)
     assert {v.name for v in report.verdicts} == {"y", "h", "dx", "da", "db", "dc"}
     assert report.passed, report.failures()
     assert report.race_probe and all(v.deterministic for v in report.verdicts)
@@ -70,7 +71,7 @@ def test_the_check_fails_a_wrong_toy_kernel(toy, runtime) -> None:
     # The adjoint decays its carry twice a step: dx, da, db go wrong; y, h and dc not.
     wrong = WGSL.replace("g = c[d] * dy[k] + a[d] * g;", "g = c[d] * dy[k] + a[d] * a[d] * g;")
     assert wrong != WGSL
-    report = check_arrays("toy", _problem().build(), runs=1, runtime=runtime,
+    report = check_arrays(Case.of_problem(_problem()), runs=1, runtime=runtime,
                           kernel=ToyKernel(runtime, source=wrong))
     failed = {v.name for v in report.verdicts if not v.passed}
     assert failed == {"dx", "da", "db"}, report.failures()

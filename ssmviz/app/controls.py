@@ -83,7 +83,7 @@ class FieldSpec:
 
     def shown_for(self, family: str) -> bool:
         """A size control shows for the families whose user sets that size."""
-        return self.group != "Sizes" or self.path in user_sizes(family)
+        return self.path not in families.sizes() or self.path in user_sizes(family)
 
     @property
     def label(self) -> str:
@@ -101,14 +101,8 @@ FIELDS = (
     FieldSpec("convention", "choice", "Problem", CONVENTIONS),
     FieldSpec("seed", "int", "Problem"),
     FieldSpec("dy", "choice", "Problem", DY_KINDS),
-    FieldSpec("batch", "int", "Sizes"),
-    FieldSpec("seq_len", "int", "Sizes"),
-    FieldSpec("d_inner", "int", "Sizes"),
-    FieldSpec("d_state", "int", "Sizes"),
-    FieldSpec("n_heads", "int", "Sizes"),
-    FieldSpec("d_head", "int", "Sizes"),
-    FieldSpec("n_groups", "int", "Sizes"),
-    FieldSpec("chunk_len", "int", "Sizes"),
+    # One control per size the families declare (their sizes.py), in its control group.
+    *(FieldSpec(name, "int", size.group) for name, size in families.sizes().items()),
     FieldSpec("signal.name", "choice", "Input signal", SIGNAL_NAMES),
     FieldSpec("signal.amplitude", "float", "Input signal"),
     FieldSpec("signal.frequency", "float", "Input signal"),
@@ -127,7 +121,10 @@ FIELDS = (
     FieldSpec("init.bc_scale", "float", "Parameter init"),
     FieldSpec("init.selection", "choice", "Parameter init", SELECTIONS),
 )
-SIZE_PATHS = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups")
+#: The sizes an inputs file's arrays give (locked while one is open): every size but the
+#: run sizes (chunk_len), which the arrays' shapes do not carry.
+SIZE_PATHS = tuple(name for name in families.sizes()
+                   if not any(s.run for s in families.declarations(name)))
 
 
 #: What a float entry may look like while being typed ("", "-", "1e", "2.5e-").

@@ -116,14 +116,14 @@ def trace(
     ref: Mapping[str, np.ndarray],
     gpu: Mapping[str, np.ndarray],
     sel: Selection,
-    chunk_len: int | None = None,
+    run_sizes: Mapping[str, int] | None = None,
 ) -> Trace:
-    """The selection's time series; ``sel`` is clamped to the sizes."""
+    """The selection's time series; ``sel`` is clamped to the sizes. ``run_sizes``: the
+    family's run sizes (SSD's chunk length), which the arrays' shapes do not carry."""
     view = family_view(family)
     s = view.sizes(inputs)
     sel = sel.clamped(s["batch"], s["d_inner"], s["d_state"])
-    if chunk_len:
-        s["chunk_len"] = chunk_len
+    s |= {k: v for k, v in (run_sizes or {}).items() if v}
     series = view.series(convention, inputs, ref, gpu, sel.batch, sel.channel, s)
     return Trace(family, convention, sel, tol_curve=_threshold(series["y_ref"]), **series)
 

@@ -447,10 +447,11 @@ class TimePlots(pg.GraphicsLayoutWidget):
         for plot, ys in shown.items():
             self.plots[plot].fit_range(1, finite_bounds(*ys), log=plot == "error", keep=True)
 
-    def _chunks(self, chunk_len: int | None, L: int) -> None:
+    def _chunks(self, block: int | None, L: int) -> None:
+        """A line every ``block`` steps (SSD's chunk boundaries; None: none)."""
         bounds: np.ndarray = np.zeros(0)
-        if chunk_len:
-            bounds = np.arange(chunk_len, L, chunk_len, dtype=np.float64)
+        if block:
+            bounds = np.arange(block, L, block, dtype=np.float64)
             if bounds.size > MAX_CHUNK_LINES:
                 bounds = np.zeros(0)
         for name, p in self.plots.items():

@@ -22,7 +22,7 @@ import numpy as np
 
 from ssmviz.app.derived import Selection
 from ssmviz.app.viewdata import ENVELOPE_POINTS
-from ssmviz.core import families
+from ssmviz.core.case import Case
 from ssmviz.core.check import CheckReport, check_arrays, preflight, reference
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external.live import LiveRun
@@ -30,9 +30,10 @@ from ssmviz.core.memory import check_memory
 from ssmviz.core.problem import Problem, infer_sizes
 
 
-def run_chunk_len(p: Problem) -> int | None:
-    """``p.chunk_len`` when its family's runs take one (SSD), else None."""
-    return p.chunk_len if "chunk_len" in families.get(p.family).run_sizes else None
+def run_sizes(p: Problem) -> dict[str, int]:
+    """``p``'s run sizes: those its family's runs take that the arrays' shapes do not
+    carry (SSD's chunk length; none for S6)."""
+    return {k: getattr(p, k) for k in p.family_record.run_sizes}
 
 
 def one_line(exc: BaseException) -> str:
@@ -64,13 +65,26 @@ class KernelChoice:
         return self.builtin and not self.modified
 
 
-@dataclass
-class RunRequest:
-    """A problem to run; ``arrays`` (from an inputs .npz) replace ``problem.build()``.
+@dataclass(frozen=True)
+class RunAsk:
+    """What the window asks to run (its controls, view and shader panel, at the moment
+    of asking): a problem; ``arrays`` (from an inputs .npz) replace ``problem.build()``.
 
     ``selection`` is the view at request time: the worker prepares its plots' data, long
     curves as envelopes of at most ``points`` points (the plots' pixel width).
     """
+
+    problem: Problem
+    arrays: Mapping[str, np.ndarray] | None = None
+    selection: Selection = field(default_factory=Selection)
+    kernel: KernelChoice | None = None
+    points: int = ENVELOPE_POINTS
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """A :class:`RunAsk` as the scheduler sends it: its ``generation`` (newer runs have
+    larger ones) and when the change that asked for it came."""
 
     generation: int
     problem: Problem
@@ -79,6 +93,12 @@ class RunRequest:
     selection: Selection = field(default_factory=Selection)
     kernel: KernelChoice | None = None
     points: int = ENVELOPE_POINTS
+
+    @classmethod
+    def of(cls, ask: RunAsk, generation: int, requested_at: float) -> RunRequest:
+        """``ask`` sent as run ``generation``."""
+        return cls(generation, ask.problem, ask.arrays, requested_at, ask.selection,
+                   ask.kernel, ask.points)
 
 
 @dataclass
@@ -211,7 +231,7 @@ def _run_external(request: RunRequest, arrays: dict[str, np.ndarray], prof: obje
         # delta), kept also when it is refused, so the reference-only plots match.
         result.inputs = abi_inputs(prof, arrays)
     live = run_live_isolated(choice.path, choice.text, arrays, family=p.family,
-                             chunk_len=run_chunk_len(p))
+                             run_sizes=run_sizes(p))
     result.external = live
     result.report = live.report
     result.gpu, result.ref, result.inputs = dict(live.gpu), dict(live.ref), dict(live.inputs)
@@ -231,9 +251,7 @@ def execute(request: RunRequest) -> RunResult:
     result = RunResult(
         request.generation, p, {}, {}, {}, requested_at=request.requested_at, started_at=started
     )
-    chunk_len = None
     try:
-        chunk_len = run_chunk_len(p)
         # Before any work, like the CLI: a problem past the RAM runs nothing, not even
         # the reference (so the except below has no inputs to plot).
         sizes = _problem_sizes(p, request.arrays)
@@ -251,11 +269,10 @@ def execute(request: RunRequest) -> RunResult:
             if source is not None:  # an edited shader: in the worker, under the watchdog
                 from ssmviz.core.external.isolated import check_source_isolated
 
-                report = check_source_isolated(p.family, source, arrays,
-                                               convention=p.convention, chunk_len=chunk_len)
+                report = check_source_isolated(_case(p, arrays), source)
             else:
                 report = check_arrays(
-                    p.family, arrays, convention=p.convention, chunk_len=chunk_len, runs=1,
+                    _case(p, arrays), runs=1,
                     race_probe=False,  # live runs: latency first; `ssmviz check` probes
                     concurrent_reference=True, reuse_reference=True, reuse_forward=True,
                 )
@@ -265,24 +282,28 @@ def execute(request: RunRequest) -> RunResult:
     except Exception as exc:  # any kernel failure becomes one line, never a traceback
         result.error = one_line(exc)
         if result.inputs:
-            _reference_only(result, chunk_len)
+            _reference_only(result)
     result.finished_at = time.perf_counter()
     return result
 
 
 def _problem_sizes(p: Problem, arrays: Mapping[str, np.ndarray] | None) -> dict[str, int]:
-    """The sizes a run of ``p`` (on ``arrays`` when given) has, chunk_len included."""
+    """The sizes a run of ``p`` (on ``arrays`` when given) has, its run sizes included."""
     if arrays is None:
         return p.sizes()
-    run = families.get(p.family).run_sizes
-    return infer_sizes(p.family, arrays) | {k: getattr(p, k) for k in run}
+    return infer_sizes(p.family, arrays) | run_sizes(p)
 
 
-def _reference_only(result: RunResult, chunk_len: int | None) -> None:
+def _case(p: Problem, arrays: Mapping[str, np.ndarray]) -> Case:
+    """The case of ``p`` run on ``arrays`` (its family's run sizes from ``p``)."""
+    return Case.of_arrays(p.family, arrays, convention=p.convention, run=run_sizes(p))
+
+
+def _reference_only(result: RunResult) -> None:
     p = result.problem
     t0 = time.perf_counter()
     try:
-        result.ref = reference(p.family, result.inputs, p.convention, chunk_len)
+        result.ref = reference(_case(p, result.inputs))
     except Exception as exc:
         result.error += f"; reference failed too: {one_line(exc)}"
         result.ref = {}

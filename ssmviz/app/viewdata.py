@@ -337,7 +337,7 @@ def fd_points(
     inputs: Mapping[str, np.ndarray],
     views: list[GradView],
     sel: Selection,
-    chunk_len: int | None = None,
+    run_sizes: Mapping[str, int] | None = None,
     *,
     points: int = FD_POINTS,
     seed: int = 0,
@@ -351,7 +351,7 @@ def fd_points(
     """
     keys = families.get(family).input_keys[:-1]  # all but dy
     fam_view = family_view(family)
-    sizes = fam_view.sizes(inputs) | ({"chunk_len": chunk_len} if chunk_len else {})
+    sizes = fam_view.sizes(inputs) | {k: v for k, v in (run_sizes or {}).items() if v}
 
     def forward(p: dict[str, np.ndarray]) -> np.ndarray:
         return fam_view.forward_y(p, convention, sizes)
@@ -394,7 +394,7 @@ def prepare_view(
     ref: Mapping[str, np.ndarray],
     gpu: Mapping[str, np.ndarray],
     sel: Selection,
-    chunk_len: int | None = None,
+    run_sizes: Mapping[str, int] | None = None,
     *,
     with_fd: bool | None = None,
     previous: ViewData | None = None,
@@ -411,7 +411,7 @@ def prepare_view(
     batch entry and channel the state heatmap and every envelope but the chosen state's.
     """
     t0 = time.perf_counter()
-    tr = trace(family, convention, inputs, ref, gpu, sel, chunk_len)
+    tr = trace(family, convention, inputs, ref, gpu, sel, run_sizes)
     _ = tr.err  # computed (and cached) here, not on the UI thread
     kept = {v.key: v for v in previous.grads} if previous is not None else {}
     views = [kept[v.key] if v.key in kept and _same_elements(kept[v.key].ref, v.ref) else v
@@ -430,7 +430,7 @@ def prepare_view(
         if previous.envelopes:
             a_bar = envelope(time_series(tr)["a_bar"], points=points)
             data.envelopes = dict(previous.envelopes, a_bar=a_bar)
-        return _with_fd(data, family, convention, inputs, bool(ref), fresh, chunk_len,
+        return _with_fd(data, family, convention, inputs, bool(ref), fresh, run_sizes,
                         with_fd, t0)
     h = tr.h_gpu if tr.h_gpu is not None else tr.h_ref
     data = ViewData(tr, views, image_view(h), points=points)
@@ -442,7 +442,7 @@ def prepare_view(
         data.envelopes = {k: (x, env[:, i]) for i, k in enumerate(curves)}
         data.envelopes.update({k: envelope(v, points=points) for k, v in series.items()
                                if v.ndim != 1})
-    return _with_fd(data, family, convention, inputs, bool(ref), fresh, chunk_len,
+    return _with_fd(data, family, convention, inputs, bool(ref), fresh, run_sizes,
                         with_fd, t0)
 
 
@@ -454,14 +454,14 @@ def _same_elements(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def _with_fd(data: ViewData, family: str, convention: str, inputs: Mapping[str, np.ndarray],
-             has_ref: bool, fresh: list[GradView], chunk_len: int | None,
+             has_ref: bool, fresh: list[GradView], run_sizes: Mapping[str, int] | None,
              with_fd: bool | None, t0: float) -> ViewData:
     """``data`` with the FD points of its gradient views (computed for ``fresh`` ones, the
     kept ones have theirs) and its preparation time."""
     if with_fd is None:
         with_fd = fd_small_enough(family, inputs)
     if with_fd and "dy" in inputs and has_ref:
-        new = fd_points(family, convention, inputs, fresh, data.trace.sel, chunk_len)
+        new = fd_points(family, convention, inputs, fresh, data.trace.sel, run_sizes)
         for v in fresh:
             v.fd = new.get(v.key)
         data.fd = {v.key: v.fd for v in data.grads if v.fd is not None}

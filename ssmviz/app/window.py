@@ -27,7 +27,7 @@ from ssmviz.app.derived import Selection, Trace, clamp_selection
 from ssmviz.app.export import export_csv, export_image, export_npz
 from ssmviz.app.plots import GradPlots, TimePlots
 from ssmviz.app.readout import ReadoutPanel
-from ssmviz.app.runner import RunResult
+from ssmviz.app.runner import RunAsk, RunResult
 from ssmviz.app.scales import apply_theme
 from ssmviz.app.session import Session
 from ssmviz.app.shader_panel import ShaderPanel, builtin_shader
@@ -215,13 +215,12 @@ class MainWindow(QMainWindow):
         self.teaching.add_menu(self.menuBar())
 
     # -- runs ----------------------------------------------------------------------------------
-    def _make_request(self) -> dict | None:
+    def _make_request(self) -> RunAsk | None:
         if self.controls.error_text:
             return None  # an invalid field: never send it to the core
-        return {"problem": self.controls.problem(), "arrays": self.controls.inputs_arrays,
-                "selection": self.controls.selection(),
-                "kernel": self.shader_panel.choice(),
-                "points": self.time_plots.envelope_points()}
+        return RunAsk(self.controls.problem(), self.controls.inputs_arrays,
+                      self.controls.selection(), self.shader_panel.choice(),
+                      self.time_plots.envelope_points())
 
     def _problem_changed(self, problem: Problem) -> None:
         self.shader_panel.show_family(problem.family)

@@ -21,7 +21,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from ssmviz.app.runner import RunRequest, RunResult, execute, one_line, run_chunk_len
+from ssmviz.app.runner import RunRequest, RunResult, execute, one_line, run_sizes
 from ssmviz.app.viewdata import ENVELOPE_POINTS, prepare_view
 
 
@@ -120,7 +120,7 @@ def view_job(job: tuple) -> Any:
     p = result.problem
     try:
         return prepare_view(p.family, p.convention, result.inputs, result.ref, result.gpu, sel,
-                            run_chunk_len(p), previous=previous, points=points)
+                            run_sizes(p), previous=previous, points=points)
     except Exception as exc:  # a view that cannot be cut: one line on the status bar
         return f"cannot show this selection: {one_line(exc)}"
 
@@ -163,7 +163,7 @@ class RunScheduler(QObject):
     def __init__(self, make_request, parent: QObject | None = None,
                  busy_after_ms: int = 300) -> None:
         super().__init__(parent)
-        self._make_request = make_request  # () -> RunRequest fields as a dict, or None
+        self._make_request = make_request  # () -> RunAsk, or None (nothing valid to run)
         self.generation = 0
         self._changed_at = 0.0
         self._held = False
@@ -204,7 +204,7 @@ class RunScheduler(QObject):
         self._changed_at = 0.0
         self._in_flight = self.generation
         self._busy_timer.start()
-        self.worker.submit(RunRequest(self.generation, requested_at=when, **made))
+        self.worker.submit(RunRequest.of(made, self.generation, when))
 
     def _on_finished(self, result: RunResult) -> None:
         self._in_flight = 0

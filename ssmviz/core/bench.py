@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ssmviz.core import families
+from ssmviz.core.case import Case
 from ssmviz.core.check import reference
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external import tint
@@ -219,12 +220,11 @@ def bench_reference(repeats: int, step: Step = no_step) -> list[dict[str, Any]]:
     (each family's ``bench_sizes["reference"]``)."""
     out = []
     for fam, label, s in _reference_cases():
-        arrays = Problem(family=fam.name, **s).build()
-        chunk_len = s.get("chunk_len")
+        case = Case.of_problem(Problem(family=fam.name, **s))
         samples = []
         for _ in range(repeats):
             t0 = time.perf_counter()
-            reference(fam.name, arrays, "mamba", chunk_len)
+            reference(case)
             samples.append(time.perf_counter() - t0)
         name = f"reference {fam.name} {label}"
         out.append(

@@ -26,13 +26,13 @@ from typing import Any
 import numpy as np
 
 from ssmviz.core import families
+from ssmviz.core.case import Case
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.family import MAX_STORED_STATES
 from ssmviz.core.fileio import write_file
 from ssmviz.core.gpu import POISON_U32, get_runtime, with_device_retry
 from ssmviz.core.inputs import open_inputs, to_float32
 from ssmviz.core.memory import check_memory
-from ssmviz.core.reference._common import CONVENTIONS
 
 #: The name suffix of a verdict about a buffer written past its end (guard bands).
 OVERRUN = " (past its end)"
@@ -601,24 +601,20 @@ class _VerdictMemo:
 _VERDICTS = _VerdictMemo()
 
 
-def reference(
-    family: str, arrays: Mapping[str, np.ndarray], convention: str, chunk_len: int | None = None,
-    *, reuse: bool = False,
-) -> dict[str, np.ndarray]:
-    """The float64 reference of a problem (every forward output and gradient, keyed like
-    the GPU's); ``chunk_len`` for a family that takes it (SSD's chunked form).
+def reference(case: Case, *, reuse: bool = False) -> dict[str, np.ndarray]:
+    """The float64 reference of ``case`` (every forward output and gradient, keyed like
+    the GPU's).
 
     ``reuse`` (the app's live re-runs): results of the last reusing call stand in for the
     parts whose inputs are unchanged (see :class:`_ReferenceMemo`): all of it, or its
     forward when only dy changed.
     """
-    fam = families.get(family)
-    sizes = _run_sizes(fam, {"chunk_len": chunk_len})
+    fam, sizes, convention = case.family, case.sizes, case.convention
     keys = fam.inputs_of(convention)
-    inputs = {k: np.asarray(arrays[k], dtype=np.float64) for k in keys[:-1]}
+    inputs = {k: np.asarray(case.arrays[k], dtype=np.float64) for k in keys[:-1]}
     args = list(inputs.values())
-    dy = np.asarray(arrays[keys[-1]], np.float64)
-    key = (family, convention, *sizes.values())
+    dy = np.asarray(case.arrays[keys[-1]], np.float64)
+    key = (fam.name, convention, *case.run.values())
     memo = _MEMO.lookup(key, args, dy) if reuse else None
     if memo is not None and memo.out is not None:
         return dict(memo.out)
@@ -627,18 +623,6 @@ def reference(
     if reuse:
         _MEMO.store(key, args, dy, fwd, out)
     return dict(out)
-
-
-def _run_sizes(fam: families.Family, given: Mapping[str, int | None]) -> dict[str, int]:
-    """The family's ``run_sizes`` from ``given``; one missing or not an integer ≥ 1 is a
-    one-line SsmvizError."""
-    out = {}
-    for name in fam.run_sizes:
-        value = given.get(name)
-        if value is None or isinstance(value, bool) or int(value) < 1:
-            raise SsmvizError(f"{name} must be an integer ≥ 1; got {value!r}")
-        out[name] = int(value)
-    return out
 
 
 def _can_store_states(family: str, sizes: Mapping[str, int]) -> bool:
@@ -679,11 +663,8 @@ def is_long_check(family: str, sizes: Mapping[str, int]) -> bool:
 
 
 def check_arrays(
-    family: str,
-    arrays: Mapping[str, np.ndarray],
+    case: Case,
     *,
-    convention: str = "mamba",
-    chunk_len: int | None = None,
     runs: int = 3,
     kernel: Any = None,
     runtime: Any = None,
@@ -694,9 +675,9 @@ def check_arrays(
     reuse_reference: bool = False,
     reuse_forward: bool = False,
 ) -> CheckReport:
-    """Check a GPU kernel against the reference on the given input arrays.
+    """Check a GPU kernel against the reference on ``case`` (its family, convention, sizes
+    and input arrays, :mod:`ssmviz.core.case`).
 
-    ``arrays`` holds the family's input keys (see :mod:`ssmviz.core.problem`);
     ``kernel`` defaults to ssmviz's own kernel of the family. ``race_probe`` adds a
     run with every pass visiting its workgroups in reverse order, whose bits must
     equal the others' (lavapipe runs workgroups in order, which hides races between
@@ -721,8 +702,7 @@ def check_arrays(
             # ssmviz's own (trusted) kernel is rebuilt as such, any other from its source.
             own = getattr(kern, "trusted", False)
             kern = type(kern)(rt, source=None if own else kern.source)
-        return _check_arrays(family, arrays, convention=convention, chunk_len=chunk_len,
-                             runs=runs, kernel=kern, runtime=rt, store_states=store_states,
+        return _check_arrays(case, runs=runs, kernel=kern, runtime=rt, store_states=store_states,
                              race_probe=race_probe, concurrent_reference=concurrent_reference,
                              step=step, reuse_reference=reuse_reference,
                              reuse_forward=reuse_forward)
@@ -731,11 +711,8 @@ def check_arrays(
 
 
 def _check_arrays(
-    family: str,
-    arrays: Mapping[str, np.ndarray],
+    case: Case,
     *,
-    convention: str,
-    chunk_len: int | None,
     runs: int,
     kernel: Any,
     runtime: Any,
@@ -746,17 +723,15 @@ def _check_arrays(
     reuse_reference: bool,
     reuse_forward: bool,
 ) -> CheckReport:
-    fam = families.get(family)
-    if convention not in CONVENTIONS:
-        raise SsmvizError(f"convention must be mamba or builderforce; got '{convention}'")
+    fam, family, convention = case.family, case.name, case.convention
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise SsmvizError(f"runs must be an integer ≥ 1; got {runs!r}")
-    sizes = fam.infer_sizes(arrays)
-    inputs = {k: np.asarray(arrays[k]) for k in fam.inputs_of(convention)}
+    sizes = dict(case.sizes)
+    inputs = {k: np.asarray(case.arrays[k]) for k in fam.inputs_of(convention)}
     # The GPU gets float32: the reference gets exactly those values (a generated problem
     # is float64), and the values float32 cannot hold are named.
     rounding = to_float32(inputs)
-    sizes |= _run_sizes(fam, {"chunk_len": chunk_len})
+    case = replace(case, arrays=inputs)
     if store_states is None:
         store_states = _can_store_states(family, sizes)
 
@@ -771,8 +746,7 @@ def _check_arrays(
     forward_keys, grad_keys, all_states = fam.forward_keys, fam.grad_keys, fam.state_key
 
     def ref_run() -> dict[str, np.ndarray]:
-        return reference(family, inputs, convention, sizes.get("chunk_len"),
-                         reuse=reuse_reference)
+        return reference(case, reuse=reuse_reference)
 
     done = step or (lambda label: None)
 

@@ -24,20 +24,6 @@ FLOAT_LIMIT = 1e12
 FLOAT_TINY = 1e-300
 #: Seeds are 31-bit: what every seed spin box holds (numpy takes any integer ≥ 0).
 SEED_MAX = 2**31 - 1
-#: Largest sizes the app and CLI accept before even asking the device (keeps a typo
-#: like seq_len=10**12 from allocating); the device limits are checked separately.
-MAX_SIZE = {
-    "batch": 4096,
-    "seq_len": 1 << 26,
-    "d_inner": 1 << 16,
-    "d_state": 256,
-    "n_heads": 4096,
-    "d_head": 1024,
-    "n_groups": 4096,
-    "chunk_len": 4096,
-}
-
-
 def describe(value: Any) -> str:
     """A short JSON-ish rendering of ``value`` for an error message."""
     if value is None:

@@ -28,9 +28,6 @@ from ssmviz.core.reference._common import CONVENTIONS
 
 #: The meta entry is a short JSON text; anything far longer is not ssmviz's.
 MAX_META_CHARS = 1 << 20
-#: Sizes the meta may name (the export writes every size of its family).
-META_SIZES = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups",
-              "chunk_len")
 
 
 def dtype_problem(key: str, dtype: np.dtype) -> str:
@@ -211,12 +208,12 @@ def _parse_meta(zf: zipfile.ZipFile, h: _Header, path: str) -> dict[str, Any]:
     if convention is not None and convention not in CONVENTIONS:
         raise SsmvizError(f"{where} names convention {convention!r}; need one of "
                           f"{', '.join(CONVENTIONS)}")
-    sizes = meta.get("sizes")
+    sizes = meta.get("sizes")  # the export writes every size of its family
     if sizes is not None:
         if not isinstance(sizes, dict):
             raise SsmvizError(f"{where}: sizes must be an object; got {type(sizes).__name__}")
         for k, v in sizes.items():
-            if k in META_SIZES and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            if k in families.sizes() and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise SsmvizError(f"{where}: size {k} must be an integer ≥ 1; got {v!r}")
     return meta
 

@@ -64,10 +64,11 @@ class Operator:
 class KernelForward:
     """A kernel's forward for :func:`measure_operator`: call it on canonical inputs
     (ssmviz's keys and axes) for its outputs by ssmviz key ("y"; SSD "chunk_states" when
-    the kernel produces them); :meth:`columns` measures impulse columns of M."""
+    the kernel produces them); :meth:`columns` measures impulse columns of M.
+    ``run_sizes``: the family's run sizes (SSD's chunk length; none for S6)."""
 
-    def __init__(self, family: str, name: str, chunk_len: int | None) -> None:
-        self.family, self.name, self.chunk_len = family, name, chunk_len
+    def __init__(self, family: str, name: str, run_sizes: Mapping[str, int]) -> None:
+        self.family, self.name, self.run_sizes = family, name, dict(run_sizes)
 
     def __call__(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         raise NotImplementedError  # each kind of kernel runs its own way
@@ -85,20 +86,20 @@ class OwnForward(KernelForward):
     """ssmviz's own kernel (the family's runner, any source), run in this process."""
 
     def __init__(self, family: str, name: str, kernel: Any, convention: str,
-                 chunk_len: int | None) -> None:
-        super().__init__(family, name, chunk_len)
+                 run_sizes: Mapping[str, int]) -> None:
+        super().__init__(family, name, run_sizes)
         self._kernel, self._convention = kernel, convention
 
     def __call__(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         run, _ = registry.teaching(self.family).impulse_run(
-            self._kernel, arrays, self._convention, self.chunk_len, None)
+            self._kernel, arrays, self._convention, self.run_sizes, None)
         return dict(run(arrays))
 
     def columns(self, arrays: Mapping[str, np.ndarray], index: np.ndarray, cols: np.ndarray,
                 states: bool, shown: Mapping[str, np.ndarray] | None = None,
                 ) -> dict[str, np.ndarray]:
         run, per_batch = registry.teaching(self.family).impulse_run(
-            self._kernel, arrays, self._convention, self.chunk_len, shown)
+            self._kernel, arrays, self._convention, self.run_sizes, shown)
         return impulse_columns(self.family, arrays, run, index=index, cols=cols,
                                batch_elements=per_batch, states=states)
 
@@ -107,9 +108,10 @@ class FileForward(KernelForward):
     """A kernel file's forward, every run in the isolated kernel worker (a hang or crash
     raises WatchdogError, a one-line SsmvizError)."""
 
-    def __init__(self, path: str, family: str, convention: str | None, chunk_len: int | None,
-                 text: str | None, timeout: float | None, abi: str | None) -> None:
-        super().__init__(family, f"{Path(path).name} ({family})", chunk_len)
+    def __init__(self, path: str, family: str, convention: str | None,
+                 run_sizes: Mapping[str, int], text: str | None, timeout: float | None,
+                 abi: str | None) -> None:
+        super().__init__(family, f"{Path(path).name} ({family})", run_sizes)
         self.path, self.text, self.timeout = path, text, timeout
         self.convention, self.abi = convention, abi
 
@@ -125,7 +127,7 @@ class FileForward(KernelForward):
         # Each step (one run) at most ``work`` problems of these arrays' size.
         deadline = self.timeout or default_deadline(array_elements(arrays) * work)
         return get_worker().call(fn, self.path, self.text, dict(arrays), family=self.family,
-                                 convention=self.convention, chunk_len=self.chunk_len,
+                                 convention=self.convention, run_sizes=self.run_sizes,
                                  abi=self.abi,
                                  deadline=deadline, text=_read_for_depth(self.path, self.text),
                                  **kwargs)
@@ -238,12 +240,11 @@ def states_operator(
     forward: KernelForward,
     *,
     convention: str,
-    chunk_len: int,
     index: Sequence[int] | None = None,
     cols: Sequence[int] | None = None,
 ) -> Operator:
     """The operator the kernel's chunk-state buffer implies (families with chunk states:
-    SSD), (n_sel, seq_len, n_cols), all rows.
+    SSD), (n_sel, seq_len, n_cols), all rows, at the forward's run sizes (its chunk length).
 
     Diagonal chunk blocks are measured through y (as :func:`measure_operator`); below
     them the family's ``Teaching.states_operator`` reads M off the GPU's stored state
@@ -260,7 +261,7 @@ def states_operator(
     sel = check_indices(tc.unit, index, width)
     c = check_indices("column", cols, L)
     got = forward.columns(_first(family, arrays), sel, c, states=True, shown=arrays)
-    M = tc.states_operator(arrays, convention, chunk_len, sel, c, got["M"],
+    M = tc.states_operator(arrays, convention, forward.run_sizes, sel, c, got["M"],
                            got["chunk_states"])
     D = np.asarray(arrays["D"], np.float64)[sel]
     return Operator(family, M, D, sel, np.arange(L), c, f"{forward.name}, chunk states")
@@ -290,46 +291,52 @@ def toeplitz_gap(M: np.ndarray) -> float:
     return float(np.max(np.abs(M[1:, 1:] - M[:-1, :-1]))) / top
 
 
-def block_errors(diff: np.ndarray, chunk_len: int) -> np.ndarray:
-    """Largest |diff| per chunk block: (n_sel, seq_len, seq_len) full-size differences
-    (or bools) -> (n_sel, n_chunks, n_chunks), n_chunks = ceil(seq_len / chunk_len)."""
+def block_errors(diff: np.ndarray, block: int) -> np.ndarray:
+    """Largest |diff| per block of ``block`` steps (SSD: its chunk length): (n_sel,
+    seq_len, seq_len) full-size differences (or bools) -> (n_sel, n_blocks, n_blocks),
+    n_blocks = ceil(seq_len / block)."""
     diff = np.abs(np.asarray(diff, np.float64))
     n_sel, L, L2 = diff.shape
     if L != L2:
         raise SsmvizError(f"block_errors needs every row and column; got {diff.shape}")
-    Q = min(int(chunk_len), L)
+    Q = min(int(block), L)
     NC = -(-L // Q)
     pad = np.zeros((n_sel, NC * Q, NC * Q))
     pad[:, :L, :L] = diff
     return pad.reshape(n_sel, NC, Q, NC, Q).max(axis=(2, 4))
 
 
-def wrong_blocks(gpu: Operator, ref: Operator, chunk_len: int, *,
+def wrong_blocks(gpu: Operator, ref: Operator, block: int, *,
                  tolerance: float = FORWARD_TOL) -> np.ndarray:
-    """(n_chunks, n_chunks) bool: the chunk blocks (row chunk, column chunk) where gpu.M
+    """(n_blocks, n_blocks) bool: the blocks of ``block`` steps (SSD: its chunks; row
+    block, column block) where gpu.M
     and ref.M differ past the forward element bound (:func:`bad_elements`) in any
     selected channel / head. Both must hold all rows and columns."""
     bad = bad_elements(gpu.M, ref.M, tolerance=tolerance)
-    return block_errors(bad, chunk_len).max(axis=0) > 0
+    return block_errors(bad, block).max(axis=0) > 0
 
 
 def own_forward(
     family: str,
     *,
     convention: str,
-    chunk_len: int | None = None,
+    run_sizes: Mapping[str, int] | None = None,
     runtime: Any = None,
     source: str | None = None,
 ) -> KernelForward:
-    """The forward of ssmviz's own kernel (``source``: an edited shader text); SSD
-    returns chunk_states too (``chunk_len`` required)."""
+    """The forward of ssmviz's own kernel (``source``: an edited shader text) at the
+    family's ``run_sizes`` (all required: SSD's chunk length); SSD returns chunk_states
+    too."""
     registry.teaching(family)
     fam = registry.get(family)
-    if "chunk_len" in fam.run_sizes and chunk_len is None:
-        raise SsmvizError(f"the {fam.name.upper()} operator needs chunk_len")
+    given = dict(run_sizes or {})
+    for name in fam.run_sizes:
+        if given.get(name) is None:
+            raise SsmvizError(f"the {fam.name.upper()} operator needs {name}")
     kernel = fam.kernel(runtime, source=source)
     name = f"ssmviz {family}" + (" (edited)" if source is not None else "")
-    return OwnForward(family, name, kernel, convention, chunk_len)
+    return OwnForward(family, name, kernel, convention,
+                      {k: int(given[k]) for k in fam.run_sizes})
 
 
 def file_forward(
@@ -337,7 +344,7 @@ def file_forward(
     *,
     family: str,
     convention: str | None = None,
-    chunk_len: int | None = None,
+    run_sizes: Mapping[str, int] | None = None,
     text: str | None = None,
     timeout: float | None = None,
     abi: str | None = None,
@@ -345,9 +352,10 @@ def file_forward(
     """The forward of a kernel file (``text``: its source as applied) under its
     ``family`` profile (``abi``: that profile by name), run in the isolated worker (a
     hang or crash raises WatchdogError, a one-line SsmvizError); outputs under ssmviz's
-    keys. ``convention`` None: the profile's own."""
+    keys. ``convention`` None: the profile's own; ``run_sizes``: the family's run sizes
+    (SSD's chunk length; unset: the profile's)."""
     registry.teaching(family)
-    return FileForward(path, family, convention, chunk_len, text, timeout, abi)
+    return FileForward(path, family, convention, run_sizes or {}, text, timeout, abi)
 
 
 def operator_export_arrays(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import zlib
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, make_dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -98,30 +98,16 @@ class ParamInit:
             raise SsmvizError(f"init delta_noise must be ≥ 0; got {self.delta_noise}")
 
 
-@dataclass(frozen=True)
-class Problem:
-    """Everything needed to build a problem's inputs.
+class _ProblemBase:
+    """What every :class:`Problem` does (its fields are made below, from the families'
+    size declarations)."""
 
-    The family's ``size_names`` say which sizes it uses (S6: batch, seq_len, d_inner,
-    d_state; SSD: batch, seq_len, n_heads, d_head, n_groups, d_state, chunk_len, with
-    d_inner = n_heads·d_head). ``d_inner`` may be left ``None``: the family's default
-    (S6) or what the other sizes make it (SSD; when given it must match).
-    """
-
-    family: str = "s6"
-    convention: str = "mamba"
-    batch: int = 1
-    seq_len: int = 256
-    d_inner: int | None = None
-    d_state: int = 16
-    n_heads: int = 4
-    d_head: int = 16
-    n_groups: int = 1
-    chunk_len: int = 64
-    signal: SignalSpec = field(default_factory=SignalSpec)
-    init: ParamInit = field(default_factory=ParamInit)
-    dy: str = "random"
-    seed: int = 0
+    family: str
+    convention: str
+    signal: SignalSpec
+    init: ParamInit
+    dy: str
+    seed: int
 
     # -- sizes ----------------------------------------------------------------------------
     @property
@@ -215,6 +201,38 @@ class Problem:
     def with_(self, **changes: Any) -> Problem:
         """A copy with some fields changed."""
         return replace(self, **changes)
+
+
+def _size_fields() -> list[tuple[str, str, Any]]:
+    """The Problem's size fields: every size a built-in family declares, in declaration
+    order. A size some family derives (d_inner = n_heads·d_head) is ``int | None``,
+    default None (the family's default or product); the others are ``int``, with the
+    default of the first family that declares them."""
+    return [(name, "int" if default is not None else "int | None", field(default=default))
+            for name, default in families.problem_defaults().items()]
+
+
+Problem = make_dataclass(
+    "Problem",
+    [("family", "str", field(default="s6")), ("convention", "str", field(default="mamba")),
+     *_size_fields(),
+     ("signal", "SignalSpec", field(default_factory=SignalSpec)),
+     ("init", "ParamInit", field(default_factory=ParamInit)),
+     ("dy", "str", field(default="random")),
+     ("seed", "int", field(default=0))],
+    bases=(_ProblemBase,),
+    frozen=True,
+    namespace={"__doc__": """Everything needed to build a problem's inputs.
+
+    family, convention, one field per size that a built-in family declares (its
+    ``sizes.py``: S6: batch, seq_len, d_inner, d_state; SSD and Mamba-3 also n_heads,
+    d_head, n_groups, chunk_len, with d_inner = n_heads·d_head), the signal, the parameter
+    init, dy and the seed. A family uses the sizes it declares; ``d_inner`` may be left
+    ``None``: the family's default (S6) or what the other sizes make it (SSD; when given it
+    must match).
+    """},
+)
+Problem.__module__ = __name__
 
 
 # -- user-supplied inputs (``--inputs PATH.npz``) --------------------------------------------

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ssmviz.core import families
+from ssmviz.core.case import Case
 from ssmviz.core.check import GRAD_TOL, CheckReport, check_arrays
 from ssmviz.core.problem import Problem
 
@@ -34,13 +35,7 @@ def run_sweep(
     one line per case, ``step`` (progress) its short name as each case finishes."""
     rows, adapter = [], ""
     for p in cases(family, quick):
-        report = check_arrays(
-            family,
-            p.build(),
-            convention=p.convention,
-            chunk_len=p.chunk_len,
-            runs=runs,
-        )
+        report = check_arrays(Case.of_problem(p), runs=runs)
         adapter = report.adapter
         row = {
             "sizes": report.sizes,

@@ -16,33 +16,23 @@ import pytest
 
 from ssmviz.core import families
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.families import Family, RoleSpec
+from ssmviz.core.families import Family, RoleSpec, Size, SizeSet
 from ssmviz.core.families.abi import AbiProfile, BufferSpec, PassSpec
 from ssmviz.core.families.family import check_shapes, require_keys
-from ssmviz.core.fields import MAX_SIZE, check_int
 from ssmviz.core.signals import SignalSpec, generate
 from tests.toy_family import reference
 from tests.toy_family.kernel import BINDINGS, FORWARD, ToyKernel
 from tests.toy_family.view import VIEW
 
 INPUT_KEYS = ("x", "a", "b", "c", "dy")
-SIZE_NAMES = ("batch", "seq_len", "d_inner")
+SIZES = SizeSet((Size("batch", 1, 4096), Size("seq_len", 64, 1 << 26),
+                 Size("d_inner", 4, 1 << 16)))
+SIZE_NAMES = SIZES.names
 _BLD = ("batch", "seq_len", "d_inner")
 
 
-def _sizes(p: Any) -> dict[str, int]:
-    return {"batch": p.batch, "seq_len": p.seq_len, "d_inner": 4 if p.d_inner is None
-            else p.d_inner}
-
-
-def _check(p: Any) -> None:
-    for name in SIZE_NAMES:
-        if name != "d_inner" or p.d_inner is not None:
-            check_int(name, getattr(p, name), 1, MAX_SIZE[name])
-
-
 def _build(p: Any) -> dict[str, np.ndarray]:
-    s = _sizes(p)
+    s = p.sizes()
     b, L, d = s["batch"], s["seq_len"], s["d_inner"]
     return {
         "x": generate(p.signal, b, L, d),
@@ -106,12 +96,8 @@ FAMILY = Family(
     forward_keys=("y", "h"),
     grad_keys=reference.GRAD_KEYS,
     state_key="h",
-    size_names=SIZE_NAMES,
-    run_sizes=(),
-    default_sizes={"batch": 1, "seq_len": 64, "d_inner": 4},
+    sizes=SIZES,
     bench_sizes={},
-    problem_sizes=_sizes,
-    check_problem=_check,
     build_arrays=_build,
     infer_sizes=_infer,
     reference_forward=reference.forward,

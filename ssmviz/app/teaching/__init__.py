@@ -3,7 +3,7 @@
 Each view is one module of this package (a :class:`~ssmviz.app.teaching.base.TeachingView`
 subclass); the numbers come from the families' Qt-free teaching functions, computed off
 the UI thread. This module is Qt-free: sessions validate their ``teaching.view`` against
-:func:`views_of`.
+:func:`views_of` (the registry's, :func:`ssmviz.core.families.views_of`).
 
 Which views a family has is the family's own word: ``Family.teaching.views`` in the
 registry (:mod:`ssmviz.core.families`).
@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from ssmviz.core import families as registry
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families import views_of
 from ssmviz.core.families.teaching import Teaching
+
+__all__ = ["MEASURES", "VIEW_TITLES", "measures_of", "teaching_for", "views_of"]
 
 #: How the operator view may measure the GPU M: through y, or through the kernel's
 #: chunk-state buffer (a family with chunk states: ``Teaching.states_operator``).
@@ -27,15 +30,6 @@ VIEW_TITLES: dict[str, str] = {
     "scan_tree": "Scan tree",
     "discretisation": "Discretisation",
 }
-
-
-def views_of(family: str) -> tuple[str, ...]:
-    """The teaching views of ``family``, in the order of their tabs (none for a family
-    without any, or one not registered)."""
-    if family not in registry.names():
-        return ()
-    teaching = registry.get(family).teaching
-    return () if teaching is None else teaching.views
 
 
 def measures_of(family: str) -> tuple[str, ...]:

@@ -59,14 +59,15 @@ class ChunksData:
     summary: str
 
 
-def block_rects(blocks: np.ndarray, chunk_len: int, seq_len: int
+def block_rects(blocks: np.ndarray, block: int, seq_len: int
            ) -> list[tuple[float, float, float, float]]:
-    """(x, y, w, h) of the True blocks (row chunk r, column chunk c): x is columns."""
+    """(x, y, w, h) of the True blocks of ``block`` steps (row chunk r, column chunk c): x
+    is columns."""
     out = []
     for r, c in np.argwhere(blocks):
-        y0, x0 = r * chunk_len, c * chunk_len
-        out.append((float(x0), float(y0), float(min(chunk_len, seq_len - x0)),
-                    float(min(chunk_len, seq_len - y0))))
+        y0, x0 = r * block, c * block
+        out.append((float(x0), float(y0), float(min(block, seq_len - x0)),
+                    float(min(block, seq_len - y0))))
     return out
 
 

@@ -153,8 +153,9 @@ class ChunkGrid(_Cosmetic):
         self.pen.setCosmetic(True)
         self.lines: list[QLineF] = []
 
-    def set_grid(self, size: int, chunk_len: int | None) -> None:
-        steps = np.arange(chunk_len, size, chunk_len) if chunk_len else np.zeros(0)
+    def set_grid(self, size: int, block: int | None) -> None:
+        """Lines every ``block`` steps over a size × size matrix (None: none)."""
+        steps = np.arange(block, size, block) if block else np.zeros(0)
         s = float(size)
         self.lines = [QLineF(float(k), 0.0, float(k), s) for k in steps]
         self.lines += [QLineF(0.0, float(k), s, float(k)) for k in steps]

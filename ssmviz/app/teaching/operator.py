@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QCheckBox, QComboBox
 
 from ssmviz.app.derived import Selection, sizes_of
 from ssmviz.app.plots import Line, MultiLine, Plot, cache_static, quiet_axes
-from ssmviz.app.runner import RunResult, one_line, run_chunk_len
+from ssmviz.app.runner import RunResult, one_line, run_sizes
 from ssmviz.app.scales import ColourBar, integer_axes
 from ssmviz.app.teaching import measures_of
 from ssmviz.app.teaching.base import (
@@ -79,14 +79,14 @@ def kernel_forward(result: RunResult) -> op.KernelForward:
     """The forward of the kernel the run used: ssmviz's own, or the file / edited shader
     the shader panel holds (that one in the isolated worker, as the run did)."""
     p = result.problem
-    chunk_len = run_chunk_len(p)
+    run = run_sizes(p)
     choice = result.kernel
     if choice is None or choice.is_default or (result.external is None
                                                and result.run_source is None):
         # The built-in kernel ran (also when a chosen file fell back to it).
-        return op.own_forward(p.family, convention=p.convention, chunk_len=chunk_len)
+        return op.own_forward(p.family, convention=p.convention, run_sizes=run)
     return op.file_forward(choice.path, family=p.family, convention=p.convention,
-                           chunk_len=chunk_len, text=choice.text)
+                           run_sizes=run, text=choice.text)
 
 
 class _Measured:
@@ -111,8 +111,7 @@ class _Measured:
             fwd = kernel_forward(result)
             if measure == "states":
                 value: op.Operator | str = op.states_operator(
-                    result.inputs, fwd, convention=p.convention, chunk_len=p.chunk_len,
-                    index=[index], cols=cols)
+                    result.inputs, fwd, convention=p.convention, index=[index], cols=cols)
             else:
                 value = op.measure_operator(p.family, result.inputs, fwd, index=[index],
                                             cols=cols, isolate=True)
@@ -217,7 +216,7 @@ def operator_data(result: RunResult, sel: Selection, measure: str = "y") -> Oper
     # check.compare's element bound over the whole matrix (its scale: M's rms).
     bound = float(np.min(element_bound(ref, FORWARD_TOL))) if ref.size else 0.0
     data = OperatorData(p.family, p.convention, index, what, sel.state, measure, L,
-                        run_chunk_len(p), cols, ref, gpu, note,
+                        run_sizes(p).get("chunk_len"), cols, ref, gpu, note,
                         _images(ref, gpu, bound), dict(result.inputs))
     parts = [f"batch element 0, {what}"]
     if gpu is not None:

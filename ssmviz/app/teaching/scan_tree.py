@@ -49,10 +49,10 @@ class TreeData:
     spans: list[tuple[int, int]]
 
 
-def tree_data(result: RunResult, sel: Selection, chunk_len: int | None = None,
+def tree_data(result: RunResult, sel: Selection, kernel_chunk: int | None = None,
               textbook: bool = False) -> TreeData:
-    """The view's numbers for ``result`` and ``sel`` (worker thread); ``chunk_len``: the
-    kernel's chunk length for this tree (None: the kernel's own choice); ``textbook``:
+    """The view's numbers for ``result`` and ``sel`` (worker thread); ``kernel_chunk``: the
+    S6 kernel's chunk length for this tree (None: the kernel's own choice); ``textbook``:
     the Kogge–Stone scan instead (reference values only)."""
     p = result.problem
     if textbook:
@@ -78,7 +78,7 @@ def tree_data(result: RunResult, sel: Selection, chunk_len: int | None = None,
         # An edited shader runs only in the isolated worker, under its watchdog.
         gpu, note = False, "reference values only: an edited shader's buffers are not read"
     tree = scan_tree(result.inputs, convention=p.convention, channel=sel.channel,
-                        state=sel.state, batch_index=sel.batch, fwd_chunk_len=chunk_len,
+                        state=sel.state, batch_index=sel.batch, fwd_chunk_len=kernel_chunk,
                         gpu=gpu)
     status = _status(tree)
     wrong = status.count("wrong")

@@ -21,14 +21,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from ssmviz.core import families
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external.isolated import check_kernel_file_isolated
 from ssmviz.core.external.loader import load_kernel_file
 from ssmviz.core.external.profiles import get_profile
 from ssmviz.core.external.runner import EXIT_BUILD, KernelCheckResult, summary_line
-
-_SIZE_ARGS = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups",
-              "chunk_len")
 
 
 def run_kernel_check(
@@ -136,7 +134,7 @@ def main_check_kernel(args: argparse.Namespace, *, arrays: Mapping[str, Any] | N
                       collect: list | None = None) -> int:
     """Adapter for the CLI: reads kernel, abi, convention, runs, seed, watch and the sizes;
     ``arrays`` and ``collect`` as for :func:`run_kernel_check`."""
-    sizes = {k: getattr(args, k) for k in _SIZE_ARGS if getattr(args, k, None) is not None}
+    sizes = {k: getattr(args, k) for k in families.sizes() if getattr(args, k, None) is not None}
     kw = {
         "abi": getattr(args, "abi", None),
         "convention": getattr(args, "kernel_convention", None) or getattr(args, "convention", None),

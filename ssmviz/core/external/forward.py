@@ -78,29 +78,27 @@ def _load(path: str, text: str | None, family: str, convention: str | None, abi:
                        {s.name: s.text for s in kf.sources}, an.modules, rt)
 
 
-def _given_sizes(family: str, arrays: Mapping[str, np.ndarray], chunk_len: int | None
+def _given_sizes(family: str, arrays: Mapping[str, np.ndarray], run_sizes: Mapping[str, int]
                  ) -> dict[str, int]:
     signal = arrays[registry.teaching(family).signal]
     # infer_sizes wants dy too; a forward reads none
     given = infer_sizes(family, {"dy": np.broadcast_to(np.float32(0), np.shape(signal)),
                                  **arrays})
-    if chunk_len:
-        given["chunk_len"] = chunk_len
-    return given
+    return given | {k: v for k, v in run_sizes.items() if v}
 
 
-def _sizes(fk: _FileKernel, arrays: Mapping[str, np.ndarray], chunk_len: int | None,
+def _sizes(fk: _FileKernel, arrays: Mapping[str, np.ndarray], run_sizes: Mapping[str, int],
            batch: int | None = None) -> dict[str, int]:
-    given = _given_sizes(fk.prof.family, arrays, chunk_len)
+    given = _given_sizes(fk.prof.family, arrays, run_sizes)
     if batch is not None:
         given["batch"] = batch
     return fk.prof.sizes_for(base_sizes(fk.prof.family, given))
 
 
-def _forward(fk: _FileKernel, arrays: Mapping[str, np.ndarray], chunk_len: int | None
+def _forward(fk: _FileKernel, arrays: Mapping[str, np.ndarray], run_sizes: Mapping[str, int]
              ) -> dict[str, np.ndarray]:
     prof = fk.prof
-    sizes = _sizes(fk, arrays, chunk_len)
+    sizes = _sizes(fk, arrays, run_sizes)
     values = abi_inputs(prof, arrays)
     raw, _ = _run(fk.plan, fk.texts, fk.modules, sizes, values, fk.rt)
     out: dict[str, np.ndarray] = {}
@@ -111,41 +109,42 @@ def _forward(fk: _FileKernel, arrays: Mapping[str, np.ndarray], chunk_len: int |
     return out
 
 
-def _runner(fk: _FileKernel, arrays: Mapping[str, np.ndarray], chunk_len: int | None
+def _runner(fk: _FileKernel, arrays: Mapping[str, np.ndarray], run_sizes: Mapping[str, int]
             ) -> tuple[Any, int]:
     """(forward, elements of its largest buffer per batch element) for impulse runs."""
     prof = fk.prof
     if prof.host is not None:  # ssmviz's own ABI: its host code runs the file's source
         kernel = registry.get(prof.family).kernel(fk.rt, source=fk.plan.passes[0][1].text)
         return registry.teaching(prof.family).impulse_run(kernel, arrays, fk.plan.convention,
-                                                          chunk_len)
-    sizes = _sizes(fk, arrays, chunk_len, batch=1)
+                                                          run_sizes, None)
+    sizes = _sizes(fk, arrays, run_sizes, batch=1)
     names = {b for p, _ in fk.plan.passes for b in p.bindings.values()} - {"params"}
     per_batch = max(gb.elements for gb in gpu_buffers(prof, names, sizes).values())
-    return (lambda inputs: _forward(fk, inputs, chunk_len)), per_batch
+    return (lambda inputs: _forward(fk, inputs, run_sizes)), per_batch
 
 
 def file_forward_outputs(path: str, text: str | None, arrays: Mapping[str, np.ndarray], *,
-                         family: str, convention: str | None, chunk_len: int | None,
+                         family: str, convention: str | None, run_sizes: Mapping[str, int],
                          abi: str | None = None) -> dict[str, np.ndarray]:
     """The forward outputs (ssmviz's keys) of the file's ``family`` kernel (under profile
-    ``abi``, default the one it matches) on ``arrays`` (canonical inputs). Raises a
-    one-line SsmvizError when the file cannot run."""
-    fk = _load(path, text, family, convention, abi, _given_sizes(family, arrays, chunk_len))
-    run, _ = _runner(fk, arrays, chunk_len)
+    ``abi``, default the one it matches) on ``arrays`` (canonical inputs; ``run_sizes``:
+    the family's run sizes, unset ones the profile's). Raises a one-line SsmvizError when
+    the file cannot run."""
+    fk = _load(path, text, family, convention, abi, _given_sizes(family, arrays, run_sizes))
+    run, _ = _runner(fk, arrays, run_sizes)
     progress.report("run", f"the forward of {path}")
     return dict(run(arrays))
 
 
 def file_operator_columns(path: str, text: str | None, arrays: Mapping[str, np.ndarray], *,
-                          family: str, convention: str | None, chunk_len: int | None,
+                          family: str, convention: str | None, run_sizes: Mapping[str, int],
                           index: np.ndarray, cols: np.ndarray, states: bool = False,
                           abi: str | None = None) -> dict[str, np.ndarray]:
     """:func:`ssmviz.core.impulse.impulse_columns` through the file's ``family`` kernel
     (``arrays``: the problem, batch element 0 is measured; ``abi`` as for
     :func:`file_forward_outputs`)."""
-    fk = _load(path, text, family, convention, abi, _given_sizes(family, arrays, chunk_len))
-    run, per_batch = _runner(fk, arrays, chunk_len)
+    fk = _load(path, text, family, convention, abi, _given_sizes(family, arrays, run_sizes))
+    run, per_batch = _runner(fk, arrays, run_sizes)
     return impulse_columns(family, arrays, run, index=index, cols=cols,
                            batch_elements=per_batch, states=states,
                            report=lambda what: progress.report("run", f"{what} of {path}"))

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from ssmviz.core import families
+from ssmviz.core.case import Case
 from ssmviz.core.check import check_arrays
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external import progress
@@ -505,14 +506,14 @@ def _array_elements(arrays: Mapping[str, np.ndarray]) -> int:
 
 
 def run_live_isolated(path: str, text: str | None, arrays: Mapping[str, np.ndarray], *,
-                      family: str, chunk_len: int | None = None, race_probe: bool = True,
-                      timeout: float | None = None) -> Any:
+                      family: str, run_sizes: Mapping[str, int] | None = None,
+                      race_probe: bool = True, timeout: float | None = None) -> Any:
     """:func:`~ssmviz.core.external.live.run_live` in the worker (the app's live run of a
     file); raises a one-line SsmvizError (a :class:`WatchdogError` for a hang or crash)."""
 
     deadline = timeout if timeout is not None else default_deadline(_array_elements(arrays))
     return get_worker().call(run_live, path, text, dict(arrays), family=family,
-                             chunk_len=chunk_len, race_probe=race_probe, deadline=deadline,
+                             run_sizes=run_sizes, race_probe=race_probe, deadline=deadline,
                              text=_read_for_depth(path, text))
 
 
@@ -544,21 +545,16 @@ def kernel_analysis_isolated(path: str, text: str, *, builtin: bool = False,
                              deadline=timeout if timeout is not None else BASE_DEADLINE_S)
 
 
-def check_source(family: str, source: str, arrays: Mapping[str, np.ndarray], *,
-                 convention: str, chunk_len: int | None) -> Any:
+def check_source(case: Case, source: str) -> Any:
     """``check_arrays`` of ssmviz's host code running ``source`` (an edited built-in
-    shader) on ``arrays``; one run, no race probe (the app's live run). In the worker."""
+    shader) on ``case``; one run, no race probe (the app's live run). In the worker."""
 
-    kernel = families.get(family).kernel(get_runtime(), source=source)
-    progress.report("run", f"the edited {family} shader (build and passes)")
-    return check_arrays(family, arrays, convention=convention, chunk_len=chunk_len, runs=1,
-                        kernel=kernel, race_probe=False, concurrent_reference=True)
+    kernel = case.family.kernel(get_runtime(), source=source)
+    progress.report("run", f"the edited {case.name} shader (build and passes)")
+    return check_arrays(case, runs=1, kernel=kernel, race_probe=False, concurrent_reference=True)
 
 
-def check_source_isolated(family: str, source: str, arrays: Mapping[str, np.ndarray], *,
-                          convention: str, chunk_len: int | None,
-                          timeout: float | None = None) -> Any:
+def check_source_isolated(case: Case, source: str, *, timeout: float | None = None) -> Any:
     """:func:`check_source` in the worker; returns its CheckReport."""
-    deadline = timeout if timeout is not None else default_deadline(_array_elements(arrays))
-    return get_worker().call(check_source, family, source, dict(arrays), convention=convention,
-                             chunk_len=chunk_len, deadline=deadline, text=source)
+    deadline = timeout if timeout is not None else default_deadline(_array_elements(case.arrays))
+    return get_worker().call(check_source, case, source, deadline=deadline, text=source)

@@ -107,15 +107,16 @@ def run_live(
     arrays: Mapping[str, np.ndarray],
     *,
     family: str,
-    chunk_len: int | None = None,
+    run_sizes: Mapping[str, int] | None = None,
     race_probe: bool = True,
     runtime: Any = None,
 ) -> LiveRun:
     """Run and judge ``path`` (as ``text``, when given) on ``arrays`` under its ``family``
-    profile; raises a one-line SsmvizError when it cannot run (build error, the ABI
-    cannot take these sizes, no kernel of this family)."""
+    profile (``run_sizes``: the family's, SSD's chunk length; unset: the profile's);
+    raises a one-line SsmvizError when it cannot run (build error, the ABI cannot take
+    these sizes, no kernel of this family)."""
     res = check_kernel(path, text=text, arrays=arrays, family=family,
-                       sizes={"chunk_len": chunk_len} if chunk_len else None,
+                       sizes={k: v for k, v in (run_sizes or {}).items() if v} or None,
                        runs=1, probe=race_probe, size_probe=False, runtime=runtime)
     if res.report is None or res.profile is None:
         raise SsmvizError(why_not_run(res))

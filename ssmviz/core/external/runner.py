@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ssmviz.core import families, guard
+from ssmviz.core.case import Case
 from ssmviz.core.check import (
     FORWARD_TOL,
     GRAD_TOL,
@@ -1426,11 +1427,11 @@ def _judge_host(prof: AbiProfile, an: _Analysis, kf: KernelFile,
     given = opts.arrays
     arrays = _problem_arrays(prof, sizes, conv, seed) if given is None else abi_inputs(prof, given)
     probe = opts.probe
-    chunk = sizes.get("chunk_len")
+    run = {k: sizes.get(k) for k in families.get(family).run_sizes}
     kernel = families.get(family).kernel(rt, source=src.text)
     progress.report("run", f"the {family} host code's passes of `{src.name}`")
     # The race probe below rewrites the user's source itself, so none from check_arrays.
-    report = check_arrays(family, arrays, convention=conv, chunk_len=chunk, runs=runs,
+    report = check_arrays(Case.of_arrays(family, arrays, convention=conv, run=run), runs=runs,
                           kernel=kernel, runtime=rt, store_states=True, race_probe=False)
     res.report = report
     res.reference = dict(report.ref)
@@ -1462,8 +1463,9 @@ def _judge_host(prof: AbiProfile, an: _Analysis, kf: KernelFile,
         for sizes2 in plans:
             fresh = None if given is not None else _problem_arrays(prof, sizes2, conv, seed)
             arrays2 = probe_inputs(family, report.inputs, sizes2, fresh)
-            rep2 = check_arrays(family, arrays2, convention=conv, chunk_len=chunk, runs=1,
-                                kernel=kernel, runtime=rt, store_states=True, race_probe=False)
+            rep2 = check_arrays(Case.of_arrays(family, arrays2, convention=conv, run=run),
+                                runs=1, kernel=kernel, runtime=rt, store_states=True,
+                                race_probe=False)
             name = _probe_name(sizes, sizes2, family)
             bad = [v for v in rep2.verdicts if v.checked and not v.passed]
             for v in bad:

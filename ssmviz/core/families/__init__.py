@@ -6,11 +6,12 @@
 ``mamba3/``     Mamba-3 SISO (trapezoidal rule, rotary state): ``shaders/mamba3.wgsl``
 ==============  =====================================================================
 
-Each package holds its ABI (``abi.py``), its variant choice (``plan.py``), its runner
-(``kernel.py``), its float64 reference (``reference.py``), the builderforce profile of
-the family (``builderforce.py``) and its measurement log (``NOTES.md``); its
-``__init__`` builds the :class:`Family` record. :func:`register` adds a family from
-elsewhere (the test suite's toy recurrence) without editing any module here.
+Each package holds its sizes (``sizes.py``, the one list of its size names), its ABI
+(``abi.py``), its variant choice (``plan.py``), its runner (``kernel.py``), its float64
+reference (``reference.py``), the builderforce profile of the family (``builderforce.py``)
+and its measurement log (``NOTES.md``); its ``__init__`` builds the :class:`Family`
+record. :func:`register` adds a family from elsewhere (the test suite's toy recurrence)
+without editing any module here.
 """
 
 from __future__ import annotations
@@ -20,13 +21,16 @@ from ssmviz.core.families import mamba3 as _mamba3
 from ssmviz.core.families import s6 as _s6
 from ssmviz.core.families import ssd as _ssd
 from ssmviz.core.families.family import Family, KernelRunner, RoleSpec
+from ssmviz.core.families.sizes import Size, SizeSet, union
 from ssmviz.core.families.teaching import Teaching
 
-__all__ = ["Family", "KernelRunner", "RoleSpec", "Teaching", "get", "names", "register",
-           "teaching"]
+__all__ = ["Family", "KernelRunner", "RoleSpec", "Size", "SizeSet", "Teaching",
+           "declarations", "get", "names", "problem_defaults", "register", "sizes",
+           "teaching", "views_of"]
 
 _BUILT_IN = (_s6.FAMILY.name, _ssd.FAMILY.name, _mamba3.FAMILY.name)
 _REGISTRY: dict[str, Family] = {f.name: f for f in (_s6.FAMILY, _ssd.FAMILY, _mamba3.FAMILY)}
+union(f.sizes for f in _REGISTRY.values())  # one limit per size name
 
 
 def names() -> tuple[str, ...]:
@@ -53,10 +57,49 @@ def teaching(name: str) -> Teaching:
     return family.teaching
 
 
+def sizes() -> dict[str, Size]:
+    """Every size name of the registered families, first declaration first (built-ins
+    first): the CLI's size flags, the app's size controls, the sizes an inputs archive's
+    meta may name. The built-ins' names are the :class:`~ssmviz.core.problem.Problem`'s
+    size fields."""
+    return union(f.sizes for f in _REGISTRY.values())
+
+
+def problem_defaults() -> dict[str, int | None]:
+    """Every size of :func:`sizes` with the default a problem (and ``ssmviz check``) gives
+    it: None for a size some family derives (d_inner = n_heads·d_head, or S6's default),
+    else its first declaration's default."""
+    return {name: None if any(s.product_of for s in declarations(name)) else size.default
+            for name, size in sizes().items()}
+
+
+def declarations(name: str) -> list[Size]:
+    """How each registered family that has the size ``name`` declares it."""
+    return [s for f in _REGISTRY.values() if (s := f.sizes.get(name)) is not None]
+
+
+def views_of(name: str) -> tuple[str, ...]:
+    """The teaching views of the family named ``name``, in the order of their tabs (none
+    for a family without any, or one not registered)."""
+    family = _REGISTRY.get(name) if isinstance(name, str) else None
+    if family is None or family.teaching is None:
+        return ()
+    return family.teaching.views
+
+
 def register(family: Family) -> Family:
     """Add ``family`` (or replace the one of the same name: a test re-registering its own).
-    A built-in family cannot be replaced. Returns ``family``."""
+    A built-in family cannot be replaced; a family's sizes must be among the built-ins'
+    (a problem has a field for each of those only), with the same limits. Returns
+    ``family``."""
     if family.name in _BUILT_IN and _REGISTRY.get(family.name) is not family:
         raise SsmvizError(f"family '{family.name}' is built in and cannot be replaced")
+    known = union(_REGISTRY[n].sizes for n in _BUILT_IN)
+    for size in family.sizes.sizes:
+        if size.name not in known:
+            raise SsmvizError(f"family '{family.name}' declares the size {size.name}, which "
+                              f"no built-in family has (a problem has fields for "
+                              f"{', '.join(known)})")
+    union([*(_REGISTRY[n].sizes for n in _BUILT_IN), family.sizes])  # same limits
     _REGISTRY[family.name] = family
     return family

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families.sizes import SizeSet
 
 if TYPE_CHECKING:
     from ssmviz.core.families.abi import AbiProfile
@@ -117,11 +118,9 @@ class Family:
     Keys: ``input_keys`` (every input array, the upstream gradient ``dy`` last),
     ``forward_keys`` (forward outputs the check judges), ``grad_keys`` (one per input but
     dy), ``state_key`` (the forward output holding every state, returned and judged only
-    while ``state_elements`` is small). Sizes: ``size_names`` (the Problem fields this
-    family uses, in :meth:`Problem.sizes` order), ``run_sizes`` (sizes a run needs that the
-    arrays' shapes do not carry: SSD's chunk_len), ``default_sizes`` (the app's and
-    Problem's defaults; its keys are the sizes a user sets, one control each in the app),
-    ``bench_sizes`` (size class -> label -> sizes).
+    while ``state_elements`` is small). Sizes: ``sizes`` (the family's declaration, its
+    ``sizes.py``: names, defaults, limits, constraints; ``size_names``, ``run_sizes`` and
+    ``default_sizes`` are read from it), ``bench_sizes`` (size class -> label -> sizes).
     """
 
     name: str
@@ -132,16 +131,11 @@ class Family:
     forward_keys: tuple[str, ...]
     grad_keys: tuple[str, ...]
     state_key: str
-    size_names: tuple[str, ...]
-    run_sizes: tuple[str, ...]
-    default_sizes: Mapping[str, int]
+    #: Every size, declared once (name, default, limit, flag, control group, constraints).
+    sizes: SizeSet
     #: Size class ("full", "small", "tiny"; "reference": the float64 reference's bench)
     #: -> label -> sizes.
     bench_sizes: Mapping[str, Mapping[str, Mapping[str, int]]]
-    #: Problem -> its sizes by name (``size_names``; defaults filled in, d_inner derived).
-    problem_sizes: Callable[[Problem], dict[str, int]]
-    #: Raise a one-line SsmvizError naming the first bad size of a Problem.
-    check_problem: Callable[[Problem], None]
     #: Problem -> every input array (float64), keyed by ``input_keys`` (what ``build`` does).
     build_arrays: Callable[[Problem], dict[str, np.ndarray]]
     #: Input arrays -> their sizes, cross-checked; a one-line SsmvizError names a bad shape.
@@ -202,6 +196,30 @@ class Family:
     def every_input(self) -> set[str]:
         """The input keys of every convention."""
         return set(self.input_keys).union(*(k[0] for k in self.convention_keys.values()))
+
+    @property
+    def size_names(self) -> tuple[str, ...]:
+        """Every size of a problem of this family, in :meth:`problem_sizes` order."""
+        return self.sizes.names
+
+    @property
+    def run_sizes(self) -> tuple[str, ...]:
+        """Sizes a run needs that the arrays' shapes do not carry (SSD's chunk_len)."""
+        return self.sizes.run_names
+
+    @property
+    def default_sizes(self) -> dict[str, int]:
+        """The sizes a user sets, with their defaults (one control each in the app)."""
+        return self.sizes.defaults
+
+    def problem_sizes(self, p: Problem) -> dict[str, int]:
+        """A problem's sizes by name: defaults filled in, products (d_inner) derived."""
+        return self.sizes.fill({n: getattr(p, n) for n in self.sizes.names})
+
+    def check_problem(self, p: Problem) -> dict[str, int]:
+        """Its sizes (:meth:`SizeSet.validate`): a one-line SsmvizError names the first
+        bad one; returns the sizes."""
+        return self.sizes.validate({n: getattr(p, n) for n in self.sizes.names})
 
     def reference(self, arrays: Arrays, convention: str, sizes: Sizes) -> dict[str, np.ndarray]:
         """The float64 reference: every forward output and gradient, keyed like the GPU's."""

@@ -47,11 +47,12 @@ class Teaching:
     row_terms: Callable[[Arrays, str, int, int], np.ndarray]
     #: (arrays, index) -> the problem cut down to the units ``index`` (the live view).
     isolate: Callable[[Arrays, np.ndarray], dict[str, np.ndarray]]
-    #: (kernel, arrays, convention, chunk_len, plan_arrays) -> (forward, elements of its
+    #: (kernel, arrays, convention, run_sizes, plan_arrays) -> (forward, elements of its
     #: largest buffer per batch element) of the family's own kernel for impulse runs of
     #: ``arrays``, on the code path it takes for ``plan_arrays`` (the problem shown).
-    impulse_run: Callable[[Any, Arrays, str, int | None, Arrays | None], tuple[RunFn, int]]
-    #: (arrays, convention, chunk_len, index, cols, M, chunk_states) -> M with the rows
+    impulse_run: Callable[[Any, Arrays, str, Mapping[str, int], Arrays | None],
+                          tuple[RunFn, int]]
+    #: (arrays, convention, run_sizes, index, cols, M, chunk_states) -> M with the rows
     #: below each column's chunk read off the kernel's chunk states (None: no chunk states).
     states_operator: Callable[..., np.ndarray] | None = None
     #: The single-family views' numbers (None: the family has no such view); keyword

@@ -20,6 +20,7 @@ from ssmviz.core.families.family import Family
 from ssmviz.core.families.mamba3 import arrays, bench, builderforce, cases, complex_ssd, reference
 from ssmviz.core.families.mamba3.abi import MAMBA3_ABI, ROLES, SHADER
 from ssmviz.core.families.mamba3.kernel import Mamba3Kernel
+from ssmviz.core.families.mamba3.sizes import SIZES
 from ssmviz.core.families.mamba3.view import VIEW
 
 
@@ -37,13 +38,8 @@ FAMILY = Family(
     forward_keys=("y", "final_state", "chunk_states"),
     grad_keys=reference.GRAD_KEYS,
     state_key="chunk_states",
-    size_names=arrays.SIZE_NAMES,
-    run_sizes=("chunk_len",),
-    default_sizes={"batch": 1, "seq_len": 256, "d_state": 16, "n_heads": 4, "d_head": 16,
-                   "n_groups": 1, "chunk_len": 64},
+    sizes=SIZES,
     bench_sizes=cases.BENCH_SIZES,
-    problem_sizes=arrays.problem_sizes,
-    check_problem=arrays.check_problem,
     build_arrays=arrays.build_arrays,
     infer_sizes=arrays.infer_sizes,
     reference_forward=reference.reference_forward,

@@ -27,7 +27,7 @@ import numpy as np
 
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.family import check_shapes, require_keys
-from ssmviz.core.fields import MAX_SIZE, check_int
+from ssmviz.core.families.mamba3.sizes import check_heads
 from ssmviz.core.reference._common import inverse_softplus, softplus
 from ssmviz.core.signals import generate
 
@@ -37,35 +37,6 @@ if TYPE_CHECKING:
 INPUT_KEYS = ("x", "dt", "adt", "trap", "angles", "B", "C", "B_bias", "C_bias", "D", "dy")
 #: builderforce complex_ssd's inputs (the builderforce convention, :mod:`.complex_ssd`).
 COMPLEX_SSD_KEYS = ("x", "dt", "A_log", "B", "C", "D", "dt_bias", "dy")
-SIZE_NAMES = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups",
-              "chunk_len")
-
-
-def problem_sizes(p: Problem) -> dict[str, int]:
-    """The Mamba-3 sizes: d_inner = n_heads·d_head."""
-    return {"batch": p.batch, "seq_len": p.seq_len, "d_inner": p.n_heads * p.d_head,
-            "d_state": p.d_state, "n_heads": p.n_heads, "d_head": p.d_head,
-            "n_groups": p.n_groups, "chunk_len": p.chunk_len}
-
-
-def _check_heads(n_heads: int, n_groups: int, d_state: int) -> None:
-    if n_heads % n_groups != 0:
-        raise SsmvizError(f"n_heads ({n_heads}) must be divisible by n_groups ({n_groups})")
-    if d_state % 2:
-        raise SsmvizError(f"d_state must be even for Mamba-3's rotary pairs; got {d_state}")
-
-
-def check_problem(p: Problem) -> None:
-    """A one-line SsmvizError naming the first bad size."""
-    names = ["batch", "seq_len", "d_state", "n_heads", "d_head", "n_groups", "chunk_len"]
-    if p.d_inner is not None:
-        names.insert(2, "d_inner")
-    for name in names:
-        check_int(name, getattr(p, name), 1, MAX_SIZE[name])
-    if p.d_inner is not None and p.d_inner != p.n_heads * p.d_head:
-        raise SsmvizError(f"d_inner must equal n_heads·d_head = {p.n_heads}·{p.d_head} = "
-                          f"{p.n_heads * p.d_head}; got {p.d_inner}")
-    _check_heads(p.n_heads, p.n_groups, p.d_state)
 
 
 def build_arrays(p: Problem) -> dict[str, np.ndarray]:
@@ -134,7 +105,7 @@ def _complex_ssd_sizes(arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
     sizes = {"batch": batch, "seq_len": seq_len, "d_inner": n_heads * d_head,
              "n_heads": n_heads, "d_head": d_head, "n_groups": n_groups, "d_state": d_state}
     check_shapes(a, expected, sizes)
-    _check_heads(n_heads, n_groups, d_state)
+    check_heads(sizes)
     return sizes
 
 
@@ -166,7 +137,7 @@ def infer_sizes(arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
     sizes = {"batch": batch, "seq_len": seq_len, "d_inner": n_heads * d_head,
              "n_heads": n_heads, "d_head": d_head, "n_groups": n_groups, "d_state": d_state}
     check_shapes(a, expected, sizes)
-    _check_heads(n_heads, n_groups, d_state)
+    check_heads(sizes)
     if n_angles > d_state // 2:
         raise SsmvizError(f"angles has {n_angles} angles per head; at most d_state/2 = "
                           f"{d_state // 2} (one per rotated pair)")

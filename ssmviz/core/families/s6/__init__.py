@@ -17,6 +17,7 @@ from ssmviz.core.families.family import Family
 from ssmviz.core.families.s6 import arrays, bench, builderforce, cases, reference, teaching
 from ssmviz.core.families.s6.abi import ROLES, S6_ABI, SHADER
 from ssmviz.core.families.s6.kernel import S6Kernel
+from ssmviz.core.families.s6.sizes import SIZES
 from ssmviz.core.families.s6.view import VIEW
 from ssmviz.core.families.teaching import Teaching
 
@@ -34,12 +35,8 @@ FAMILY = Family(
     forward_keys=("y", "last_state", "h"),
     grad_keys=reference.GRAD_KEYS,
     state_key="h",
-    size_names=arrays.SIZE_NAMES,
-    run_sizes=(),
-    default_sizes={"batch": 1, "seq_len": 256, "d_inner": arrays.DEFAULT_D_INNER, "d_state": 16},
+    sizes=SIZES,
     bench_sizes=cases.BENCH_SIZES,
-    problem_sizes=arrays.problem_sizes,
-    check_problem=arrays.check_problem,
     build_arrays=arrays.build_arrays,
     infer_sizes=arrays.infer_sizes,
     reference_forward=reference.reference_forward,

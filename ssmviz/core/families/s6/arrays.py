@@ -15,7 +15,6 @@ import numpy as np
 
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.family import check_shapes, require_keys
-from ssmviz.core.fields import MAX_SIZE, check_int
 from ssmviz.core.reference._common import inverse_softplus
 from ssmviz.core.signals import generate
 
@@ -23,27 +22,10 @@ if TYPE_CHECKING:
     from ssmviz.core.problem import Problem
 
 INPUT_KEYS = ("u", "delta", "A_log", "B", "C", "D", "delta_bias", "dy")
-SIZE_NAMES = ("batch", "seq_len", "d_inner", "d_state")
-#: d_inner when a Problem leaves it None.
-DEFAULT_D_INNER = 4
-
-
-def problem_sizes(p: Problem) -> dict[str, int]:
-    """batch, seq_len, d_inner (default 4), d_state."""
-    d_inner = DEFAULT_D_INNER if p.d_inner is None else p.d_inner
-    return {"batch": p.batch, "seq_len": p.seq_len, "d_inner": d_inner, "d_state": p.d_state}
-
-
-def check_problem(p: Problem) -> None:
-    names = ["batch", "seq_len", "d_state"]
-    if p.d_inner is not None:  # None: the default
-        names.insert(2, "d_inner")
-    for name in names:
-        check_int(name, getattr(p, name), 1, MAX_SIZE[name])
 
 
 def build_arrays(p: Problem) -> dict[str, np.ndarray]:
-    s = problem_sizes(p)
+    s = p.sizes()
     b, L, d, n = s["batch"], s["seq_len"], s["d_inner"], s["d_state"]
     bias = inverse_softplus(p.draw_dt(d))
     noise = p.per_step(p.init.delta_noise * p.draw_normal("delta", (b, L, d)))

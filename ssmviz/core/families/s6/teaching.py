@@ -430,7 +430,8 @@ def s6_isolate(arrays: Mapping[str, np.ndarray], sel: np.ndarray) -> dict[str, n
 
 
 def s6_impulse_run(kernel: S6Kernel, arrays: Mapping[str, np.ndarray], convention: str,
-                   chunk_len: int | None, plan_arrays: Mapping[str, np.ndarray] | None = None,
+                   run_sizes: Mapping[str, int],
+                   plan_arrays: Mapping[str, np.ndarray] | None = None,
                    ) -> tuple[RunFn, int]:
     """(forward, elements of its largest buffer per batch element) of ``kernel`` (any
     source) for impulse runs of the problem ``arrays`` (u (batch, seq_len, d_inner)).
@@ -438,10 +439,9 @@ def s6_impulse_run(kernel: S6Kernel, arrays: Mapping[str, np.ndarray], conventio
     The forward path and chunk length are pinned to those the kernel picks for
     ``plan_arrays`` (default ``arrays``): the problem whose run is shown, as ``ssmviz
     check`` ran it, so that neither the impulse batch (many more channels) nor a problem
-    cut down to a few channels switches the path being measured. ``chunk_len`` is SSD's;
-    S6 reads none.
+    cut down to a few channels switches the path being measured. S6 has no run sizes.
     """
-    del chunk_len
+    del run_sizes
     _, L, d_inner = (int(s) for s in np.shape(arrays["u"]))
     N = int(np.shape(arrays["A_log"])[1])
     shown = arrays if plan_arrays is None else plan_arrays

@@ -17,7 +17,7 @@ import numpy as np
 
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.family import check_shapes, require_keys
-from ssmviz.core.fields import MAX_SIZE, check_int
+from ssmviz.core.families.ssd.sizes import check_heads
 from ssmviz.core.reference._common import inverse_softplus
 from ssmviz.core.signals import generate
 
@@ -25,34 +25,6 @@ if TYPE_CHECKING:
     from ssmviz.core.problem import Problem
 
 INPUT_KEYS = ("x", "dt", "A_log", "B", "C", "D", "dt_bias", "dy")
-SIZE_NAMES = ("batch", "seq_len", "d_inner", "d_state", "n_heads", "d_head", "n_groups",
-              "chunk_len")
-
-
-def problem_sizes(p: Problem) -> dict[str, int]:
-    """The SSD sizes, d_inner = n_heads·d_head."""
-    return {"batch": p.batch, "seq_len": p.seq_len, "d_inner": p.n_heads * p.d_head,
-            "d_state": p.d_state, "n_heads": p.n_heads, "d_head": p.d_head,
-            "n_groups": p.n_groups, "chunk_len": p.chunk_len}
-
-
-def _check_heads(n_heads: int, n_groups: int) -> None:
-    if n_heads % n_groups != 0:
-        raise SsmvizError(f"n_heads ({n_heads}) must be divisible by n_groups ({n_groups})")
-
-
-def check_problem(p: Problem) -> None:
-    names = ["batch", "seq_len", "d_state", "n_heads", "d_head", "n_groups", "chunk_len"]
-    if p.d_inner is not None:  # None: n_heads·d_head
-        names.insert(2, "d_inner")
-    for name in names:
-        check_int(name, getattr(p, name), 1, MAX_SIZE[name])
-    if p.d_inner is not None and p.d_inner != p.n_heads * p.d_head:
-        raise SsmvizError(
-            f"d_inner must equal n_heads·d_head = {p.n_heads}·{p.d_head} = "
-            f"{p.n_heads * p.d_head}; got {p.d_inner}"
-        )
-    _check_heads(p.n_heads, p.n_groups)
 
 
 def build_arrays(p: Problem) -> dict[str, np.ndarray]:
@@ -98,5 +70,5 @@ def infer_sizes(arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
     sizes = {"batch": batch, "seq_len": seq_len, "d_inner": n_heads * d_head,
              "n_heads": n_heads, "d_head": d_head, "n_groups": n_groups, "d_state": d_state}
     check_shapes(a, expected, sizes)
-    _check_heads(n_heads, n_groups)
+    check_heads(sizes)
     return sizes

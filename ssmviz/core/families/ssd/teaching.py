@@ -254,12 +254,15 @@ def ssd_isolate(arrays: Mapping[str, np.ndarray], sel: np.ndarray) -> dict[str, 
 
 
 def ssd_impulse_run(kernel: SSDKernel, arrays: Mapping[str, np.ndarray], convention: str,
-                    chunk_len: int | None, plan_arrays: Mapping[str, np.ndarray] | None = None,
+                    run_sizes: Mapping[str, int],
+                    plan_arrays: Mapping[str, np.ndarray] | None = None,
                     ) -> tuple[RunFn, int]:
     """(forward with chunk states stored, elements of its largest buffer per batch
     element) of ``kernel`` (any source) for impulse runs of the problem ``arrays``.
-    ``plan_arrays`` is not read: SSD runs the same passes at every size of a chunk_len."""
+    ``run_sizes``: its chunk_len. ``plan_arrays`` is not read: SSD runs the same passes at
+    every size of a chunk_len."""
     del plan_arrays
+    chunk_len = run_sizes.get("chunk_len")
     if chunk_len is None:
         raise SsmvizError("the SSD operator needs chunk_len")
     _, L, H, P = np.shape(arrays["x"])
@@ -276,7 +279,7 @@ def ssd_impulse_run(kernel: SSDKernel, arrays: Mapping[str, np.ndarray], convent
 def ssd_states_operator(
     arrays: Mapping[str, np.ndarray],
     convention: str,
-    chunk_len: int,
+    run_sizes: Mapping[str, int],
     heads: np.ndarray,
     cols: np.ndarray,
     M: np.ndarray,
@@ -285,9 +288,10 @@ def ssd_states_operator(
     """M (n_sel, seq_len, n_cols) measured through y, its rows in chunk r past column j's
     chunk replaced by exp(a_{t0} + … + a_i)·C_i·H_r(e_j): ``states`` (n_cols, n_chunks + 1,
     n_sel, d_state) the kernel's stored state entering each chunk for the impulse e_j (at
-    its head position), t0 the chunk's first step, the decay and C from the reference."""
+    its head position), t0 the chunk's first step (chunks of ``run_sizes["chunk_len"]``),
+    the decay and C from the reference."""
     L, H = np.shape(arrays["dt"])[1:3]
-    Q = min(int(chunk_len), L)
+    Q = min(int(run_sizes["chunk_len"]), L)
     bias = arrays.get("dt_bias")
     _, log_decay, _ = ssd_discretise(np.asarray(arrays["dt"], np.float64)[0],
                                      np.zeros(H) if bias is None else bias, arrays["A_log"],
