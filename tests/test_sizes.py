@@ -78,5 +78,6 @@ def test_problem_messages_come_from_the_declarations() -> None:
         Problem(family="ssd", n_groups=3).validate()
     with pytest.raises(SsmvizError, match="rotary pairs; got 15"):
         Problem(family="mamba3", d_state=15).validate()
-    with pytest.raises(SsmvizError, match="mamba convention only"):
-        Problem(family="mamba3", convention="builderforce").validate()
+    # Mamba-3's builderforce problems build (complex_ssd's inputs, for its profile); the
+    # own kernel refuses them (tests/test_complex_ssd.py).
+    Problem(family="mamba3", convention="builderforce").validate()
