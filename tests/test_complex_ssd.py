@@ -70,6 +70,7 @@ def test_the_readout_is_the_real_dot_of_the_pairs() -> None:
 def test_the_builderforce_convention_builds_and_refuses_the_own_kernel() -> None:
     """A builderforce mamba3 problem holds complex_ssd's inputs (sizes inferred back);
     ssmviz's own Mamba-3 kernel refuses them in one line."""
+    from ssmviz.core.case import Case
     from ssmviz.core.check import check_arrays
 
     p = Problem(family="mamba3", convention="builderforce", seq_len=9, d_state=4, d_head=2)
@@ -81,7 +82,8 @@ def test_the_builderforce_convention_builds_and_refuses_the_own_kernel() -> None
     with pytest.raises(SsmvizError, match=r"^the mamba3 kernels run the mamba convention; "
                                           r"got 'builderforce' \(builderforce's is "
                                           r"complex_ssd\.js: ssmviz check --kernel FILE\)$"):
-        check_arrays("mamba3", a, convention="builderforce", chunk_len=4)
+        check_arrays(Case.of_arrays("mamba3", a, convention="builderforce",
+                                    run={"chunk_len": 4}))
 
 
 # -- the real package's kernel ----------------------------------------------------------------
