@@ -326,8 +326,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     _check_outputs(args)
     if args.kernel:
         return _check_kernel(args)
-    if args.abi or args.watch or args.timeout is not None or args.no_probe:
-        raise SsmvizError("--abi, --watch, --timeout and --no-probe need --kernel PATH")
+    given = [flag for flag, on in (("--abi", args.abi), ("--watch", args.watch),
+                                   ("--timeout", args.timeout is not None),
+                                   ("--no-probe", args.no_probe)) if on]
+    if given:
+        raise SsmvizError(f"{' and '.join(given)} need{'s' if len(given) == 1 else ''} "
+                          "--kernel PATH")
     notes: list[str] = []
     from ssmviz.core.case import Case
 
@@ -563,6 +567,9 @@ def _bench_kernel(args: argparse.Namespace, given: list[str]) -> int:
     if wrong or args.ui:
         raise SsmvizError(f"{wrong[0] if wrong else '--ui'} does not apply to bench --kernel "
                           "(the file's profile decides the family; it is timed per entry point)")
+    if args.sizes:
+        raise SsmvizError("--sizes does not apply to bench --kernel (a file's kernel is timed at "
+                          "--size tiny, small or full)")
     rt = get_runtime()
     size = args.size or bench.default_size(rt)
     print(bench.header_line(rt.description(), size), flush=True)

@@ -91,7 +91,7 @@ def test_kernel_check_fails_well(tmp_path: Path, name, text, extra, code, reason
 
 def test_timeout_without_kernel_is_refused(tmp_path: Path):
     out = run_ssmviz(["check", "--timeout", "3"], cwd=tmp_path)
-    assert_fails_well(out, 2, reason="--timeout need --kernel")
+    assert_fails_well(out, 2, reason="--timeout needs --kernel PATH")
 
 
 def _read_until(proc: subprocess.Popen, needle: str, lines: list[str], limit_s: float) -> bool:

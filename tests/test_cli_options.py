@@ -104,6 +104,10 @@ BENCH = {
             (["bench"], ["--abi", "builderforce-s6"])],
     "timeout": [(["bench", "--kernel", KERNEL], ["--timeout", "7"]),
                 (["bench"], ["--timeout", "7"])],
+    "sizes": [(["bench"], ["--sizes", "s6:seq_len=64"]),
+              (["bench", "--ui"], ["--sizes", "s6:seq_len=64"]),
+              (["bench", "--kernel", KERNEL], ["--sizes", "s6:seq_len=64"]),
+              (["bench", "--family", "tint"], ["--sizes", "s6:seq_len=64"])],
 }
 TOUR = {
     "out": [(["tour", "--out", "pngs"], ["--out", "other"])],

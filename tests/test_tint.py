@@ -293,9 +293,10 @@ def _as_consts(code: str, constants: dict[str, float]) -> str:
 @pytest.mark.gpu
 def test_ssmviz_pipelines_pass_tint_with_their_constants(runtime, tint_ready, monkeypatch):
     """Every pipeline ssmviz's kernels create (each S6 forward and backward mode, SSD,
-    matmul; with and without subgroups) goes to Tint with its override constants."""
+    Mamba-3, matmul; with and without subgroups) goes to Tint with its override constants."""
     from ssmviz.core.bench import THROUGHPUT_KERNELS
     from ssmviz.core.errors import SsmvizError
+    from ssmviz.core.families.mamba3.kernel import Mamba3Kernel
     from ssmviz.core.families.s6.kernel import S6Kernel
     from ssmviz.core.families.s6.plan import BWD_MODES, FWD_MODES
     from ssmviz.core.families.ssd.kernel import SSDKernel
@@ -329,6 +330,9 @@ def test_ssmviz_pipelines_pass_tint_with_their_constants(runtime, tint_ready, mo
         arrays = Problem(family="ssd", batch=1, seq_len=9, n_heads=2, d_head=2, n_groups=1,
                          d_state=4, chunk_len=4, seed=0).build()
         SSDKernel(runtime, subgroups=sub).prepare(arrays, chunk_len=4).release()
+    arrays = Problem(family="mamba3", batch=1, seq_len=9, n_heads=2, d_head=2, n_groups=1,
+                     d_state=4, chunk_len=4, seed=0).build()
+    Mamba3Kernel(runtime).prepare(arrays, chunk_len=4).release()
     MatmulKernel(runtime).prepare(8, 8, 8)
     runtime.pipeline(shader_source("copy.wgsl"), "copy_vec4")
     for entry in THROUGHPUT_KERNELS:  # the bench's floors

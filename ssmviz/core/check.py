@@ -2,7 +2,9 @@
 
 Verdict per tensor:
 - ``rel_err``: ‖gpu − ref‖₂ / ‖ref‖₂ over the elements where the reference is finite;
-- ``max_abs_err`` and the first index past tolerance, e.g. (b, t, d, n);
+  NaN (shown as ``-``) when some elements were never written or no element is finite on
+  both sides: then no error figure stands for the tensor;
+- ``max_abs_err`` (NaN in the same cases) and the first index past tolerance, e.g. (b, t, d, n);
 - NaN and Inf counts in the GPU result;
 - ``unwritten``: elements still holding the poison pattern the outputs were filled
   with before dispatch;

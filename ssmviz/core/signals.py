@@ -156,7 +156,7 @@ def load_signal_file(path: str | Path) -> np.ndarray:
     """
     from ssmviz.core.fileio import regular_file
 
-    p = regular_file(path, "signal file")
+    p = regular_file(path, "signal")
     try:
         if p.suffix.lower() == ".npy":
             data = np.load(p, allow_pickle=False)
