@@ -408,13 +408,14 @@ def _check_kernel(args: argparse.Namespace) -> int:
     if args.watch and (args.json or args.export or args.inputs):
         raise SsmvizError("--json, --export and --inputs do not apply to --watch; "
                           "run once without --watch to write or read files")
-    from ssmviz.core.external.command import main_check_kernel
+    from ssmviz.core.external.command import run_kernel_check, watch_kernel
+    from ssmviz.core.external.loader import load_if_readable
+    from ssmviz.core.external.plan import base_sizes
     from ssmviz.core.external.results_io import (
         export_kernel_npz,
         kernel_families,
         write_kernel_json,
     )
-    from ssmviz.core.external.runner import base_sizes
     from ssmviz.core.memory import check_memory
     arrays = None
     if args.inputs:
@@ -426,7 +427,8 @@ def _check_kernel(args: argparse.Namespace) -> int:
             setattr(args, name, value)
         for note in notes:
             print(note)
-    families = kernel_families(args.kernel, args.abi)
+    loaded = None if args.watch else load_if_readable(args.kernel)  # once for the check
+    families = kernel_families(args.kernel, args.abi, loaded)
     if families is not None:
         if args.family is not None and args.family not in families:
             have = ", ".join(f"{f} (profile {p})" for f, p in families.items())
@@ -453,7 +455,12 @@ def _check_kernel(args: argparse.Namespace) -> int:
     if args.seed is None:
         args.seed = CHECK_DEFAULTS["seed"]
     results: list = []
-    code = main_check_kernel(args, arrays=arrays, collect=results)
+    options = _kernel_check_options(args)
+    if args.watch:
+        watch_kernel(args.kernel, **options)
+        return 0
+    code = run_kernel_check(args.kernel, arrays=arrays, collect=results, loaded=loaded,
+                            **options)
     if args.json:
         write_kernel_json(args.json, args.kernel, results)
     if args.export:
@@ -465,6 +472,15 @@ def _check_kernel(args: argparse.Namespace) -> int:
             return code
         export_kernel_npz(args.export, results, extra=lambda r: _file_operators(args, r))
     return code
+
+
+def _kernel_check_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options of ``check --kernel`` (and ``--watch``) from its flags: abi,
+    convention, sizes, runs, seed, timeout and the size probe."""
+    sizes = {k: getattr(args, k) for k in SIZE_FLAGS if getattr(args, k, None) is not None}
+    return {"abi": args.abi, "convention": args.convention, "sizes": sizes or None,
+            "runs": args.runs, "seed": args.seed, "timeout": args.timeout,
+            "size_probe": not args.no_probe}
 
 
 def _file_operators(args: argparse.Namespace, result: Any) -> dict:
@@ -483,7 +499,7 @@ def _file_operators(args: argparse.Namespace, result: Any) -> dict:
         return {}
     run_sizes = {k: rep.sizes[k] for k in registry.get(prof.family).run_sizes if k in rep.sizes}
     forward = file_forward(args.kernel, family=prof.family, convention=rep.convention,
-                           run_sizes=run_sizes, abi=prof.name)
+                           run_sizes=run_sizes, abi=prof.name, analysed=result.analysed)
     return _operators(prof.family, rep.inputs, forward, rep.convention)
 
 

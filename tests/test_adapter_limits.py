@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from ssmviz.core.external import check_kernel
+from ssmviz.core.external.analysis import analyze
 from ssmviz.core.external.loader import load_kernel_file
-from ssmviz.core.external.runner import analyze
 from ssmviz.core.external.wgsl import parse_module
 from ssmviz.core.external.wgsl_layout import workgroup_bytes, workgroup_storage
 

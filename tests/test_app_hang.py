@@ -16,7 +16,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtCore import QTimer
 
-from ssmviz.core.external import isolated
+from ssmviz.core.external import isolated, tasks
 from tests import test_app
 from tests.hostile import REFERENCE, spin_kernel
 from tests.test_app import RUN_TIMEOUT_MS, SMALL
@@ -33,7 +33,7 @@ DEADLINE_S = 2.0
 def test_a_hanging_kernel_leaves_the_window_responsive_and_the_next_save_runs(
         qtbot, make_window, tmp_path, monkeypatch):
     monkeypatch.setattr(isolated, "BASE_DEADLINE_S", DEADLINE_S)  # a short deadline
-    deadline = isolated.default_deadline(isolated.problem_elements(SMALL.sizes()))
+    deadline = isolated.default_deadline(tasks.problem_elements(SMALL.sizes()))
     w = make_window(SMALL)
     # The window started the worker in the background; wait until it is ready, as it is
     # for a user who opens a kernel a few seconds after the window.

@@ -17,10 +17,10 @@ import pytest
 
 from ssmviz.cli import main
 from ssmviz.core.external import npm_package, values
+from ssmviz.core.external.analysis import analyze
 from ssmviz.core.external.command import run_kernel_check
 from ssmviz.core.external.loader import load_kernel_file
 from ssmviz.core.external.profiles import detect_profiles, get_profile
-from ssmviz.core.external.runner import analyze
 from ssmviz.core.external.wgsl import parse_module
 from ssmviz.core.problem import Problem
 from ssmviz.core.reference.conventions import preset

@@ -161,7 +161,7 @@ class Recorder:
         from ssmviz.core.check import CheckReport
         from ssmviz.core.external import command, kernel_bench, kernel_sweep
         from ssmviz.core.external.profiles import get_profile
-        from ssmviz.core.external.runner import KernelCheckResult
+        from ssmviz.core.external.report import KernelCheckResult
 
         rec = self.calls
 

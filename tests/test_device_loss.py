@@ -13,7 +13,8 @@ import textwrap
 
 import pytest
 
-from ssmviz.core.external.isolated import check_kernel_file_isolated, get_worker
+from ssmviz.core.external.isolated import get_worker
+from ssmviz.core.external.tasks import check_kernel_file_isolated
 from tests.harness import ROOT, ssmviz_env
 from tests.hostile import REFERENCE
 

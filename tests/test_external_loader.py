@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.expr import evaluate
-from ssmviz.core.external import wgsl
+from ssmviz.core.external import wgsl, wgsl_lints, wgsl_rewrite
 from ssmviz.core.external.loader import load_kernel_file, load_kernel_text
 from ssmviz.core.external.profiles import (
     builtin_profiles,
@@ -228,10 +228,10 @@ def test_fuzz_loader_never_crashes(text, name):
 @given(st.lists(_WGSL_BITS, max_size=60).map(" ".join))
 def test_fuzz_static_analysis_never_crashes(text):
     mod = wgsl.parse_module(text)
-    wgsl.shadowing(mod, True)
-    wgsl.uniformity(mod)
-    wgsl.portability(mod)
-    wgsl.reverse_workgroup_order(mod, list(mod.entry_points))
+    wgsl_lints.shadowing(mod, True)
+    wgsl_lints.uniformity(mod)
+    wgsl_lints.portability(mod)
+    wgsl_rewrite.reverse_workgroup_order(mod, list(mod.entry_points))
 
 
 _SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-5, 5000), st.floats(allow_nan=True),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ssmviz.core.external import wgsl
+from ssmviz.core.external import wgsl, wgsl_lints
 
 HEADER = """
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;
@@ -14,7 +14,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
 
 def _errors(body: str) -> list[wgsl.Problem]:
     mod = wgsl.parse_module(HEADER + body + "\n}\n")
-    return [p for p in wgsl.uniformity(mod) if p.severity == "error"]
+    return [p for p in wgsl_lints.uniformity(mod) if p.severity == "error"]
 
 
 def test_sibling_loop_variable_does_not_taint() -> None:

@@ -206,8 +206,8 @@ def test_a_refusal_ends_without_zero_counts(runtime, tmp_path):
 
 def test_module_variables_come_in_declaration_order():
     # The race notes and the binding checks walk these: a set's order changed between runs.
+    from ssmviz.core.external.analysis import analyze
     from ssmviz.core.external.loader import load_kernel_file
-    from ssmviz.core.external.runner import analyze
 
     kf = load_kernel_file(KERNELS / "fault_race_ssd.js")
     an = analyze(kf, None)
@@ -294,7 +294,7 @@ def test_size_probe_reuses_the_given_inputs(runtime):
 
 
 def test_probe_inputs_come_from_the_given_ones():
-    from ssmviz.core.external.runner import probe_inputs
+    from ssmviz.core.external.probes import probe_inputs
     from ssmviz.core.problem import Problem
 
     given = Problem(family="s6", seq_len=5, d_inner=2, d_state=3, seed=1).build()
@@ -308,7 +308,7 @@ def test_probe_inputs_come_from_the_given_ones():
 
 
 def test_probe_plan_crosses_the_tiles_within_the_constraints():
-    from ssmviz.core.external.runner import probe_plan
+    from ssmviz.core.external.probes import probe_plan
 
     prof = parse_profile_text(NAIVE_PROFILE.read_text())
     sizes = {"batch": 1, "seq_len": 40, "d_inner": 2, "d_state": 16}

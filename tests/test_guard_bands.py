@@ -22,76 +22,29 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ssmviz.core.gpu import _STORAGE, Dispatch, GpuRuntime, Readback
-from ssmviz.core.guard import GUARD_U32, band_bytes
+from ssmviz.core.gpu import Dispatch, GpuRuntime
+from ssmviz.core.guard import Bands
 from ssmviz.core.problem import Problem
 from ssmviz.core.resources import shader_source
 
 pytestmark = pytest.mark.gpu
 
 
-class GuardedBuffers:
-    """Makes every storage buffer of a runtime longer by a guard band (see the module
-    docstring) and checks the bands afterwards."""
-
-    def __init__(self, rt: GpuRuntime) -> None:
-        self.rt = rt
-        self.made: list[tuple[Any, int, str]] = []  # (buffer, bytes of contents, label)
-        self.armed = False
-        self.plain_empty, self.plain_upload = rt.empty, rt.upload
-
-    def _band(self, nbytes: int) -> int:
-        return band_bytes(nbytes)  # the same bands as a kernel from a file gets
-
-    def empty(self, nbytes: int, *, fill_u32: int | None = None, label: str = "") -> Any:
-        if self.armed:  # the runtime's own scratch while it runs (e.g. a wait's probe)
-            return self.plain_empty(nbytes, fill_u32=fill_u32, label=label)
-        size = max(4, -(-int(nbytes) // 4) * 4)
-        buf = self.rt.device.create_buffer(size=size + self._band(size), usage=_STORAGE,
-                                           label=label)
-        if fill_u32 is not None:
-            self.rt.fill(buf, fill_u32)
-        self.made.append((buf, size, label))
-        return buf
-
-    def upload(self, array: np.ndarray, *, label: str = "") -> Any:
-        if self.armed:
-            return self.plain_upload(array, label=label)
-        arr = self.rt._as_stored(array)
-        if arr.nbytes == 0:
-            return self.empty(4, label=label)
-        data = arr.tobytes()
-        band = np.full(self._band(len(data)) // 4, GUARD_U32, dtype=np.uint32).tobytes()
-        buf = self.rt.device.create_buffer_with_data(data=data + band, usage=_STORAGE,
-                                                     label=label)
-        self.made.append((buf, len(data), label))
-        return buf
-
-    def arm(self) -> None:
-        """Write every band: after the prepare's fills, before the run (buffers made from
-        then on are the runtime's own, without a band)."""
-        self.armed = True
-        for buf, size, _ in self.made:
-            band = np.full((buf.size - size) // 4, GUARD_U32, dtype=np.uint32)
-            self.rt.device.queue.write_buffer(buf, size, band)
-
-    def broken(self) -> list[str]:
-        """The buffers whose guard band no longer holds only the sentinel."""
-        reads = [Readback(buf, np.uint32, ((buf.size - size) // 4,), size)
-                 for buf, size, _ in self.made]
-        bands = self.rt.read_many(reads)
-        return [f"{label or '?'}: {int(np.sum(band != GUARD_U32))} guard words overwritten"
-                for (_, _, label), band in zip(self.made, bands, strict=True)
-                if np.any(band != GUARD_U32)]
-
-
 @contextmanager
-def guarded(rt: GpuRuntime, monkeypatch: pytest.MonkeyPatch) -> Iterator[GuardedBuffers]:
-    g = GuardedBuffers(rt)
+def guarded(rt: GpuRuntime, monkeypatch: pytest.MonkeyPatch) -> Iterator[Bands]:
+    """Every storage buffer the runtime makes gets a guard band (:class:`Bands`, as for a
+    kernel from a file) until the bands are armed (see the module docstring)."""
+    bands = Bands(rt)
     with monkeypatch.context() as m:
-        m.setattr(rt, "empty", g.empty)
-        m.setattr(rt, "upload", g.upload)
-        yield g
+        m.setattr(rt, "empty", bands.empty)
+        m.setattr(rt, "upload", bands.upload)
+        yield bands
+
+
+def broken(rt: GpuRuntime, bands: Bands) -> list[str]:
+    """The buffers whose guard band no longer holds only the sentinel."""
+    hits = bands.overruns(rt.read_many(bands.readbacks()))
+    return [f"{g.label or '?'}: {count} guard words overwritten" for g, _, count in hits]
 
 
 @pytest.fixture
@@ -118,11 +71,11 @@ def run_guarded(rt: GpuRuntime, monkeypatch: pytest.MonkeyPatch,
     the outputs are finite; return the outputs."""
     with guarded(rt, monkeypatch) as g:
         prepared = prepare()
-        g.arm()
+        g.arm()  # after the prepare's fills, before the run
         outputs = prepared.run().outputs
-        broken = g.broken()
+        overwritten = broken(rt, g)
     prepared.release()
-    assert not broken, broken
+    assert not overwritten, overwritten
     for name, value in outputs.items():
         assert np.all(np.isfinite(value)), f"{name}: not finite (read past a buffer's end?)"
     return outputs

@@ -19,11 +19,8 @@ from pathlib import Path
 import pytest
 
 from ssmviz.core.external import watch_kernel
-from ssmviz.core.external.isolated import (
-    check_kernel_file_isolated,
-    get_worker,
-    nesting_depth,
-)
+from ssmviz.core.external.isolated import get_worker, nesting_depth
+from ssmviz.core.external.tasks import check_kernel_file_isolated
 from tests.harness import ssmviz_env
 from tests.hostile import REFERENCE, deep_parens_wgsl, spin_kernel
 
@@ -146,7 +143,7 @@ def test_watch_survives_a_hanging_save_and_runs_the_next_save(tmp_path):
 
 
 def test_check_kernel_isolated_takes_given_inputs_and_ends_a_hang(tmp_path):
-    from ssmviz.core.external.isolated import check_kernel_isolated
+    from ssmviz.core.external.tasks import check_kernel_isolated
     from ssmviz.core.problem import Problem
 
     arrays = Problem(family="s6", convention="builderforce", seq_len=20, d_inner=3,

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ssmviz.core.external import tint, wgsl
+from ssmviz.core.external import tint, wgsl, wgsl_lints
+from ssmviz.core.external.analysis import analyze
 from ssmviz.core.external.loader import load_kernel_file, load_kernel_text
-from ssmviz.core.external.runner import analyze
 from tests.conftest import ON_CI
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -194,7 +194,7 @@ fn c(@builtin(local_invocation_id) lid: vec3<u32>) {
 
 
 def test_uniformity_lint_is_only_the_fallback(tint_ready, monkeypatch) -> None:
-    own = [p.line for p in wgsl.uniformity(wgsl.parse_module(UNIFORMITY))
+    own = [p.line for p in wgsl_lints.uniformity(wgsl.parse_module(UNIFORMITY))
            if p.severity == "error"]
     assert own == [10]  # it misses lines 2 and 3
     an = _diags(UNIFORMITY)

@@ -34,7 +34,7 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
 QT_NOISE = ("This plugin does not support propagateSizeHints()",)
 
 
-def _qt_messages(mode, context, message: str) -> None:
+def qt_messages(mode, context, message: str) -> None:
     """Qt's messages on stderr as Qt prints them, less :data:`QT_NOISE`."""
     if not any(message.startswith(n) for n in QT_NOISE):
         print(message, file=sys.stderr)
@@ -107,7 +107,7 @@ def run_app(argv: Sequence[str]) -> int:
 
     if args.cpu:
         gpu.configure(force_cpu=True)
-    qInstallMessageHandler(_qt_messages)
+    qInstallMessageHandler(qt_messages)
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "ssmviz"])
     interrupt.watch(app)
     interrupt.raise_if_interrupted()  # one that came during the imports

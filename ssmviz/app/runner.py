@@ -151,7 +151,7 @@ def _analysis(choice: KernelChoice) -> tuple[list, list]:
     (path, text). A user's kernel is compiled in the kernel worker, ssmviz's own unedited
     shader in process. Never raises."""
     from ssmviz.core.external.diagnostics import Diagnostic
-    from ssmviz.core.external.isolated import kernel_analysis, kernel_analysis_isolated
+    from ssmviz.core.external.tasks import kernel_analysis, kernel_analysis_isolated
 
     key = (choice.path, choice.text)
     if key in _ANALYSIS_CACHE:
@@ -210,8 +210,8 @@ def _custom_source(p: Problem, choice: KernelChoice, prof: object, result: RunRe
 def _run_external(request: RunRequest, arrays: dict[str, np.ndarray], prof: object,
                   result: RunResult) -> None:
     """Run a kernel written by others through the CLI's check, on the problem's inputs."""
-    from ssmviz.core.external.isolated import run_live_isolated
-    from ssmviz.core.external.runner import abi_inputs
+    from ssmviz.core.external.plan import abi_inputs
+    from ssmviz.core.external.tasks import run_live_isolated
 
     p, choice = request.problem, request.kernel
     if choice is None:
@@ -267,7 +267,7 @@ def execute(request: RunRequest) -> RunResult:
             result.run_source = source
             preflight(sizes, p.family, runs=1)  # device limits before the reference starts
             if source is not None:  # an edited shader: in the worker, under the watchdog
-                from ssmviz.core.external.isolated import check_source_isolated
+                from ssmviz.core.external.tasks import check_source_isolated
 
                 report = check_source_isolated(_case(p, arrays), source)
             else:

@@ -61,13 +61,13 @@ def write_tour(out: str | Path, folder: str | Path | None = None) -> list[Path]:
     from PySide6.QtWidgets import QApplication
 
     from ssmviz.app import interrupt
-    from ssmviz.app.main import _qt_messages
+    from ssmviz.app.main import qt_messages
     from ssmviz.app.window import MainWindow
     from ssmviz.core.fileio import write_file
     from ssmviz.core.memory import check_app_address_space
 
     check_app_address_space()
-    qInstallMessageHandler(_qt_messages)
+    qInstallMessageHandler(qt_messages)
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "ssmviz"])
     interrupt.watch(app)
     interrupt.raise_if_interrupted()

@@ -7,6 +7,11 @@ prints it and exits 2; the app shows it next to the widget.
 
 from __future__ import annotations
 
+#: Exit codes of a check (``ssmviz check``, ``--kernel`` included): every tensor passed; a
+#: check failed (or a kernel hung or crashed the driver); the kernel does not build (or
+#: crashed the compiler) or an argument is invalid.
+EXIT_PASS, EXIT_FAIL, EXIT_BUILD = 0, 1, 2
+
 
 class SsmvizError(ValueError):
     """A user-facing problem with the input: bad size, bad file, bad option."""

@@ -342,7 +342,9 @@ fn main() {
 LOOP_PROBE_ITERATIONS = 1 << 20
 
 
-def _want_cpu() -> bool:
+def want_cpu() -> bool:
+    """Whether the CPU adapter is asked for: :func:`configure`'s ``force_cpu``, else
+    ``SSMVIZ_ADAPTER`` (cpu, lavapipe or fallback)."""
     if _config["force_cpu"] is not None:
         return bool(_config["force_cpu"])
     return os.environ.get("SSMVIZ_ADAPTER", "").strip().lower() in ("cpu", "lavapipe", "fallback")
@@ -367,7 +369,7 @@ def get_runtime() -> GpuRuntime:
     global _runtime
     with _lock:
         if _runtime is None:
-            _runtime = GpuRuntime._create(_want_cpu())
+            _runtime = GpuRuntime._create(want_cpu())
         return _runtime
 
 
@@ -394,7 +396,7 @@ def rebuild_runtime(lost: GpuRuntime | None = None) -> GpuRuntime:
     with _lock:
         if _runtime is None or lost is None or _runtime is lost:
             old = _runtime
-            forced = old.forced_cpu if old is not None else _want_cpu()
+            forced = old.forced_cpu if old is not None else want_cpu()
             _runtime = GpuRuntime._create(forced, fresh=True)
         return _runtime
 

@@ -110,26 +110,22 @@ class FileForward(KernelForward):
 
     def __init__(self, path: str, family: str, convention: str | None,
                  run_sizes: Mapping[str, int], text: str | None, timeout: float | None,
-                 abi: str | None) -> None:
+                 abi: str | None, analysed: str = "") -> None:
         super().__init__(family, f"{Path(path).name} ({family})", run_sizes)
         self.path, self.text, self.timeout = path, text, timeout
-        self.convention, self.abi = convention, abi
+        self.convention, self.abi, self.analysed = convention, abi, analysed
 
     def _call(self, fn: Any, arrays: Mapping[str, np.ndarray], work: int = 1, **kwargs: Any
               ) -> Any:
-        from ssmviz.core.external.isolated import (
-            _read_for_depth,
-            array_elements,
-            default_deadline,
-            get_worker,
-        )
+        from ssmviz.core.external.isolated import default_deadline, get_worker, read_for_depth
+        from ssmviz.core.external.tasks import array_elements
 
         # Each step (one run) at most ``work`` problems of these arrays' size.
         deadline = self.timeout or default_deadline(array_elements(arrays) * work)
         return get_worker().call(fn, self.path, self.text, dict(arrays), family=self.family,
                                  convention=self.convention, run_sizes=self.run_sizes,
-                                 abi=self.abi,
-                                 deadline=deadline, text=_read_for_depth(self.path, self.text),
+                                 abi=self.abi, analysed=self.analysed,
+                                 deadline=deadline, text=read_for_depth(self.path, self.text),
                                  **kwargs)
 
     def __call__(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -348,14 +344,17 @@ def file_forward(
     text: str | None = None,
     timeout: float | None = None,
     abi: str | None = None,
+    analysed: str = "",
 ) -> KernelForward:
     """The forward of a kernel file (``text``: its source as applied) under its
     ``family`` profile (``abi``: that profile by name), run in the isolated worker (a
     hang or crash raises WatchdogError, a one-line SsmvizError); outputs under ssmviz's
     keys. ``convention`` None: the profile's own; ``run_sizes``: the family's run sizes
-    (SSD's chunk length; unset: the profile's)."""
+    (SSD's chunk length; unset: the profile's). ``analysed``: the key of a check of the
+    file in that worker (``KernelCheckResult.analysed``), whose loaded and analysed file
+    the runs reuse."""
     registry.teaching(family)
-    return FileForward(path, family, convention, run_sizes or {}, text, timeout, abi)
+    return FileForward(path, family, convention, run_sizes or {}, text, timeout, abi, analysed)
 
 
 def operator_export_arrays(

@@ -5,9 +5,9 @@ judge against the float64 reference, with race probes and hot reload. Qt-free.
 """
 
 from ssmviz.core.expr import evaluate
+from ssmviz.core.external.analysis import analyze
 from ssmviz.core.external.command import (
     FileWatcher,
-    main_check_kernel,
     run_kernel_check,
     watch_kernel,
 )
@@ -22,7 +22,8 @@ from ssmviz.core.external.profiles import (
     parse_profile,
     parse_profile_text,
 )
-from ssmviz.core.external.runner import KernelCheckResult, analyze, check_kernel
+from ssmviz.core.external.report import KernelCheckResult
+from ssmviz.core.external.runner import check_kernel
 from ssmviz.core.families.abi import AbiProfile
 
 __all__ = [
@@ -41,7 +42,6 @@ __all__ = [
     "get_profile",
     "load_kernel_file",
     "load_profile_file",
-    "main_check_kernel",
     "parse_naga_error",
     "parse_profile",
     "parse_profile_text",

@@ -11,7 +11,6 @@ hash, debounced; stdlib only), and keeps going when a half-written save fails to
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import re
@@ -21,12 +20,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from ssmviz.core import families
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.external.isolated import check_kernel_file_isolated
-from ssmviz.core.external.loader import load_kernel_file
+from ssmviz.core.external.loader import KernelFile, load_if_readable
 from ssmviz.core.external.profiles import get_profile
-from ssmviz.core.external.runner import EXIT_BUILD, KernelCheckResult, summary_line
+from ssmviz.core.external.report import EXIT_BUILD, KernelCheckResult, summary_line
+from ssmviz.core.external.tasks import check_kernel_file_isolated
 
 
 def run_kernel_check(
@@ -42,6 +40,7 @@ def run_kernel_check(
     arrays: Mapping[str, Any] | None = None,
     collect: list | None = None,
     size_probe: bool = True,
+    loaded: KernelFile | None = None,
 ) -> int:
     """Check one kernel file (in the kernel worker) and print the result; returns the
     exit code.
@@ -52,15 +51,17 @@ def run_kernel_check(
     ``timeout``: seconds each step may take (default: scaled with the problem's size).
     ``arrays``: canonical inputs (``--inputs``) instead of the seeded problem. ``collect``
     receives the KernelCheckResults (for ``--json`` / ``--export``). ``size_probe``
-    False (``--no-probe``): no size probe.
+    False (``--no-probe``): no size probe. ``loaded``: the file as the caller loaded it;
+    else it is loaded here, once: the worker's check and the warnings below share it.
     """
+    kf = loaded if loaded is not None else load_if_readable(path)
     kw: dict[str, Any] = {"convention": convention, "sizes": sizes, "runs": runs,
                           "seed": seed, "timeout": timeout, "arrays": arrays,
                           "size_probe": size_probe}
     try:
-        results = check_kernel_file_isolated(path, abi=abi, **kw)
+        results = check_kernel_file_isolated(path, abi=abi, loaded=kf, **kw)
         if abi is None or "@" not in abi:
-            results = _every_export(path, abi, results, kw)
+            results = _every_export(path, abi, results, kw, kf)
     except SsmvizError as exc:  # check_kernel catches these; belt and braces for the CLI
         out(f"error: {exc}")
         return EXIT_BUILD
@@ -76,16 +77,15 @@ def run_kernel_check(
 _ENTRY = re.compile(r"@compute\b[^;{]*?\bfn\s+([^\W\d]\w*)")
 
 
-def shared_exports(path: str) -> dict[str, list[str]]:
+def shared_exports(path: str, kf: KernelFile | None = None) -> dict[str, list[str]]:
     """Entry point -> the exports of a module that define it, for those several define
     (``..._V2_WGSL`` beside ``..._WGSL``), in file order; {} when none is (or the file
-    cannot be read: the check says why)."""
-    try:
-        sources = load_kernel_file(path).sources
-    except SsmvizError:
+    cannot be read: the check says why). ``kf``: the file as already loaded."""
+    kf = kf if kf is not None else load_if_readable(path)
+    if kf is None:
         return {}
     where: dict[str, list[str]] = {}
-    for src in sources:
+    for src in kf.sources:
         for name in dict.fromkeys(_ENTRY.findall(src.text)):
             where.setdefault(name, []).append(src.name)
     return {entry: names for entry, names in where.items() if len(names) > 1}
@@ -104,12 +104,12 @@ def per_export(path: str, profile: str) -> list[str]:
 
 
 def _every_export(path: str, abi: str | None, results: list[KernelCheckResult],
-                  kw: Mapping[str, Any]) -> list[KernelCheckResult]:
+                  kw: Mapping[str, Any], kf: KernelFile | None) -> list[KernelCheckResult]:
     """``results`` with one more check per export a profile's run did not use, among
     exports defining the same entry points: each export is checked with its own entry
     points and has its verdict. Every result that ran such an export is named
     ``PROFILE@EXPORT`` (a name ``--abi`` takes)."""
-    shared = shared_exports(path) if any(r.profile for r in results) else {}
+    shared = shared_exports(path, kf) if any(r.profile for r in results) else {}
     out: list[KernelCheckResult] = []
     for res in results:
         out.append(res)
@@ -122,32 +122,13 @@ def _every_export(path: str, abi: str | None, results: list[KernelCheckResult],
         if used:
             res.profile = replace(res.profile, name=f"{base}@{'+'.join(dict.fromkeys(used))}")
         for export in dict.fromkeys(others):
-            (nxt,) = check_kernel_file_isolated(path, abi=f"{abi or base}@{export}", **kw)
+            (nxt,) = check_kernel_file_isolated(path, abi=f"{abi or base}@{export}",
+                                                loaded=kf, **kw)
             nxt.prints_diagnostics = False  # the file's diagnostics are printed once
             out.append(nxt)
     for r in out:
         r.foreign = {s for o in out if o is not r for s in o.sources}
     return out
-
-
-def main_check_kernel(args: argparse.Namespace, *, arrays: Mapping[str, Any] | None = None,
-                      collect: list | None = None) -> int:
-    """Adapter for the CLI: reads kernel, abi, convention, runs, seed, watch and the sizes;
-    ``arrays`` and ``collect`` as for :func:`run_kernel_check`."""
-    sizes = {k: getattr(args, k) for k in families.sizes() if getattr(args, k, None) is not None}
-    kw = {
-        "abi": getattr(args, "abi", None),
-        "convention": getattr(args, "kernel_convention", None) or getattr(args, "convention", None),
-        "sizes": sizes or None,
-        "runs": getattr(args, "runs", 3),
-        "seed": getattr(args, "seed", 0),
-        "timeout": getattr(args, "timeout", None),
-        "size_probe": not getattr(args, "no_probe", False),
-    }
-    if getattr(args, "watch", False):
-        watch_kernel(args.kernel, **kw)
-        return 0
-    return run_kernel_check(args.kernel, arrays=arrays, collect=collect, **kw)
 
 
 def file_signature(path: str) -> tuple[int, int, str] | None:

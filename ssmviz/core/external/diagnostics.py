@@ -18,15 +18,9 @@ from dataclasses import dataclass, field
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external import tint
 from ssmviz.core.external.loader import KernelFile, KernelSource
-from ssmviz.core.external.wgsl import (
-    Module,
-    Problem,
-    parse_module,
-    portability,
-    shadowing,
-    uniformity,
-)
+from ssmviz.core.external.wgsl import Module, Problem, parse_module
 from ssmviz.core.external.wgsl_layout import workgroup_storage
+from ssmviz.core.external.wgsl_lints import portability, shadowing, uniformity
 from ssmviz.core.gpu import create_shader_module, is_device_lost
 from ssmviz.core.shader_variants import specialize
 

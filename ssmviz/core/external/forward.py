@@ -3,7 +3,7 @@ operator view's impulse runs). Runs in the kernel worker (:func:`file_forward_ou
 :func:`file_operator_columns`), like every run of a file.
 
 The file is built and read as ``ssmviz check --kernel`` does (the same loader, analysis,
-profile choice and layouts, :mod:`ssmviz.core.external.runner`), then only its forward
+profile choice and layouts: :mod:`.analysis`, :mod:`.plan`, :mod:`.execute`), then only its forward
 passes run; outputs come back under ssmviz's keys and axes (y, h, last_state,
 final_state, chunk_states: see :mod:`ssmviz.core.problem`).
 """
@@ -19,21 +19,19 @@ import numpy as np
 from ssmviz.core import families as registry
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external import progress
-from ssmviz.core.external.layouts import gpu_buffers
+from ssmviz.core.external.analysis import analyze, kept
+from ssmviz.core.external.execute import run_passes
+from ssmviz.core.external.layouts import canonical, gpu_buffers, role_of_label
 from ssmviz.core.external.loader import load_kernel_file, load_kernel_text
-from ssmviz.core.external.profiles import AbiProfile
-from ssmviz.core.external.runner import (
-    _canonical,
-    _pick_profile,
-    _Plan,
-    _run,
-    _source_for,
+from ssmviz.core.external.plan import (
+    Plan,
     abi_inputs,
-    analyze,
     base_sizes,
     fill_template,
-    role_of_label,
+    pick_profile,
+    source_for,
 )
+from ssmviz.core.external.profiles import AbiProfile
 from ssmviz.core.gpu import get_runtime
 from ssmviz.core.impulse import impulse_columns
 from ssmviz.core.problem import infer_sizes
@@ -45,26 +43,32 @@ FORWARD_KEYS = ("y", "h", "last_state", "final_state", "chunk_states")
 @dataclass
 class _FileKernel:
     prof: AbiProfile
-    plan: _Plan
+    plan: Plan
     texts: dict[str, str]
     modules: dict[str, Any]
     rt: Any
 
 
 def _load(path: str, text: str | None, family: str, convention: str | None, abi: str | None,
-          sizes: dict[str, int] | None = None) -> _FileKernel:
-    """The file built under its profile; ``sizes``: the problem's (a template's values)."""
+          sizes: dict[str, int] | None = None, analysed: str = "") -> _FileKernel:
+    """The file built under its profile; ``sizes``: the problem's (a template's values).
+    ``analysed``: a check's key (:func:`~ssmviz.core.external.analysis.kept`): the file as
+    that check loaded and analysed it, when this process still keeps it."""
     rt = get_runtime()
-    kf = load_kernel_file(path) if text is None else load_kernel_text(text, path)
-    kf = fill_template(kf, abi, sizes)
-    an = analyze(kf, rt.device)
+    found = kept(analysed) if analysed else None
+    if found is not None:
+        kf, an = found
+    else:
+        kf = load_kernel_file(path) if text is None else load_kernel_text(text, path)
+        kf = fill_template(kf, abi, sizes)
+        an = analyze(kf, rt.device)
     entries = {e for m in an.modules.values() for e in m.entry_points}
-    prof, _ = _pick_profile(abi, family, entries, [s.name for s in kf.sources], path)
+    prof, _ = pick_profile(abi, family, entries, [s.name for s in kf.sources], path)
     planned = []
     for p in prof.passes:
         if p.stage != "forward":
             continue
-        src = _source_for(kf, an.modules, p)
+        src = source_for(kf, an.modules, p)
         if src is None:
             raise SsmvizError(f"{path}: no forward entry point `{p.entry}` of profile "
                               f"'{prof.name}'")
@@ -74,7 +78,7 @@ def _load(path: str, text: str | None, family: str, convention: str | None, abi:
         why = failed[0].one_line() if failed else "naga refuses it"
         raise SsmvizError(f"kernel {path} does not build: {why}")
     conv = convention or prof.convention or "mamba"
-    return _FileKernel(prof, _Plan(prof, planned, ["forward"], conv),
+    return _FileKernel(prof, Plan(prof, planned, ["forward"], conv),
                        {s.name: s.text for s in kf.sources}, an.modules, rt)
 
 
@@ -100,9 +104,9 @@ def _forward(fk: _FileKernel, arrays: Mapping[str, np.ndarray], run_sizes: Mappi
     prof = fk.prof
     sizes = _sizes(fk, arrays, run_sizes)
     values = abi_inputs(prof, arrays)
-    raw, _ = _run(fk.plan, fk.texts, fk.modules, sizes, values, fk.rt)
+    raw, _ = run_passes(fk.plan, fk.texts, fk.modules, sizes, values, fk.rt)
     out: dict[str, np.ndarray] = {}
-    for label, arr in _canonical(prof, raw, sizes).items():
+    for label, arr in canonical(prof, raw, sizes).items():
         role = role_of_label(prof, label)[1]
         if role in FORWARD_KEYS:
             out[role] = arr
@@ -125,12 +129,14 @@ def _runner(fk: _FileKernel, arrays: Mapping[str, np.ndarray], run_sizes: Mappin
 
 def file_forward_outputs(path: str, text: str | None, arrays: Mapping[str, np.ndarray], *,
                          family: str, convention: str | None, run_sizes: Mapping[str, int],
-                         abi: str | None = None) -> dict[str, np.ndarray]:
+                         abi: str | None = None, analysed: str = "") -> dict[str, np.ndarray]:
     """The forward outputs (ssmviz's keys) of the file's ``family`` kernel (under profile
     ``abi``, default the one it matches) on ``arrays`` (canonical inputs; ``run_sizes``:
-    the family's run sizes, unset ones the profile's). Raises a one-line SsmvizError when
-    the file cannot run."""
-    fk = _load(path, text, family, convention, abi, _given_sizes(family, arrays, run_sizes))
+    the family's run sizes, unset ones the profile's); ``analysed``: the check whose loaded
+    and analysed file to reuse (see :func:`_load`). Raises a one-line SsmvizError when the
+    file cannot run."""
+    fk = _load(path, text, family, convention, abi, _given_sizes(family, arrays, run_sizes),
+               analysed)
     run, _ = _runner(fk, arrays, run_sizes)
     progress.report("run", f"the forward of {path}")
     return dict(run(arrays))
@@ -139,11 +145,12 @@ def file_forward_outputs(path: str, text: str | None, arrays: Mapping[str, np.nd
 def file_operator_columns(path: str, text: str | None, arrays: Mapping[str, np.ndarray], *,
                           family: str, convention: str | None, run_sizes: Mapping[str, int],
                           index: np.ndarray, cols: np.ndarray, states: bool = False,
-                          abi: str | None = None) -> dict[str, np.ndarray]:
+                          abi: str | None = None, analysed: str = "") -> dict[str, np.ndarray]:
     """:func:`ssmviz.core.impulse.impulse_columns` through the file's ``family`` kernel
-    (``arrays``: the problem, batch element 0 is measured; ``abi`` as for
+    (``arrays``: the problem, batch element 0 is measured; ``abi`` and ``analysed`` as for
     :func:`file_forward_outputs`)."""
-    fk = _load(path, text, family, convention, abi, _given_sizes(family, arrays, run_sizes))
+    fk = _load(path, text, family, convention, abi, _given_sizes(family, arrays, run_sizes),
+               analysed)
     run, per_batch = _runner(fk, arrays, run_sizes)
     return impulse_columns(family, arrays, run, index=index, cols=cols,
                            batch_elements=per_batch, states=states,

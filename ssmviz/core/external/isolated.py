@@ -6,11 +6,14 @@ compiler or driver (naga overflows its stack on deeply nested expressions and ta
 process down with SIGSEGV). So everything from the first ``create_shader_module`` of a
 user's file on (the check behind ``ssmviz check --kernel`` and ``--watch``, the app's
 analysis and live run, a built-in shader edited in the app) runs in one persistent worker
-process. The worker reports each step before it starts it (:mod:`.progress`); the parent
-waits in short polls (Ctrl-C lands at once) and kills the worker when a step passes its
-deadline or when the worker dies, then names the step in a one-line verdict. The next
-call starts a fresh worker (it is spawned right away, so its start overlaps the user's
-next edit). ssmviz's own unedited kernels stay in process on the shared device.
+process. The worker knows nothing of checks: it runs tasks (a module-level function and
+its arguments, :meth:`KernelWorker.call`; the CLI's and the app's are :mod:`.tasks`) and
+turns their exceptions into one line. It reports each step before it starts it
+(:mod:`.progress`); the parent waits in short polls (Ctrl-C lands at once) and kills the
+worker when a step passes its deadline or when the worker dies, then names the step in a
+one-line verdict. The next call starts a fresh worker (it is spawned right away, so its
+start overlaps the user's next edit). ssmviz's own unedited kernels stay in process on the
+shared device.
 
 Deadline: each step (a compile, one dispatch, the float64 reference) gets
 :func:`default_deadline` of the problem's size, or ``--timeout S``.
@@ -30,32 +33,15 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from ssmviz.core import families
-from ssmviz.core.case import Case
-from ssmviz.core.check import check_arrays
-from ssmviz.core.errors import SsmvizError
+from ssmviz.core.errors import EXIT_BUILD, EXIT_FAIL, SsmvizError
 from ssmviz.core.external import progress
-from ssmviz.core.external.diagnostics import Diagnostic
-from ssmviz.core.external.live import run_live
-from ssmviz.core.external.loader import load_kernel_text, read_text
-from ssmviz.core.external.profiles import detect_profile, detect_profiles
-from ssmviz.core.external.runner import (
-    EXIT_BUILD,
-    EXIT_FAIL,
-    KernelCheckResult,
-    analyze,
-    base_sizes,
-    check_kernel,
-    check_kernel_file,
-)
-from ssmviz.core.gpu import get_runtime, summarize_wgpu_error
+from ssmviz.core.external.loader import read_text
+from ssmviz.core.gpu import get_runtime, summarize_wgpu_error, want_cpu
 
 #: How long a fresh worker may take to import ssmviz and create its device.
 START_TIMEOUT_S = 120.0
@@ -75,40 +61,6 @@ def default_deadline(elements: int) -> float:
     """Seconds one step of a check may take for a problem whose largest tensor holds
     ``elements`` values: 10 s plus 1 s per 10⁶ elements (20 s at 10⁷)."""
     return BASE_DEADLINE_S + PER_MILLION_S * max(int(elements), 0) / 1e6
-
-
-def problem_elements(sizes: Mapping[str, int] | None) -> int:
-    """Elements of the hidden state (each family's ``state_elements``, S6: batch, seq_len,
-    d_inner, d_state), the largest tensor, for ``sizes`` over the default problem (the
-    largest of the families' readings)."""
-    best = 0
-    for name in families.names():
-        try:
-            s = base_sizes(name, sizes)
-        except SsmvizError:
-            s = base_sizes(name, None)  # the worker reports the bad size itself
-        best = max(best, families.get(name).state_elements(s))
-    return best
-
-
-def array_elements(arrays: Mapping[str, np.ndarray]) -> int:
-    """Elements of the hidden state of given inputs, the largest tensor; the default
-    problem's when they are no family's whole inputs."""
-    found = _state_elements(arrays)
-    return problem_elements(None) if found is None else found
-
-
-def _state_elements(arrays: Mapping[str, np.ndarray]) -> int | None:
-    """The ``state_elements`` of the family whose input keys ``arrays`` hold (None: no
-    family's, or shapes that do not agree)."""
-    for name in families.names():
-        fam = families.get(name)
-        if all(k in arrays for k in fam.input_keys):
-            try:
-                return fam.state_elements(fam.infer_sizes(arrays))
-            except SsmvizError:
-                continue
-    return None
 
 
 def nesting_depth(text: str) -> int:
@@ -215,8 +167,7 @@ class KernelWorker:
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parents[3])  # this checkout's ssmviz wins
         env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
-        gpu = sys.modules.get("ssmviz.core.gpu")
-        if gpu is not None and gpu._want_cpu():
+        if want_cpu():
             env["SSMVIZ_ADAPTER"] = "cpu"
         code = f"from ssmviz.core.external.isolated import serve; serve({child.fileno()})"
         self._spawned_at = time.perf_counter()
@@ -439,122 +390,12 @@ def serve(fd: int) -> None:
             conn.send(("raise", _picklable(exc)))
 
 
-# -- what the CLI and the app run there ---------------------------------------------------------
-
-
-def _read_for_depth(path: str, text: str | None) -> str | None:
+def read_for_depth(path: str, text: str | None) -> str | None:
+    """The text a compiler crash measures its nesting depth in: ``text``, else the file's
+    (None when it cannot be read)."""
     if text is not None:
         return text
     try:  # only a regular file: a FIFO would block here before the loader refuses it
         return read_text(path)
     except SsmvizError:
         return None
-
-
-def check_kernel_file_isolated(
-    path: str,
-    *,
-    abi: str | None = None,
-    convention: str | None = None,
-    sizes: Mapping[str, int] | None = None,
-    runs: int = 3,
-    seed: int = 0,
-    probe: bool = True,
-    timeout: float | None = None,
-    arrays: Mapping[str, np.ndarray] | None = None,
-    size_probe: bool = True,
-) -> list[KernelCheckResult]:
-    """:func:`~ssmviz.core.external.runner.check_kernel_file` in the worker, each step under
-    ``timeout`` seconds (default: :func:`default_deadline` of the problem: ``arrays``, the
-    given inputs, else the sizes). A run the watchdog ends comes back as one result whose
-    ``message`` is the verdict."""
-    elements = array_elements(arrays) if arrays is not None else problem_elements(sizes)
-    deadline = timeout if timeout is not None else default_deadline(elements)
-    try:
-        return get_worker().call(check_kernel_file, path, abi=abi, convention=convention,
-                                 sizes=dict(sizes) if sizes else None, runs=runs, seed=seed,
-                                 probe=probe, arrays=arrays, size_probe=size_probe,
-                                 deadline=deadline,
-                                 text=_read_for_depth(path, None))
-    except WatchdogError as exc:
-        return [KernelCheckResult(path, exc.exit_code, message=str(exc), watchdog=exc.kind)]
-
-
-def check_kernel_isolated(path: str, *, timeout: float | None = None, **kwargs: Any
-                          ) -> KernelCheckResult:
-    """:func:`~ssmviz.core.external.runner.check_kernel` (``kwargs`` as there, e.g.
-    ``arrays`` and ``family`` for given inputs) in the worker; a run the watchdog ends
-    comes back as a result whose ``message`` is the verdict."""
-
-    arrays = kwargs.get("arrays")
-    elements = (_array_elements(arrays) if arrays is not None
-                else problem_elements(kwargs.get("sizes")))
-    deadline = timeout if timeout is not None else default_deadline(elements)
-    try:
-        return get_worker().call(check_kernel, path, deadline=deadline,
-                                 text=_read_for_depth(path, kwargs.get("text")), **kwargs)
-    except WatchdogError as exc:
-        return KernelCheckResult(path, exc.exit_code, message=str(exc), watchdog=exc.kind)
-
-
-def _array_elements(arrays: Mapping[str, np.ndarray]) -> int:
-    """The hidden state's elements of a problem given as arrays; else its largest array's."""
-    found = _state_elements(arrays)
-    if found is None:
-        return max((int(np.size(a)) for a in arrays.values()), default=0)
-    return found
-
-
-def run_live_isolated(path: str, text: str | None, arrays: Mapping[str, np.ndarray], *,
-                      family: str, run_sizes: Mapping[str, int] | None = None,
-                      race_probe: bool = True, timeout: float | None = None) -> Any:
-    """:func:`~ssmviz.core.external.live.run_live` in the worker (the app's live run of a
-    file); raises a one-line SsmvizError (a :class:`WatchdogError` for a hang or crash)."""
-
-    deadline = timeout if timeout is not None else default_deadline(_array_elements(arrays))
-    return get_worker().call(run_live, path, text, dict(arrays), family=family,
-                             run_sizes=run_sizes, race_probe=race_probe, deadline=deadline,
-                             text=_read_for_depth(path, text))
-
-
-def kernel_analysis(path: str, text: str, *, builtin: bool = False) -> tuple[list, list]:
-    """(diagnostics, every matching profile, best first) of a kernel text: naga, Tint and
-    ssmviz's static analysis. ``builtin``: one of ssmviz's own shaders (edited or not),
-    run by ssmviz's host code with the adapter's limits. Never raises for a bad file."""
-
-    try:
-        kf = load_kernel_text(text, path)
-        an = analyze(kf, get_runtime().device, host_limits=builtin)
-    except SsmvizError as exc:
-        return [Diagnostic("error", path, 1, 1, str(exc))], []
-    diags = list(an.diagnostics)
-    entries = {e for m in an.modules.values() for e in m.entry_points}
-    exports = [s.name for s in kf.sources]
-    try:
-        profs = detect_profiles(entries, exports) or [detect_profile(entries, exports)]
-    except SsmvizError as exc:
-        profs = []
-        diags.append(Diagnostic("error", path, 1, 1, str(exc)))
-    return diags, profs
-
-
-def kernel_analysis_isolated(path: str, text: str, *, builtin: bool = False,
-                             timeout: float | None = None) -> tuple[list, list]:
-    """:func:`kernel_analysis` in the worker; a hang or crash raises WatchdogError."""
-    return get_worker().call(kernel_analysis, path, text, text=text, builtin=builtin,
-                             deadline=timeout if timeout is not None else BASE_DEADLINE_S)
-
-
-def check_source(case: Case, source: str) -> Any:
-    """``check_arrays`` of ssmviz's host code running ``source`` (an edited built-in
-    shader) on ``case``; one run, no race probe (the app's live run). In the worker."""
-
-    kernel = case.family.kernel(get_runtime(), source=source)
-    progress.report("run", f"the edited {case.name} shader (build and passes)")
-    return check_arrays(case, runs=1, kernel=kernel, race_probe=False, concurrent_reference=True)
-
-
-def check_source_isolated(case: Case, source: str, *, timeout: float | None = None) -> Any:
-    """:func:`check_source` in the worker; returns its CheckReport."""
-    deadline = timeout if timeout is not None else default_deadline(_array_elements(case.arrays))
-    return get_worker().call(check_source, case, source, deadline=deadline, text=source)

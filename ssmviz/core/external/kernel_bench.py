@@ -25,23 +25,16 @@ import numpy as np
 from ssmviz.core import bench, families
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external import progress
+from ssmviz.core.external.analysis import kept
 from ssmviz.core.external.command import per_export
-from ssmviz.core.external.isolated import (
-    WatchdogError,
-    default_deadline,
-    get_worker,
-    problem_elements,
-)
+from ssmviz.core.external.isolated import WatchdogError, default_deadline, get_worker
 from ssmviz.core.external.loader import load_kernel_file
+from ssmviz.core.external.plan import base_sizes, buffer_shape
 from ssmviz.core.external.profiles import get_profile, role_axes
+from ssmviz.core.external.report import EXIT_BUILD, KernelCheckResult
 from ssmviz.core.external.results_io import kernel_families
-from ssmviz.core.external.runner import (
-    EXIT_BUILD,
-    KernelCheckResult,
-    base_sizes,
-    buffer_shape,
-    check_kernel,
-)
+from ssmviz.core.external.runner import check_kernel
+from ssmviz.core.external.tasks import problem_elements
 from ssmviz.core.external.values import convention_of
 from ssmviz.core.external.wgsl import parse_module
 from ssmviz.core.families.abi import AbiProfile, BufferSpec
@@ -106,7 +99,7 @@ def bench_kernel_task(path: str, *, abi: str | None, size: str, repeats: int,
     sizes = sizes or dict(res.report.sizes)
     try:
         if res.profile.host is not None:  # the family's host code runs the file's source
-            runner = fam.kernel(rt, source=_source_of(path, res.profile))
+            runner = fam.kernel(rt, source=_source_of(path, res.profile, res.analysed))
             res.timing = {"stages": _runner_stages(rt, runner, fam, res, sizes, repeats,
                                                    path)}
         base = _preset_of(res)
@@ -120,10 +113,12 @@ def bench_kernel_task(path: str, *, abi: str | None, size: str, repeats: int,
     return out
 
 
-def _source_of(path: str, prof: AbiProfile) -> str:
-    """The source of ``path`` that defines ``prof``'s entry points (a host profile's)."""
+def _source_of(path: str, prof: AbiProfile, analysed: str) -> str:
+    """The source of ``path`` that defines ``prof``'s entry points (a host profile's), from
+    the file as the check (``analysed``: its key) loaded it, while this process keeps it."""
     wanted = set(prof.entry_points())
-    for src in load_kernel_file(path).sources:
+    found = kept(analysed)
+    for src in (found[0] if found is not None else load_kernel_file(path)).sources:
         if wanted & set(parse_module(src.text).entry_points):
             return src.text
     raise SsmvizError(f"{path} defines none of profile '{prof.name}' entry points")

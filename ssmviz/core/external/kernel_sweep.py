@@ -21,17 +21,13 @@ from typing import Any
 from ssmviz.core import families
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external.command import per_export
-from ssmviz.core.external.isolated import check_kernel_isolated, get_worker
+from ssmviz.core.external.isolated import get_worker
+from ssmviz.core.external.layouts import role_of_label
+from ssmviz.core.external.plan import base_sizes
 from ssmviz.core.external.profiles import get_profile
+from ssmviz.core.external.report import EXIT_BUILD, EXIT_FAIL, EXIT_PASS, KernelCheckResult
 from ssmviz.core.external.results_io import kernel_families
-from ssmviz.core.external.runner import (
-    EXIT_BUILD,
-    EXIT_FAIL,
-    EXIT_PASS,
-    KernelCheckResult,
-    base_sizes,
-    role_of_label,
-)
+from ssmviz.core.external.tasks import check_kernel_isolated
 from ssmviz.core.families.abi import AbiProfile
 
 #: seq_len beyond the default: one step, and just past a 256- and a 1024-step tile.

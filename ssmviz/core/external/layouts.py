@@ -20,7 +20,8 @@ d_inner may stand for n_heads × d_head). Besides:
   its output roles poisoned (or zeroed) and judged; ``initial`` names the role a
   single-role tensor holds before the run (in place: h0 in, last_state out).
 
-Everything here is host-side numpy; the runner allocates and dispatches.
+Everything here is host-side numpy (:mod:`.execute` allocates and dispatches), down to
+the labels of the tensors read back (:func:`tensor_label`: ``out_buf (y)``, ``h_cache[h]``).
 """
 
 from __future__ import annotations
@@ -320,3 +321,30 @@ def make_constant(prof: AbiProfile, arrays: dict[str, np.ndarray]) -> None:
                 i = axes.index(ax)
                 first = np.take(arrays[role], [0], axis=i)
                 arrays[role] = np.repeat(first, arrays[role].shape[i], axis=i)
+
+
+def canonical(prof: AbiProfile, raw: Mapping[str, np.ndarray], sizes: Mapping[str, int]
+              ) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    gbufs = gpu_buffers(prof, set(raw), sizes)
+    for name, data in raw.items():
+        for tname, roles in read_roles(prof, gbufs[name], data, sizes).items():
+            spec = prof.buffers[tname]
+            for role, arr in roles.items():
+                out[tensor_label(spec, role)] = arr
+    return out
+
+
+def tensor_label(spec: BufferSpec, role: str) -> str:
+    if len(spec.roles) > 1:
+        return f"{spec.name}[{role}]"
+    return spec.name if spec.name == role else f"{spec.name} ({role})"
+
+
+def role_of_label(prof: AbiProfile, label: str) -> tuple[BufferSpec, str]:
+    """The buffer and role behind a verdict / output label (``h_cache[h]`` → h_cache, h)."""
+    for spec in prof.buffers.values():
+        for role in spec.roles:
+            if tensor_label(spec, role) == label:
+                return spec, role
+    raise KeyError(label)

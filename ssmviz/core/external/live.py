@@ -21,7 +21,9 @@ import numpy as np
 from ssmviz.core import families
 from ssmviz.core.check import CheckReport
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.external.runner import KernelCheckResult, check_kernel, role_of_label
+from ssmviz.core.external.layouts import role_of_label
+from ssmviz.core.external.report import KernelCheckResult
+from ssmviz.core.external.runner import check_kernel
 from ssmviz.core.families.abi import AbiProfile
 
 

@@ -121,6 +121,15 @@ def load_kernel_file(path: str) -> KernelFile:
     return load_kernel_text(text, path)
 
 
+def load_if_readable(path: str) -> KernelFile | None:
+    """:func:`load_kernel_file`, or None when the file cannot be loaded (the check that
+    follows loads it itself and says why, in its own words)."""
+    try:
+        return load_kernel_file(path)
+    except SsmvizError:
+        return None
+
+
 def load_kernel_text(text: str, path: str) -> KernelFile:
     """As :func:`load_kernel_file`, from text already read; the suffix of ``path`` decides."""
     suffix = Path(path).suffix.lower()

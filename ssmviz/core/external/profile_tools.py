@@ -17,9 +17,9 @@ from ssmviz.core import families
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external.layouts import gpu_buffers, slot_values
 from ssmviz.core.external.loader import KernelFile, load_kernel_file
+from ssmviz.core.external.plan import base_sizes
 from ssmviz.core.external.profile_keys import define_values
 from ssmviz.core.external.profiles import load_profile_file
-from ssmviz.core.external.runner import base_sizes
 from ssmviz.core.external.template import PLACEHOLDER, apply_defines
 from ssmviz.core.external.wgsl import Module, parse_module
 from ssmviz.core.families.abi import AbiProfile

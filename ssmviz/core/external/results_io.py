@@ -23,21 +23,24 @@ from typing import Any
 import numpy as np
 
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.external.loader import load_kernel_file
+from ssmviz.core.external.layouts import role_of_label
+from ssmviz.core.external.loader import KernelFile, load_kernel_file
 from ssmviz.core.external.profiles import detect_profile, detect_profiles, get_profile
-from ssmviz.core.external.runner import KernelCheckResult, export_key, role_of_label
+from ssmviz.core.external.report import KernelCheckResult, export_key
 from ssmviz.core.external.wgsl import parse_module
 from ssmviz.core.fileio import write_file, write_text
 
 
-def kernel_families(path: str, abi: str | None) -> dict[str, str] | None:
+def kernel_families(path: str, abi: str | None, loaded: KernelFile | None = None
+                    ) -> dict[str, str] | None:
     """family -> profile name the file would be checked under; None when the file cannot
-    be read or matched now (the check itself then reports why)."""
+    be read or matched now (the check itself then reports why). ``loaded``: the file as
+    the caller loaded it (else it is loaded here)."""
     try:
         if abi:
             prof = get_profile(abi)
             return {prof.family: prof.name}
-        kf = load_kernel_file(path)
+        kf = loaded if loaded is not None else load_kernel_file(path)
         # ssmviz's own parse only: no device, no compiler, no Tint (Node runs in the check)
         entries = {e for src in kf.sources for e in parse_module(src.text).entry_points}
         exports = [s.name for s in kf.sources]

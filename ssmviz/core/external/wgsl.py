@@ -2,16 +2,15 @@
 
 Not a parser. It knows module-scope declarations (resource variables with their
 group/binding/address space/access, constants, structs, functions with their
-attributes and parameters) and walks function bodies block by block, tracking
-``let``/``var``/``const`` scopes and which values are non-uniform.
+attributes and parameters); :mod:`.wgsl_lints` walks function bodies block by block,
+tracking ``let``/``var``/``const`` scopes and which values are non-uniform, and
+:mod:`.wgsl_rewrite` rewrites a module for the check's probes.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-
-from ssmviz.core.shader_variants import feature_lines
 
 _TOKEN = re.compile(
     r"(?P<ws>[ \t\f\v]+)|(?P<nl>\n)|(?P<lc>//[^\n]*)|(?P<bc>/\*)"
@@ -215,7 +214,7 @@ def _pairs(toks: list[Tok], open_: str, close: str) -> dict[int, int]:
     return pairs
 
 
-def _match(toks: list[Tok], i: int, open_: str, close: str) -> int:
+def match_close(toks: list[Tok], i: int, open_: str, close: str) -> int:
     """Index of the token closing the bracket at i, or len(toks) when unbalanced."""
     if i < len(toks) and toks[i].text == open_:
         return _pairs(toks, open_, close).get(i, len(toks))
@@ -246,7 +245,7 @@ def _match_angle(toks: list[Tok], i: int) -> int:
     return len(toks)
 
 
-def _declared_name(toks: list[Tok], k: int, end: int) -> int:
+def declared_name(toks: list[Tok], k: int, end: int) -> int:
     """Index of the name a ``let``/``var``/``const`` at k declares (past ``var<...>``)."""
     j = k + 1
     if j < end and toks[j].text == "<":
@@ -294,7 +293,7 @@ def parse_module(text: str) -> Module:
             args: list[str] = []
             j = i + 2
             if j < n and toks[j].text == "(":
-                close = _match(toks, j, "(", ")")
+                close = match_close(toks, j, "(", ")")
                 args = _split_args(toks, j + 1, close)
                 j = close + 1
             attrs.append((name, args))
@@ -317,7 +316,7 @@ def parse_module(text: str) -> Module:
             j = i + 2
             while j < n and toks[j].text != "{":
                 j += 1
-            i, attrs = (_match(toks, j, "{", "}") + 1) if j < n else n, []
+            i, attrs = (match_close(toks, j, "{", "}") + 1) if j < n else n, []
             continue
         if t.text == "fn" and i + 1 < n:
             i = _function(mod, i, attrs)
@@ -414,7 +413,7 @@ def _function(mod: Module, i: int, attrs: list[tuple[str, list[str]]]) -> int:
     j = i + 2
     if j >= n or toks[j].text != "(":
         return j
-    close = _match(toks, j, "(", ")")
+    close = match_close(toks, j, "(", ")")
     params = _params(toks, j, close)
     k = close + 1
     while k < n and toks[k].text != "{":
@@ -423,7 +422,7 @@ def _function(mod: Module, i: int, attrs: list[tuple[str, list[str]]]) -> int:
         k += 1
     if k >= n or toks[k].text != "{":
         return k
-    body_close = _match(toks, k, "{", "}")
+    body_close = match_close(toks, k, "{", "}")
     stage = next((a for a, _ in attrs if a in ("compute", "vertex", "fragment")), None)
     wg = next((args for a, args in attrs if a == "workgroup_size"), [])
     mod.functions[name.text] = Function(
@@ -442,7 +441,7 @@ def _params(toks: list[Tok], open_: int, close: int) -> list[Param]:
             attr = toks[k + 1].text if k + 1 < close else ""
             k += 2
             if k < close and toks[k].text == "(":
-                c = _match(toks, k, "(", ")")
+                c = match_close(toks, k, "(", ")")
                 if attr == "builtin" and k + 1 < c:
                     builtin = toks[k + 1].text
                 k = c + 1
@@ -464,563 +463,3 @@ def _params(toks: list[Tok], open_: int, close: int) -> list[Param]:
         out.append(Param(pname, builtin, type_text, start, k))
         k += 1
     return out
-
-
-# -- analyses ------------------------------------------------------------------------------------
-
-
-def _is_store_target(toks: list[Tok], k: int) -> bool:
-    """Whether the identifier at k is the target of an assignment (``X = ``, ``X[i] += ``)."""
-    n = len(toks)
-    j = k + 1
-    while j < n and toks[j].text in ("[", "."):
-        if toks[j].text == "[":
-            j = _match(toks, j, "[", "]") + 1
-        else:
-            j += 2
-    if j < n and toks[j].text in ASSIGN_OPS | {"++", "--"}:
-        return k == 0 or toks[k - 1].text in (";", "{", "}", ")", "(") or toks[k - 1].text == "*"
-    return k >= 1 and toks[k - 1].text == "&"  # atomicAdd(&X[i], ...)
-
-
-def access_sites(mod: Module, entry: str, name: str) -> tuple[list[Tok], list[Tok]]:
-    """(stores, loads) of the module variable ``name`` in ``entry`` and the functions it calls."""
-    stores, loads = [], []
-    toks = mod.toks
-    for fn in mod.reachable(entry):
-        shadowed = _shadow_ranges(mod, fn, name)
-        for k in range(fn.body_open + 1, fn.body_close):
-            t = toks[k]
-            if t.kind != "id" or t.text != name or (k and toks[k - 1].text == "."):
-                continue
-            if any(a <= k < b for a, b in shadowed):
-                continue
-            (stores if _is_store_target(toks, k) else loads).append(t)
-    return stores, loads
-
-
-def _shadow_ranges(mod: Module, fn: Function, name: str) -> list[tuple[int, int]]:
-    """Token ranges of ``fn`` where a local declaration shadows ``name``."""
-    toks = mod.toks
-    out = []
-    stack = [fn.body_close]
-    for k in range(fn.body_open + 1, fn.body_close):
-        tx = toks[k].text
-        if tx == "{":
-            stack.append(_match(toks, k, "{", "}"))
-        elif tx == "}" and len(stack) > 1:
-            stack.pop()
-        elif tx in ("let", "var", "const") and k + 1 < fn.body_close and toks[k + 1].text == name:
-            # The name is in scope after its declaration: `let u = u[i];` still reads the buffer.
-            semi = k + 2
-            while semi < fn.body_close and toks[semi].text != ";":
-                semi += 1
-            out.append((semi + 1, stack[-1]))
-    for p in fn.params:
-        if p.name == name:
-            out.append((fn.body_open, fn.body_close))
-    return out
-
-
-def shadowing(mod: Module, naga_failed_without_location: bool) -> list[Problem]:
-    """Locals that shadow module variables, and indexing of such a local."""
-    out: list[Problem] = []
-    toks = mod.toks
-    for fn in mod.functions.values():
-        for name, gv in mod.globals.items():
-            if name not in fn.idents and not any(p.name == name for p in fn.params):
-                continue
-            for start, end in _shadow_ranges(mod, fn, name):
-                decl_k = next((j for j in range(start - 1, fn.body_open, -1)
-                               if toks[j].text == name and toks[j - 1].text in ("let", "var",
-                                                                                 "const")), None)
-                decl = toks[decl_k] if decl_k is not None else None
-                kind = toks[decl_k - 1].text if decl_k is not None else "parameter"
-                what = _describe_global(gv)
-                decl_line = decl.line if decl is not None else fn.line
-                indexed = False
-                for k in range(start, min(end, len(toks))):
-                    t = toks[k]
-                    if t.text == name and t.kind == "id" and toks[k - 1].text != "." and (
-                        k + 1 < len(toks) and toks[k + 1].text == "["
-                    ):
-                        indexed = True
-                        sev = "error" if naga_failed_without_location else "warning"
-                        out.append(Problem(
-                            sev, t.line, t.col,
-                            f"`{name}` is indexed here, but the `{kind} {name}` on line "
-                            f"{line_ref(decl_line)} shadows the {what} `{name}`",
-                            len(name), "shadowed-binding",
-                        ))
-                if decl is not None and not indexed:
-                    out.append(Problem(
-                        "warning", decl.line, decl.col,
-                        f"`{kind} {name}` shadows the {what} `{name}` for the rest of this block",
-                        len(name), "shadowed-binding",
-                    ))
-    return out
-
-
-def _describe_global(gv: GlobalVar) -> str:
-    if gv.space == "storage":
-        return "storage buffer"
-    if gv.space == "uniform":
-        return "uniform buffer"
-    if gv.space == "workgroup":
-        return "workgroup variable"
-    return "module variable"
-
-
-# -- uniformity ------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Ctx:
-    nonuniform: bool
-    why: str
-    kind: str  # "fn" | "if" | "loop" | "block" | "switch"
-    close: int
-
-
-def _barrier_functions(mod: Module) -> dict[str, str]:
-    """User functions that (transitively) call a barrier -> the barrier they call."""
-    direct: dict[str, str] = {}
-    for fn in mod.functions.values():
-        for b in BARRIERS:
-            if b in fn.idents:
-                direct[fn.name] = b
-                break
-    changed = True
-    while changed:
-        changed = False
-        for fn in mod.functions.values():
-            if fn.name in direct:
-                continue
-            hit = next((c for c in sorted(fn.calls) if c in direct), None)
-            if hit is not None:
-                direct[fn.name] = f"{hit}() (which calls {direct[hit]})"
-                changed = True
-    return direct
-
-
-def uniformity(mod: Module) -> list[Problem]:
-    """Barriers in non-uniform control flow, per entry point (Tint rejects these; naga does not)."""
-    out: list[Problem] = []
-    barrier_fns = _barrier_functions(mod)
-    seen: set[tuple[int, int]] = set()
-    for fn in mod.entry_points.values():
-        if fn.stage != "compute":
-            continue
-        binding = _bindings(mod, fn)
-        tainted: dict[str, str] = {
-            f"param:{p.name}": p.builtin for p in fn.params if p.builtin in NONUNIFORM_BUILTINS
-        }
-        sources = {
-            name: "read_write storage buffer" if gv.space == "storage" else "workgroup variable"
-            for name, gv in mod.globals.items()
-            if (gv.space == "storage" and gv.access == "read_write") or gv.space == "workgroup"
-        }
-        for _ in range(4):  # loop-carried taint needs a few sweeps
-            before = dict(tainted)
-            found = _walk(mod, fn, tainted, sources, barrier_fns, binding)
-            if tainted == before:
-                break
-        for p in found:
-            key = (p.line, p.col)
-            if key not in seen:
-                seen.add(key)
-                out.append(p)
-    return out
-
-
-def _bindings(mod: Module, fn: Function) -> dict[int, str]:
-    """Token index -> the declaration an identifier refers to, by lexical scope.
-
-    Two `let j` in sibling blocks are different values: taint is tracked per
-    declaration ("name@token") so one loop's thread-dependent `j` does not taint
-    another's. Identifiers declared nowhere in the function (globals) keep their name.
-    """
-    toks = mod.toks
-    scopes: list[dict[str, str]] = [{p.name: f"param:{p.name}" for p in fn.params}]
-    for_scope_pending = False
-    extra_pop: list[bool] = []
-    pending: list[tuple[str, str]] = []
-    out: dict[int, str] = {}
-    k = fn.body_open + 1
-    while k < fn.body_close:
-        t = toks[k]
-        if t.text == "for" and t.kind == "id":
-            scopes.append({})  # the init statement's names live until the body closes
-            for_scope_pending = True
-        elif t.text == "{":
-            extra_pop.append(for_scope_pending)
-            for_scope_pending = False
-            scopes.append({})
-        elif t.text == "}" and len(scopes) > 1:
-            scopes.pop()
-            if extra_pop and extra_pop.pop() and len(scopes) > 1:
-                scopes.pop()
-        elif t.text in ("let", "var", "const"):
-            j = _declared_name(toks, k, fn.body_close)
-            if j < fn.body_close and toks[j].kind == "id":
-                key = f"{toks[j].text}@{j}"
-                out[j] = key
-                # The initializer still sees the outer name: the new one binds at the `;`.
-                pending.append((toks[j].text, key))
-                k = j + 1
-                continue
-        elif t.text == ";":
-            for name, key in pending:
-                scopes[-1][name] = key
-            pending.clear()
-        elif t.kind == "id" and not (k and toks[k - 1].text == "."):
-            for scope in reversed(scopes):
-                if t.text in scope:
-                    out[k] = scope[t.text]
-                    break
-        k += 1
-    return out
-
-
-def _taint_of(toks: list[Tok], a: int, b: int, tainted: dict[str, str], sources: dict[str, str],
-              binding: dict[int, str] | None = None):
-    """The first non-uniform value in tokens [a, b), as 'name' (why), or None."""
-    binding = binding or {}
-    k = a
-    while k < b:
-        t = toks[k]
-        if t.kind == "id" and t.text == "workgroupUniformLoad" and k + 1 < b:
-            k = _match(toks, k + 1, "(", ")") + 1
-            continue
-        if t.kind == "id" and not (k and toks[k - 1].text == "."):
-            key = binding.get(k, t.text)
-            if key in tainted:
-                return f"`{t.text}` ({tainted[key]})"
-            if key in sources:
-                return f"`{t.text}` (read from a {sources[t.text]})"
-        k += 1
-    return None
-
-
-def _walk(mod: Module, fn: Function, tainted: dict[str, str], sources: dict[str, str],
-          barrier_fns: dict[str, str], binding: dict[int, str]) -> list[Problem]:
-    toks = mod.toks
-    out: list[Problem] = []
-    stack = [_Ctx(False, "", "fn", fn.body_close)]
-    after_return: str = ""
-    last_if_taint: str = ""
-    k = fn.body_open + 1
-    end = fn.body_close
-    while k < end:
-        t = toks[k]
-        tx = t.text
-        cur = stack[-1]
-        while len(stack) > 1 and k >= stack[-1].close:
-            stack.pop()
-            cur = stack[-1]
-        nonuni = cur.nonuniform or bool(after_return)
-        why = cur.why or after_return
-        if t.kind == "id" and tx in ("if", "while", "switch", "for", "loop", "else", "continuing"):
-            # Find the '{' that opens this statement's body, at paren depth 0.
-            j, depth = k + 1, 0
-            while j < end:
-                if toks[j].text in "([":
-                    depth += 1
-                elif toks[j].text in ")]":
-                    depth -= 1
-                elif toks[j].text == "{" and depth == 0:
-                    break
-                j += 1
-            if j >= end:
-                k += 1
-                continue
-            cond = None
-            if tx in ("if", "while", "switch", "for"):
-                cond = _taint_of(toks, k + 1, j, tainted, sources, binding)
-            elif tx == "else":
-                cond = last_if_taint or None
-                if k + 1 < end and toks[k + 1].text == "if":
-                    k += 1
-                    continue  # the 'if' handles it (and inherits via its own condition)
-            close = _match(toks, j, "{", "}")
-            kind = {"while": "loop", "for": "loop", "loop": "loop"}.get(tx, "if")
-            if tx == "if":
-                last_if_taint = (
-                    f"`if` on line {line_ref(t.line)} depends on {cond}" if cond else "")
-            reason = why
-            if cond and not nonuni:
-                reason = cond if tx == "else" else (
-                    f"`{tx}` on line {line_ref(t.line)} depends on {cond}")
-            stack.append(_Ctx(nonuni or bool(cond), reason, kind, close))
-            if tx == "for":
-                # the init statement's declarations: scan header for let/var taint
-                _assign_taint(toks, k + 2, j, tainted, sources, nonuni or bool(cond), reason,
-                              binding)
-            k = j + 1
-            continue
-        if t.kind == "id" and tx in ("return", "break", "continue") and nonuni:
-            if tx == "return":
-                after_return = after_return or (
-                    f"an earlier `return` on line {line_ref(t.line)} under {why}")
-            else:
-                for ctx in reversed(stack):
-                    if ctx.kind == "loop":
-                        ctx.nonuniform = True
-                        ctx.why = ctx.why or f"`{tx}` on line {line_ref(t.line)} under {why}"
-                        break
-        if t.kind == "id" and k + 1 < end and toks[k + 1].text == "(" and nonuni and (
-            tx in BARRIERS or tx in barrier_fns
-        ):
-            what = f"{tx}()" if tx in BARRIERS else f"{tx}(), which calls {barrier_fns[tx]}"
-            out.append(Problem(
-                "error", t.line, t.col,
-                f"{what} in non-uniform control flow: {why}. Tint (Chrome/Dawn) rejects this; "
-                "naga accepts it, and on hardware it can hang or read stale data",
-                len(tx), "nonuniform-barrier",
-            ))
-        if tx in ("let", "var", "const") or (
-            t.kind == "id" and k + 1 < end
-            and (toks[k + 1].text in ASSIGN_OPS or toks[k + 1].text == "[")
-        ):
-            semi = k
-            depth = 0
-            while semi < end:
-                s = toks[semi].text
-                if s in "([{":
-                    depth += 1
-                elif s in ")]}":
-                    depth -= 1
-                    if depth < 0:
-                        break
-                elif s == ";" and depth == 0:
-                    break
-                semi += 1
-            _assign_taint(toks, k, semi, tainted, sources, nonuni, why, binding)
-        k += 1
-    return out
-
-
-def _assign_taint(toks: list[Tok], a: int, b: int, tainted: dict[str, str],
-                  sources: dict[str, str], nonuni: bool, why: str,
-                  binding: dict[int, str] | None = None) -> None:
-    """Mark the target of an assignment/declaration in tokens [a, b) if its value is non-uniform."""
-    if a >= b:
-        return
-    k = _declared_name(toks, a, b) if toks[a].text in ("let", "var", "const") else a
-    if k >= b or toks[k].kind != "id":
-        return
-    target = (binding or {}).get(k, toks[k].text)
-    eq = k + 1
-    while eq < b and toks[eq].text not in ASSIGN_OPS:
-        if toks[eq].text == "[":
-            eq = _match(toks, eq, "[", "]")
-        eq += 1
-    if eq >= b:
-        return
-    if target in sources:
-        return
-    src = _taint_of(toks, eq + 1, b, tainted, sources, binding)
-    if src and target not in tainted:
-        tainted[target] = f"derived from {src}"
-    elif nonuni and target not in tainted and toks[a].text not in ("let", "var", "const"):
-        tainted[target] = f"assigned under {why}"
-
-
-# -- portability ---------------------------------------------------------------------------------
-
-
-def portability(mod: Module, source: str = "") -> list[Problem]:
-    """Features outside core WebGPU, one warning per feature (its first use).
-
-    Code "portability": optional features a device may lack (Tint compiles with them
-    enabled, so it cannot say); "not-webgpu": what WGSL in WebGPU does not have at all
-    (Tint refuses it, so these are the fallback where Tint cannot run). Subgroup
-    operations inside a ``// #if subgroups`` block of ``source`` are not warned about:
-    that branch is only built on devices with the feature, and the ``#else`` branch
-    elsewhere (ssmviz's own kernels are written so).
-    """
-    out: list[Problem] = []
-    seen: set[str] = set()
-    guarded = feature_lines(source, "subgroups") if source else set()
-
-    def warn(key: str, line: int, col: int, msg: str, length: int = 1,
-             code: str = "portability") -> None:
-        if key == "subgroup" and line in guarded:
-            return
-        if key not in seen:
-            seen.add(key)
-            out.append(Problem("warning", line, col, msg, length, code))
-
-    for name, line, col in mod.enables:
-        warn(
-            f"enable-{name}", line, col,
-            f"`enable {name};` needs the optional WebGPU feature '{name.replace('_', '-')}'; "
-            "devices without it refuse the module",
-            len(name),
-        )
-    toks = mod.toks
-    for k, t in enumerate(toks):
-        if t.kind != "id":
-            continue
-        tx = t.text
-        if tx == "f16" or (tx.endswith("h") and re.fullmatch(r"vec[234]h|mat[234]x[234]h", tx)):
-            warn("f16", t.line, t.col, "f16 types need the optional feature 'shader-f16'", len(tx))
-        elif tx.startswith(("subgroup", "quad")) and k + 1 < len(toks) and \
-                toks[k + 1].text in ("(", ")"):
-            warn("subgroup", t.line, t.col,
-                 f"`{tx}` is a subgroup operation: it needs the optional feature 'subgroups' "
-                 "and its subgroup size varies by GPU", len(tx))
-        elif tx == "atomic" and k + 2 < len(toks) and toks[k + 1].text == "<" and \
-                toks[k + 2].text in ("f32", "f16"):
-            warn("atomic-float", t.line, t.col,
-                 f"atomic<{toks[k + 2].text}> is not part of WGSL/WebGPU (naga extension)", 6,
-                 "not-webgpu")
-        elif tx in ("push_constant", "immediate") and k and toks[k - 1].text == "<":
-            # Tint refuses push_constant but accepts immediate (not in the WebGPU spec yet).
-            warn("push", t.line, t.col,
-                 f"var<{tx}> is not core WebGPU (push constants / immediates)", len(tx),
-                 "not-webgpu" if tx == "push_constant" else "portability")
-        elif tx in ("i64", "u64", "f64"):
-            warn(tx, t.line, t.col, f"{tx} is not a WGSL type in core WebGPU", len(tx),
-                 "not-webgpu")
-    return out
-
-
-# -- the workgroup-order probe -----------------------------------------------------------------
-
-
-def reverse_workgroup_order(mod: Module, entries: list[str]) -> str | None:
-    """A copy of the source where every listed entry point runs its workgroups in reverse order.
-
-    Workgroup (x, y, z) of the hardware executes logical workgroup (X-1-x, Y-1-y, Z-1-z);
-    ``global_invocation_id`` is rebuilt to match. A kernel whose workgroups are independent
-    gives bit-identical results; one that reads what other workgroups of the same dispatch
-    write does not. Line numbers are kept. None when an entry point takes its builtins in a
-    struct (not handled).
-    """
-    toks, text = mod.toks, mod.text
-    edits: list[tuple[int, int, str]] = []  # (start offset, end offset, replacement)
-    for entry in entries:
-        fn = mod.functions.get(entry)
-        if fn is None:
-            return None
-        if any(p.builtin is None for p in fn.params):
-            return None  # struct-typed builtins (or user inputs): not handled
-        by = {p.builtin: p for p in fn.params}
-        wid, gid = by.get("workgroup_id"), by.get("global_invocation_id")
-        if wid is None and gid is None:
-            continue
-        nwg_name = by["num_workgroups"].name if "num_workgroups" in by else "_ssmviz_nwg"
-        lid_name = by["local_invocation_id"].name if "local_invocation_id" in by else "_ssmviz_lid"
-        extra = []
-        if "num_workgroups" not in by:
-            extra.append("@builtin(num_workgroups) _ssmviz_nwg: vec3<u32>")
-        if gid is not None and "local_invocation_id" not in by:
-            extra.append("@builtin(local_invocation_id) _ssmviz_lid: vec3<u32>")
-        for p in (wid, gid):
-            if p is None:
-                continue
-            name_tok = next(toks[k] for k in range(p.start, p.end) if toks[k].text == p.name
-                            and toks[k + 1].text == ":")
-            edits.append((name_tok.off, name_tok.off + len(p.name), f"_ssmviz_hw_{p.name}"))
-        close = toks[fn.params_close]
-        if extra:  # after the parameters, and after their trailing comma if they have one
-            sep = ", " if fn.params and toks[fn.params_close - 1].text != "," else ""
-            edits.append((close.off, close.off, sep + ", ".join(extra)))
-        wg = [*fn.workgroup_size, "1", "1", "1"][:3]
-        wgs = "vec3<u32>(" + ", ".join(f"u32({w})" for w in wg) + ")"
-        last = f"({nwg_name} - vec3<u32>(1u))"
-        lets = []
-        if wid is not None:
-            lets.append(f"let {wid.name} = {last} - _ssmviz_hw_{wid.name};")
-            hw = f"_ssmviz_hw_{wid.name}"
-        else:
-            hw = f"(_ssmviz_hw_{gid.name} / {wgs})"
-        if gid is not None:
-            lets.append(f"let {gid.name} = ({last} - {hw}) * {wgs} + {lid_name};")
-        body = toks[fn.body_open]
-        edits.append((body.off + 1, body.off + 1, " " + " ".join(lets)))
-    if not edits:
-        return text
-    out = text
-    for start, end, rep in sorted(edits, reverse=True):
-        out = out[:start] + rep + out[end:]
-    return out
-
-
-def stored_value_origin(mod: Module, store: Tok) -> tuple[str, Tok] | None:
-    """For a store ``X[i] = v;`` whose value is a single local ``v``: the nearest earlier
-    assignment to ``v`` (one step of data flow), as (name, token)."""
-    toks = mod.toks
-    k = next((i for i, t in enumerate(toks) if t.off == store.off), None)
-    if k is None:
-        return None
-    j = k + 1
-    while j < len(toks) and toks[j].text in ("[", "."):
-        j = _match(toks, j, "[", "]") + 1 if toks[j].text == "[" else j + 2
-    if j + 2 >= len(toks) or toks[j].text not in ASSIGN_OPS:
-        return None
-    value, end = toks[j + 1], toks[j + 2]
-    if value.kind != "id" or end.text != ";" or value.text in mod.globals:
-        return None
-    for i in range(k - 1, -1, -1):
-        t = toks[i]
-        if t.text == "fn":
-            break
-        if t.text != value.text or t.kind != "id" or i + 1 >= len(toks):
-            continue
-        if toks[i + 1].text in ASSIGN_OPS and (i == 0 or toks[i - 1].text in (";", "{", "}", "let",
-                                                                               "var")):
-            # Only an assignment whose block encloses the store reaches it for sure.
-            depth, j = 0, i
-            while j > 0:
-                j -= 1
-                if toks[j].text == "}":
-                    depth += 1
-                elif toks[j].text == "{":
-                    if depth == 0:
-                        break
-                    depth -= 1
-            if _match(toks, j, "{", "}") > k:
-                return value.text, t
-            return None
-    return None
-
-
-#: The names :func:`count_loop_iterations` adds to a module.
-LOOP_COUNTER, LOOP_FLAG = "_ssmviz_loops", "_ssmviz_loop_budget"
-
-
-def count_loop_iterations(mod: Module, binding: int, threshold: int) -> str:
-    """A copy of the source where every invocation counts the loop iterations it runs, over
-    all of its loops (nested ones and those of the functions it calls), and sets element 0
-    of a ``array<u32>`` storage buffer at @group(0) @binding(``binding``) to 1 once its
-    count reaches ``threshold``. Line numbers are kept."""
-    toks, text = mod.toks, mod.text
-    bump = (f" {LOOP_COUNTER} = {LOOP_COUNTER} + 1u; if ({LOOP_COUNTER} >= {threshold}u) "
-            f"{{ {LOOP_FLAG}[0] = 1u; }}")
-    at: list[int] = []
-    for k, t in enumerate(toks):
-        if t.kind != "id" or t.text not in ("for", "while", "loop"):
-            continue
-        depth = 0
-        for j in range(k + 1, len(toks)):
-            tx = toks[j].text
-            if tx in ("(", "["):
-                depth += 1
-            elif tx in (")", "]"):
-                depth -= 1
-            elif tx == "{" and depth == 0:
-                at.append(toks[j].off + 1)
-                break
-    # Every entry point names the buffer (a test that never holds), so that each pass's
-    # pipeline binds it, loops or not.
-    named = f" if (arrayLength(&{LOOP_FLAG}) == 0u) {{ return; }}"
-    edits = [(off, bump) for off in at] + [
-        (toks[fn.body_open].off + 1, named) for fn in mod.entry_points.values()
-        if fn.stage == "compute"]
-    out = text
-    for off, insert in sorted(edits, reverse=True):
-        out = out[:off] + insert + out[off:]
-    return (out + f"\nvar<private> {LOOP_COUNTER}: u32;\n"
-            f"@group(0) @binding({binding}) var<storage, read_write> {LOOP_FLAG}: array<u32>;\n")

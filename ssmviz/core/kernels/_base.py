@@ -311,6 +311,29 @@ def prepared_cache(runtime: GpuRuntime) -> PreparedCache:
         return cache
 
 
+def pass_dispatch(
+    rt: GpuRuntime,
+    source: str,
+    entry: str,
+    bindings: dict[int, Any],
+    workgroups: int | tuple[int, int, int],
+    *,
+    constants: Mapping[str, int | float] | None = None,
+    trusted: bool = False,
+    pipeline_label: str | None = None,
+) -> Dispatch:
+    """One pass of ``entry`` of ``source``: its pipeline from the runtime's cache (built
+    with the WGSL ``override`` values ``constants``; ``trusted`` only for ssmviz's own
+    shaders), over ``workgroups`` workgroups, one count folded by :func:`split_workgroups`
+    or (x, y, z) as given. Every kernel's passes are made here: ssmviz's own
+    (:meth:`ShaderKernel.dispatch`) and those of a file checked under a profile
+    (:mod:`ssmviz.core.external.execute`)."""
+    pipeline = rt.pipeline(source, entry, label=pipeline_label or entry, constants=constants,
+                           trusted=trusted)
+    grid = workgroups if isinstance(workgroups, tuple) else split_workgroups(workgroups)
+    return Dispatch(pipeline, bindings, grid, label=entry)
+
+
 class ShaderKernel:
     """A kernel family's runner over ``shaders/<SHADER>`` (or a user-given source).
 
@@ -350,10 +373,8 @@ class ShaderKernel:
         """One pass of ``entry`` over ``workgroups`` workgroups, folded by
         :func:`split_workgroups`, with the WGSL ``override`` values ``constants`` (the
         pipeline comes from the runtime's cache)."""
-        pipeline = self.rt.pipeline(
-            self.built_source, entry, label=entry, constants=constants, trusted=self.trusted
-        )
-        return Dispatch(pipeline, bindings, split_workgroups(workgroups), label=entry)
+        return pass_dispatch(self.rt, self.built_source, entry, bindings, workgroups,
+                             constants=constants, trusted=self.trusted)
 
     def upload(self, array: Any, name: str) -> Any:
         """A storage buffer holding ``array`` as float32 (every kernel input is float)."""

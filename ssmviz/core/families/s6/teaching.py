@@ -253,7 +253,7 @@ class ScanTree:
 
 
 @dataclass
-class _Builder:
+class TreeBuilder:
     """Reference (a, b) of any step span, and the nodes so far."""
 
     log_a: np.ndarray  # A·Δ_t, (seq_len,)
@@ -277,8 +277,10 @@ class _Builder:
         return node.id
 
 
-def _tree_inputs(arrays: Mapping[str, np.ndarray], convention: str, channel: int, state: int,
-                 batch_index: int) -> tuple[_Channel, int, int, np.ndarray, np.ndarray]:
+def tree_inputs(arrays: Mapping[str, np.ndarray], convention: str, channel: int, state: int,
+                batch_index: int) -> tuple[_Channel, int, int, np.ndarray, np.ndarray]:
+    """(the batch element, channel, state, A·Δ_t and B̄u_t along the sequence) of one
+    (channel, state) pair's scan, for the scan-tree views."""
     ch = _batch(arrays, batch_index, convention)
     if ch.seq_len > MAX_TREE_SEQ_LEN:
         raise SsmvizError(f"the scan tree is drawn up to seq_len {MAX_TREE_SEQ_LEN}; the "
@@ -318,13 +320,13 @@ def s6_scan_tree(
     do) for a deeper tree. Raises SsmvizError past MAX_TREE_SEQ_LEN or for a bad channel
     or state.
     """
-    ch, d, n, log_a, bu = _tree_inputs(arrays, convention, channel, state, batch_index)
+    ch, d, n, log_a, bu = tree_inputs(arrays, convention, channel, state, batch_index)
     L, d_inner, d_state = ch.seq_len, ch.delta.shape[1], ch.A_log.shape[1]
     batch = int(np.shape(arrays["u"])[0])
     plan = make_plan(Sizes(batch, L, d_inner, d_state), fwd_chunk_len, None, None,
                       "chunked", store_h=True)
     Q, n_chunks = plan.fwd_chunk, plan.n_fwd_chunks
-    tb = _Builder(log_a, bu, [], [[]])
+    tb = TreeBuilder(log_a, bu, [], [[]])
     leaves = [tb.add("leaf", t, t + 1, (), "") for t in range(L)]
     carries: list[tuple[int, ...]] = [()]  # what chunk c starts from, composed in order
     if n_chunks > 1:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ssmviz.core.families.s6.teaching import ScanTree, _Builder, _tree_inputs
+from ssmviz.core.families.s6.teaching import ScanTree, TreeBuilder, tree_inputs
 
 
 def s6_kogge_stone_tree(
@@ -28,9 +28,9 @@ def s6_kogge_stone_tree(
     """The Kogge–Stone scan of one channel and state (seq_len ≤ 64, as the kernel's tree):
     level 0 the leaves (Ā_t, B̄_t u_t), each later level a node "ks" per step that
     combines (steps that only pass their value on add none); reference values only."""
-    ch, d, n, log_a, bu = _tree_inputs(arrays, convention, channel, state, batch_index)
+    ch, d, n, log_a, bu = tree_inputs(arrays, convention, channel, state, batch_index)
     L = ch.seq_len
-    b = _Builder(log_a, bu, [], [[]])
+    b = TreeBuilder(log_a, bu, [], [[]])
     current = [b.add("leaf", t, t + 1, (), "") for t in range(L)]
     span = 1
     while span < L:

@@ -33,7 +33,7 @@ import numpy as np
 
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.ssd.reference import n_chunks
-from ssmviz.core.families.ssd.teaching import _batch, _chunk_len
+from ssmviz.core.families.ssd.teaching import batch_element, valid_chunk_len
 from ssmviz.core.reference._common import check_indices, segment_sums
 
 #: The view's matrices are seq_len² each: the view stops here.
@@ -123,7 +123,7 @@ def ssd_duality(
     element ``batch_index``; ``block`` (r, c) with r > c picks the factored block (default
     (1, 0); none with a single chunk). SsmvizError past :data:`MAX_DUALITY_SEQ_LEN` or
     for a bad head, position or block."""
-    hd = _batch(arrays, batch_index, convention)
+    hd = batch_element(arrays, batch_index, convention)
     L = hd.seq_len
     if L > MAX_DUALITY_SEQ_LEN:
         raise SsmvizError(f"the duality view shows seq_len ≤ {MAX_DUALITY_SEQ_LEN}; this "
@@ -133,7 +133,7 @@ def ssd_duality(
     p = int(check_indices("position", [position], x_all.shape[3])[0])
     x = x_all[batch_index, :, h, p]
     D = float(np.asarray(arrays["D"], np.float64)[h])
-    Q = _chunk_len(chunk_len, L)
+    Q = valid_chunk_len(chunk_len, L)
     NC = n_chunks(L, Q)
     g = hd.group(h)
     a = hd.log_decay[:, h]

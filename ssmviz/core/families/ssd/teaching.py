@@ -51,7 +51,9 @@ class _Head:
         return head * self.B.shape[1] // self.n_heads
 
 
-def _batch(arrays: Mapping[str, np.ndarray], batch_index: int, convention: str) -> _Head:
+def batch_element(arrays: Mapping[str, np.ndarray], batch_index: int, convention: str
+                  ) -> _Head:
+    """Batch element ``batch_index`` of SSD inputs, as the teaching views read it."""
     missing = [k for k in ("dt", "A_log", "B", "C") if k not in arrays]
     if missing:
         raise SsmvizError(f"SSD inputs lack {', '.join(missing)}")
@@ -86,7 +88,7 @@ def ssd_operator(
     Returns (n_heads_sel, n_rows, n_cols), default all heads, rows and columns, with
     y[b, :, h, p] = M[h] @ x[b, :, h, p] + D[h]·x[b, :, h, p].
     """
-    hd = _batch(arrays, batch_index, convention)
+    hd = batch_element(arrays, batch_index, convention)
     sel = check_indices("head", heads, hd.n_heads)
     r = check_indices("row", rows, hd.seq_len)
     c = check_indices("column", cols, hd.seq_len)
@@ -110,7 +112,7 @@ def ssd_row_terms(
 ) -> np.ndarray:
     """Row t of M[head] split by state: (d_state, n_cols), term n =
     C_t[n]·B_j[n]·exp(a_{j+1} + … + a_t)·s_j (0 for j > t); summed over n it is the row."""
-    hd = _batch(arrays, batch_index, convention)
+    hd = batch_element(arrays, batch_index, convention)
     h = int(check_indices("head", [head], hd.n_heads)[0])
     t = int(check_indices("t", [t], hd.seq_len)[0])
     c = check_indices("column", cols, hd.seq_len)
@@ -149,7 +151,9 @@ class ChunkDecomposition:
         return blocks[chunk[:, None], chunk[None, :]] & np.tri(self.y.shape[0], dtype=bool)
 
 
-def _chunk_len(chunk_len: int, seq_len: int) -> int:
+def valid_chunk_len(chunk_len: int, seq_len: int) -> int:
+    """``chunk_len`` checked (an integer ≥ 1; one-line SsmvizError otherwise) and capped
+    at ``seq_len``."""
     if isinstance(chunk_len, bool) or not isinstance(chunk_len, int | np.integer) \
             or chunk_len < 1:
         raise SsmvizError(f"chunk_len must be an integer ≥ 1; got {chunk_len!r}")
@@ -181,14 +185,14 @@ def ssd_chunk_decomposition(
     args = _single(arrays, batch_index)
     x = args[0][0]  # (seq_len, n_heads, d_head)
     L, H = x.shape[:2]
-    Q = _chunk_len(chunk_len, L)
+    Q = valid_chunk_len(chunk_len, L)
     NC = n_chunks(L, Q)
     M = ssd_operator(arrays, convention=convention, batch_index=batch_index)  # (H, L, L)
     chunk = np.arange(L) // Q
     M *= (chunk[:, None] == chunk[None, :])[None]
     y_diag = np.einsum("hij,jhp->ihp", M, x) + args[5][None, :, None] * x
     states = ssd_forward_chunked(*args, chunk_len=Q, convention=convention).chunk_states[0]
-    hd = _batch(arrays, batch_index, convention)
+    hd = batch_element(arrays, batch_index, convention)
     g = np.arange(H) * hd.B.shape[1] // H
     decay_in = np.empty((L, H))
     for c in range(NC):  # exp(a_{t0} + … + a_i), a running sum inside each chunk
@@ -229,7 +233,7 @@ def ssd_chunk_states(
     args = _single(arrays, batch_index)
     L, H = args[0].shape[1:3]
     h = int(check_indices("head", [head], H)[0])
-    Q = _chunk_len(chunk_len, L)
+    Q = valid_chunk_len(chunk_len, L)
     ref = ssd_forward_chunked(*args, chunk_len=Q, convention=convention).chunk_states[0, :, h]
     if gpu_chunk_states is None:
         return ChunkStates(h, ref, None, None)
