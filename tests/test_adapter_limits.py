@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ssmviz.core.external import check_kernel
@@ -164,3 +165,39 @@ def test_shipped_kernels_fit_the_workgroup_storage(runtime, path: Path) -> None:
     if path.name == "selective_scan.wgsl":  # the check sized it, not skipped it
         mod = an.modules["selective_scan"]
         assert workgroup_bytes(mod, "s6_fwd_onepass")[0] == 24576
+
+
+def _judged(gpu: np.ndarray, ref: np.ndarray):
+    from ssmviz.core.check import compare
+    from ssmviz.core.external.judge import Judged
+
+    return Judged(compare("y", gpu, ref, 1e-4), "forward", 1, gpu, ref, "y")
+
+
+def test_the_budget_explains_only_failures_within_the_steps_it_reaches() -> None:
+    from ssmviz.core.external.judge import _budget_explains
+    from ssmviz.core.gpu import POISON_U32
+
+    ref = np.linspace(1.0, 2.0, 40).reshape(1, 40, 1)
+    poison = np.full_like(ref, POISON_U32, dtype=np.uint32).view(np.float32)
+    # A forward scan the adapter stopped at t=30; the copy stopped at t=20 (earliest).
+    cut = ref.astype(np.float32)
+    cut[:, 30:] = poison[:, 30:]
+    early = ref.astype(np.float32)
+    early[:, 20:] = poison[:, 20:]
+    assert _budget_explains(_judged(cut, ref), early)
+    # The same run with a fault at t=5 (in both runs: the same code): the kernel's.
+    faulty, early_faulty = cut.copy(), early.copy()
+    faulty[:, 5] *= 2
+    early_faulty[:, 5] *= 2
+    assert not _budget_explains(_judged(faulty, ref), early_faulty)
+    # A reverse scan: its head is where the budget runs out, its tail stays the kernel's.
+    head = ref.astype(np.float32)
+    head[:, :10] = poison[:, :10]
+    stopped = ref.astype(np.float32)
+    stopped[:, :25] = poison[:, :25]
+    assert _budget_explains(_judged(head, ref), stopped)
+    wrong_tail, stopped_wrong = head.copy(), stopped.copy()
+    wrong_tail[:, 39] *= 2
+    stopped_wrong[:, 39] *= 2
+    assert not _budget_explains(_judged(wrong_tail, ref), stopped_wrong)

@@ -51,6 +51,7 @@ from ssmviz.core.external.unwritten import never_written
 from ssmviz.core.external.wgsl_lints import access_sites
 from ssmviz.core.external.wgsl_rewrite import count_loop_iterations, stored_value_origin
 from ssmviz.core.families.abi import AbiProfile, BufferSpec
+from ssmviz.core.gpu import POISON_U32
 
 
 @dataclass
@@ -118,7 +119,7 @@ def judge(plan: Plan, an: Analysis, texts: Mapping[str, str], sizes: dict[str, i
                     add_note(v, f"differs across {runs} runs")
                 verdicts.append(v)
                 judged.append(Judged(v, spec.stage, seq_axis(prof.family, role),
-                                     gpu[0][label], values[role]))
+                                     gpu[0][label], values[role], label))
                 covered.add(role_key(prof.family, role))
     for u in never_written(prof, (p for p, _ in plan.passes), bindings_used(plan, an.modules),
                            values, tol, tensor_label):
@@ -168,6 +169,9 @@ class Judged:
     seq_axis: int | None
     gpu: np.ndarray
     ref: np.ndarray
+    #: The tensor's label among the run's tensors (the verdict's name, less a probe's
+    #: " @ size").
+    label: str = ""
 
 
 def adapter_cut(judged: list[Judged], seq_len: int, rt: Any) -> None:
@@ -219,9 +223,12 @@ _STAGE_ORDER = {"forward": 0, "backward": 1}
 def loop_budget(plan: Plan, an: Analysis, texts: Mapping[str, str], sizes: dict[str, int],
                 values: Mapping[str, np.ndarray], rt: Any, judged: list[Judged]) -> str:
     """When tensors failed on an adapter with a loop limit: run a copy of the kernel that
-    counts each invocation's loop iterations over all of its loops (nested ones included).
-    If one reached half the limit (the adapter may count a loop's exit test too), the
-    failures are the adapter's: they are marked not judged and the reason returned."""
+    counts each invocation's loop iterations over all of its loops (nested ones included)
+    and leaves its loops once the count reaches half the limit (the earliest the budget
+    can run out: the adapter may count a loop's exit test too). If an invocation got
+    there, a failing tensor is the adapter's (marked not judged, the reason returned) only
+    where the budget explains it (:func:`_budget_explains`); any other failure stays the
+    kernel's."""
     failing = [j for j in judged if not j.verdict.passed and j.verdict.checked
                and not j.verdict.not_judged]
     limit = getattr(rt, "loop_limit", None) if failing else None
@@ -235,7 +242,7 @@ def loop_budget(plan: Plan, an: Analysis, texts: Mapping[str, str], sizes: dict[
     flag = rt.upload(np.zeros(1, np.uint32), label="loop budget")
     progress.report("step", "a run that counts the loop iterations")
     try:
-        run_passes(plan, counted, an.modules, sizes, values, rt, extra={binding: flag})
+        raw, _ = run_passes(plan, counted, an.modules, sizes, values, rt, extra={binding: flag})
         reached = bool(rt.read(flag, np.uint32, (1,))[0])
     except SsmvizError:
         return ""  # the count could not be taken: the failures stand
@@ -246,9 +253,51 @@ def loop_budget(plan: Plan, an: Analysis, texts: Mapping[str, str], sizes: dict[
     words = (f"{rt.loop_limit_words()} per invocation, and an invocation of this kernel runs "
              f"at least {limit // 2} loop iterations at these sizes (counted over its nested "
              "loops); run on a GPU or use smaller sizes")
-    for j in failing:
+    stopped = canonical(plan.prof, raw, sizes)
+    cut = [j for j in failing if j.seq_axis is not None
+           and _budget_explains(j, stopped.get(j.label or j.verdict.name))]
+    # A failing tensor without a seq_len axis (a sum over the sequence) is the budget's
+    # when the stopped copy changes it and a tensor of its stage or an earlier one was cut.
+    first = min((_STAGE_ORDER.get(j.stage, 9) for j in cut), default=None)
+    cut += [j for j in failing if j.seq_axis is None and first is not None
+            and _STAGE_ORDER.get(j.stage, 9) >= first
+            and _changed(j.gpu, stopped.get(j.label or j.verdict.name)).any()]
+    for j in cut:
         j.verdict.not_judged = words
-    return words
+    return words if cut else ""
+
+
+def _changed(gpu: np.ndarray, stopped: np.ndarray | None) -> np.ndarray:
+    """Where the copy whose loops stopped early differs from the judged run or left an
+    element unwritten (an element that neither run wrote counts too: the budget may be
+    why the judged run did not write it)."""
+    if stopped is None or stopped.shape != gpu.shape:
+        return np.zeros(gpu.shape, bool)
+    a, b = np.ascontiguousarray(gpu, np.float32), np.ascontiguousarray(stopped, np.float32)
+    return (a.view(np.uint32) != b.view(np.uint32)) | (b.view(np.uint32) == POISON_U32)
+
+
+def _budget_explains(j: Judged, stopped: np.ndarray | None) -> bool:
+    """Whether every step at which ``j`` fails lies within the steps the budget can
+    reach: from the first to the last step at which the copy whose loops stopped where
+    the budget can first run out differs from the judged run (a forward scan's tail, a
+    reverse scan's head). A tensor that already fails before (or after) them is the
+    kernel's."""
+    assert j.seq_axis is not None
+    other = tuple(a for a in range(j.gpu.ndim) if a != j.seq_axis)
+    steps = np.flatnonzero(_changed(j.gpu, stopped).any(axis=other))
+    if steps.size == 0:
+        return False
+    # The first and the last failing step: the first failing element with the steps first,
+    # in order and reversed (compare's bound is the same for any order of the elements).
+    gpu, ref = np.moveaxis(j.gpu, j.seq_axis, 0), np.moveaxis(j.ref, j.seq_axis, 0)
+    name, tol = j.verdict.name, j.verdict.tolerance
+    first = compare(name, gpu, ref, tol).first_bad
+    last = compare(name, gpu[::-1], ref[::-1], tol).first_bad
+    if not first or not last:
+        return False
+    t_first, t_last = first[0], len(gpu) - 1 - last[0]
+    return bool(steps[0] <= t_first and t_last <= steps[-1])
 
 
 #: Short axis names for a first bad index in words (b=0 d=0 t=3641).

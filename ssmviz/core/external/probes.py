@@ -256,7 +256,7 @@ def _probe_once(plan: Plan, an: Analysis, texts: Mapping[str, str], sizes: dict[
         if not v.passed:
             bad.append(v)
         ax = seq_axis(prof.family, role)
-        judged.append(Judged(v, spec.stage, ax, arr, values2[role]))
+        judged.append(Judged(v, spec.stage, ax, arr, values2[role], label))
         if longer and spec.stage == "forward" and ax is not None and label in gpu:
             _causality(label, arr, gpu[label], ax, L, L2, tol, res)
     adapter_cut(judged, L2, rt)

@@ -113,12 +113,13 @@ LOOP_COUNTER, LOOP_FLAG = "_ssmviz_loops", "_ssmviz_loop_budget"
 
 def count_loop_iterations(mod: Module, binding: int, threshold: int) -> str:
     """A copy of the source where every invocation counts the loop iterations it runs, over
-    all of its loops (nested ones and those of the functions it calls), and sets element 0
-    of a ``array<u32>`` storage buffer at @group(0) @binding(``binding``) to 1 once its
-    count reaches ``threshold``. Line numbers are kept."""
+    all of its loops (nested ones and those of the functions it calls), and once its
+    count reaches ``threshold`` sets element 0 of an ``array<u32>`` storage buffer at
+    @group(0) @binding(``binding``) to 1 and leaves every loop it enters from then on
+    (as an adapter whose loop budget runs out there would). Line numbers are kept."""
     toks, text = mod.toks, mod.text
     bump = (f" {LOOP_COUNTER} = {LOOP_COUNTER} + 1u; if ({LOOP_COUNTER} >= {threshold}u) "
-            f"{{ {LOOP_FLAG}[0] = 1u; }}")
+            f"{{ {LOOP_FLAG}[0] = 1u; break; }}")
     at: list[int] = []
     for k, t in enumerate(toks):
         if t.kind != "id" or t.text not in ("for", "while", "loop"):
