@@ -190,6 +190,19 @@ def test_scan_tree_view_draws_the_kernels_tree_and_steps_level_by_level(qtbot, m
     assert view.data.tree.levels == ks.levels and len(view.item.boxes) == len(ks.nodes)
     assert len(ks.levels) == 1 + 5 and "Kogge–Stone" in view.message.text()
     assert not view.chunk_box.isEnabled()
+    # And Blelloch's: up-sweep, down-sweep, states, each node over its block.
+    from ssmviz.core.families.s6.textbook import s6_blelloch_tree
+
+    with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
+        view.tree_box.setCurrentIndex(2)
+    bl = s6_blelloch_tree(w.result.inputs, convention="mamba", channel=sel.channel,
+                          state=sel.state)
+    assert view.data.tree.levels == bl.levels and "Blelloch" in view.message.text()
+    assert [b.left() for b in view.item.boxes] == pytest.approx(
+        [n.drawn[0] + 0.08 for n in bl.nodes])
+    ticks = [label for _k, label in view.tree_plot.getAxis("left")._tickLevels[0]]
+    assert ticks[1:7] == ["up 2", "up 4", "up 8", "up 16", "up 32", "down 16"]
+    assert ticks[-2:] == ["down 1", "state"]
 
 
 def test_scan_tree_offers_one_click_to_a_seq_len_it_can_draw(qtbot, make_window):
