@@ -421,3 +421,37 @@ def test_views_read_no_buffers_of_an_edited_shader_and_follow_a_fallback() -> No
     assert isinstance(operator_view.kernel_forward(fell_back), op.OwnForward)
     gpu_tree = tree_data(fell_back, Selection()).tree
     assert any(n.b_gpu is not None for n in gpu_tree.nodes)
+
+
+def test_backward_view_plays_the_adjoint_recurrence_from_the_end(qtbot, make_window):
+    """The core's adjoint of the selected channel, drawn from t = seq_len − 1 back to the
+    step reached; Play walks it back to 0; du beside the GPU's."""
+    from ssmviz.core.families.s6.adjoint import s6_adjoint
+
+    problem = Problem(family="s6", seq_len=40, d_inner=2, d_state=4)
+    w, view = _shown(qtbot, make_window, problem, "backward")
+    sel = w.controls.selection()
+    adj = s6_adjoint(w.result.inputs, convention="mamba", channel=sel.channel)
+    np.testing.assert_array_equal(view.data.adj.g, adj.g)
+    np.testing.assert_array_equal(view.gpu_du.getData()[1], w.result.gpu["du"][0, :, sel.channel])
+    assert "every step within the bound" in view.message.text()
+    w.time_plots.set_cursor(30)
+    assert view.tau == 30
+    np.testing.assert_array_equal(view.g_lines.xData, np.arange(30, 40))
+    np.testing.assert_array_equal(view.g_lines.yData, adj.g[30:])
+    n = view.data.state
+    assert f"g[{n}] = C·dy {adj.inject[30, n]:+.4g} + Ā_31·g_31" in view.step_label.text()
+    assert f"= {adj.g[30, n]:+.4g}" in view.step_label.text()
+    view.move(-1)
+    assert view.tau == 29 and view.g_lines.xData[0] == 29
+    view.toggle_play()  # from the last step back to 0
+    assert view.play.text() == "Pause" and view.tau == 39 and view.g_lines.xData.size == 1
+    qtbot.waitUntil(lambda: view.tau < 35, timeout=20_000)
+    view.toggle_play()  # pause, and on from there
+    paused = view.tau
+    view.toggle_play()
+    assert view.timer.isActive() and view.tau == paused
+    qtbot.waitUntil(lambda: view.tau == 0 and not view.timer.isActive(), timeout=20_000)
+    np.testing.assert_array_equal(view.g_lines.yData, adj.g)
+    np.testing.assert_array_equal(view.ref_du.getData()[1], adj.du)
+    assert "(nothing after it)" not in view.step_label.text()
