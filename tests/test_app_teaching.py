@@ -262,9 +262,23 @@ def test_operator_view_says_whether_m_is_toeplitz(qtbot, make_window):
     w, view = _shown(qtbot, make_window, lti, "operator")
     assert "M is Toeplitz" in view.message.text()
     assert op.toeplitz_gap(view.data.ref) < 1e-12
+    # Beside it, side by side: the selective draw of the same problem, not Toeplitz.
+    d = view.data
+    selective = replace(lti, init=ParamInit(selection="selective")).build()
+    want = op.reference_operator("s6", selective, convention="mamba", index=[d.index]).M[0]
+    np.testing.assert_array_equal(d.contrast, want)
+    assert op.toeplitz_gap(d.contrast) > 1e-2
+    assert view.maps["contrast"].titleLabel.text.startswith("selective M")
+    np.testing.assert_array_equal(_image(view.images["contrast"]),
+                                  d.images[("contrast", False)].rgba)
     with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
         w.controls.set_value("init.selection", "selective")
     qtbot.waitUntil(lambda: "not Toeplitz" in view.message.text(), timeout=VIEW_TIMEOUT_MS)
+    d = view.data  # and the other way round: the selective M beside its LTI draw
+    np.testing.assert_array_equal(d.ref, want)
+    assert op.toeplitz_gap(d.contrast) < 1e-12
+    assert view.maps["contrast"].titleLabel.text.startswith("LTI M")
+    assert "beside it, LTI M" in view.message.text()
 
 
 def test_discretisation_view_draws_the_cores_euler_and_zoh(qtbot, make_window):
