@@ -124,6 +124,11 @@ class BackwardView(TeachingView):
             if row:
                 plot.setXLink(self.inject_plot)
         self.du_plot.setLabel("bottom", "time step t")
+        for plot in (self.inject_plot, self.g_plot):
+            plot.setToolTip("one line per state n, the selected state bold; the green line: "
+                            "the step the recurrence has reached")
+        self.du_plot.setToolTip("orange line: du from the adjoint (float64), drawn as far "
+                                "back as the recurrence has reached; blue dots: the GPU's du")
         plots = [self.inject_plot, self.g_plot, self.du_plot]
         quiet_axes(plots)
         cache_static(plots)
@@ -180,11 +185,14 @@ class BackwardView(TeachingView):
             line.setValue(tau)
         n = d.state
         g, inj = adj.g[tau, n], adj.inject[tau, n]
-        carried = g - inj
-        after = (f"Ā_{tau + 1}·g_{tau + 1} = {adj.A_bar[tau + 1, n]:.4g}·"
-                 f"{adj.g[tau + 1, n]:+.4g}" if tau + 1 < L else "0 (nothing after it)")
-        self.step_label.setText(f"t = {tau}: g[{n}] = C·dy {inj:+.4g} + {after} "
-                                f"= {g:+.4g} (carried {carried:+.3g})")
+        # Short enough for the tool row of a 1366-px window; the tooltip says it in full.
+        after = (f"{adj.A_bar[tau + 1, n]:.4g}·{adj.g[tau + 1, n]:+.4g}" if tau + 1 < L
+                 else "0")
+        self.step_label.setText(f"t = {tau}: g[{n}] = {inj:+.4g} + {after} = {g:+.4g}")
+        self.step_label.setToolTip(
+            f"g_{tau}[{n}] = C_{tau}[{n}]·dy_{tau} + Ā_{tau + 1}[{n}]·g_{tau + 1}[{n}] "
+            f"= {inj:+.6g} + {after if tau + 1 < L else '0 (nothing after the last step)'} "
+            f"= {g:+.6g}")
 
     def move(self, by: int) -> None:
         self.set_tau(self.tau + by)
