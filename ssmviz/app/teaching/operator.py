@@ -76,6 +76,9 @@ def measured_columns(seq_len: int) -> np.ndarray:
 #: The fourth heatmap's titles by the kind of system it shows (op.contrast_arrays).
 CONTRAST_TITLES = {"lti": "LTI M: Δ, B, C of step 0", "selective": "selective M: Δ, B, C per step"}
 
+#: The heatmaps' title size, in points: four of them share a row.
+MAP_TITLE_PT = 9.5
+
 #: The SSD view's GPU M: measured through y, or implied by the kernel's chunk states.
 MEASURE_LABELS = {"y": "GPU M through y", "states": "GPU M through the chunk-state buffer"}
 
@@ -329,15 +332,18 @@ class OperatorView(TeachingView):
                                             ("diff", "GPU − ref"),
                                             ("contrast", CONTRAST_TITLES["lti"]))):
             p = MatrixPlot(title=title)
+            p.titleLabel.base_pt = MAP_TITLE_PT
+            p.titleLabel.setText(title, size=f"{MAP_TITLE_PT:g}pt")
             ci.addItem(p, row=0, col=col)
             p.setMinimumHeight(170)
-            # The first map carries the row's y axis: maps of one size on a narrow dock.
-            p.setMinimumWidth(160 if col == 0 else 150)
+            # Four maps share a 1366-px window's dock: one y axis for the row, unlabelled
+            # (the tooltip and the row plot's title say rows are output steps t).
+            p.setMinimumWidth(150)
             integer_axes(p, "left", "bottom", cells=True)
             self.bars[key] = ColourBar(p, title)
-            if col == 0:
-                p.setLabel("left", "output step t")
-            else:  # one y axis for the row: four maps share the dock's width
+            p.setToolTip("row t: output step t; column j: input step j (click a row to "
+                         "move the cursor there)")
+            if col:
                 p.setXLink(self.maps["ref"])
                 p.setYLink(self.maps["ref"])
                 p.hideAxis("left")
