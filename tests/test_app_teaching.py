@@ -471,3 +471,18 @@ def test_backward_view_plays_the_adjoint_recurrence_from_the_end(qtbot, make_win
     np.testing.assert_array_equal(view.g_lines.yData, adj.g)
     np.testing.assert_array_equal(view.ref_du.getData()[1], adj.du)
     assert view.step_label.text().startswith(f"t = 0: g[{n}] = ")
+
+
+def test_backward_view_refuses_a_sequence_too_long_to_animate(qtbot, make_window):
+    from ssmviz.app.teaching.backward import MAX_SEQ_LEN
+
+    problem = Problem(family="s6", seq_len=MAX_SEQ_LEN + 1, d_inner=1, d_state=2)
+    w, view = _shown(qtbot, make_window, problem, "backward")
+    assert view.data is None and not view.g_lines.isVisible()
+    assert not view.timer.isActive() and view.step_label.text() == ""
+    assert view.message.text() == ("cannot show the Backward view: the backward view shows "
+                                   f"seq_len ≤ {MAX_SEQ_LEN}; this problem has {MAX_SEQ_LEN + 1}")
+    with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
+        w.controls.set_value("seq_len", 64)
+    qtbot.waitUntil(lambda: view.data is not None, timeout=VIEW_TIMEOUT_MS)
+    assert view.g_lines.isVisible() and view.data.adj.seq_len == 64

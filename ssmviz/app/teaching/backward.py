@@ -19,14 +19,18 @@ import pyqtgraph as pg
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QPushButton, QSizePolicy
 
-from ssmviz.app.derived import Selection
+from ssmviz.app.derived import Selection, sizes_of
 from ssmviz.app.plots import Line, MultiLine, Plot, cache_static, quiet_axes
 from ssmviz.app.runner import RunResult
 from ssmviz.app.scales import integer_axes
 from ssmviz.app.teaching import teaching_for
 from ssmviz.app.teaching.base import CURSOR_COLOUR, GPU_COLOUR, REF_COLOUR, TeachingView
 from ssmviz.core.check import GRAD_TOL, element_bound
+from ssmviz.core.errors import SsmvizError
 
+#: The view shows problems up to this seq_len: it draws every step of d_state lines at
+#: each animation tick (on the UI thread), and walks time in Python (worker).
+MAX_SEQ_LEN = 4096
 #: Milliseconds per animation tick; a play lasts about :data:`PLAY_TICKS` ticks.
 TICK_MS = 60
 PLAY_TICKS = 128
@@ -48,6 +52,10 @@ def backward_data(result: RunResult, sel: Selection) -> BackwardData:
     """The view's numbers for ``result`` and ``sel`` (worker thread)."""
     p = result.problem
     adjoint = teaching_for(p.family, "backward").adjoint
+    L = sizes_of(p.family, result.inputs)["seq_len"]
+    if L > MAX_SEQ_LEN:
+        raise SsmvizError(f"the backward view shows seq_len ≤ {MAX_SEQ_LEN}; this problem "
+                          f"has {L}")
     adj = adjoint(result.inputs, convention=p.convention, channel=sel.channel,
                   batch_index=sel.batch)
     state = min(max(sel.state, 0), adj.g.shape[1] - 1)
@@ -141,15 +149,18 @@ class BackwardView(TeachingView):
         self.timer.stop()
         self.play.setText("Play")
         self.data = None
-        for item in (self.inject, self.g_lines):
-            item.setData(np.zeros(0), np.zeros((0, 1)))
-        self.ref_du.setData([], [])
-        self.gpu_du.setData([], [])
+        for item in self._items():
+            item.setVisible(False)
         self.step_label.setText("")
         self.show_message(text, error=True)
 
+    def _items(self) -> tuple[pg.GraphicsObject, ...]:
+        return (self.inject, self.g_lines, self.ref_du, self.gpu_du, *self.lines)
+
     def show_data(self, data: BackwardData) -> None:
         self.data = data
+        for item in self._items():
+            item.setVisible(True)
         adj = data.adj
         t = np.arange(adj.seq_len, dtype=np.float64)
         self.inject.setData(t, adj.inject)
