@@ -279,6 +279,20 @@ def test_operator_view_says_whether_m_is_toeplitz(qtbot, make_window):
     assert op.toeplitz_gap(d.contrast) < 1e-12
     assert view.maps["contrast"].titleLabel.text.startswith("LTI M")
     assert "beside it, LTI M" in view.message.text()
+    # M reads neither the signal nor dy: an edit of the signal reuses the contrast; a
+    # new draw of B and C does not.
+    before = view.data
+    with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
+        w.controls.set_value("signal.frequency", 3.0)
+    qtbot.waitUntil(lambda: view.data is not before, timeout=VIEW_TIMEOUT_MS)
+    assert view.data.contrast is before.contrast
+    with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
+        w.controls.set_value("seed", 1)
+    qtbot.waitUntil(lambda: view.data.contrast is not before.contrast,
+                    timeout=VIEW_TIMEOUT_MS)
+    lti_now = op.contrast_arrays(w.result.problem, w.result.inputs)[1]
+    np.testing.assert_array_equal(view.data.contrast, op.reference_operator(
+        "s6", lti_now, convention="mamba", index=[view.data.index]).M[0])
 
 
 def test_discretisation_view_draws_the_cores_euler_and_zoh(qtbot, make_window):
