@@ -291,7 +291,7 @@ def test_presenter_mode_scales_text_and_lines_and_hides_the_gradients_in_the_tou
 def test_a_step_after_a_shorter_one_keeps_its_own_cursor(qtbot, qapp, make_window) -> None:
     """The scan tree's step (seq_len 32) then the backward one (seq_len 96, cursor 70): a
     view of the shorter run shown meanwhile must not clamp the new step's cursor."""
-    from ssmviz.app.teaching.tour import show_step
+    from ssmviz.app.tour_run import show_step
 
     w = make_window(None)
     w.show()

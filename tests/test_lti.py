@@ -61,6 +61,11 @@ def test_the_contrast_of_each_kind_is_the_other(family: str) -> None:
         np.testing.assert_array_equal(twin[k], sel[k], err_msg=k)
     M = op.reference_operator(family, twin, convention="mamba", index=[1]).M[0]
     assert op.toeplitz_gap(M) > 1e-2
+    # A run's inputs are float32 (as the kernel got them): the twin is in their precision.
+    lti32 = {k: v.astype(np.float32) for k, v in lti.items()}
+    kind, twin = op.contrast_arrays(lti_p, lti32)
+    assert kind == "selective" and twin["B"].dtype == np.float32
+    np.testing.assert_array_equal(twin["B"], sel["B"].astype(np.float32))
     other = dict(lti)
     other["C"] = lti["C"] * 2.0  # time-invariant, but not this problem's draw
     with pytest.raises(SsmvizError, match="no selective twin"):

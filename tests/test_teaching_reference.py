@@ -145,7 +145,7 @@ def test_the_textbook_blelloch_scan_level_by_level(seq_len: int) -> None:
     assert kinds == [["leaf"]] + [["up"]] * depth + [["down"]] * depth + [["state"]]
     if seq_len == 16:
         assert [len(lv) for lv in tree.levels] == [16, 8, 4, 2, 1, 2, 4, 8, 16, 16]
-    h = reference("s6", arrays, "mamba", None)["h"][0, :, 1, 2]
+    h = reference(Case.of_arrays("s6", arrays, convention="mamba"))["h"][0, :, 1, 2]
     states = [tree.nodes[i] for i in tree.levels[-1]]
     assert [(s.start, s.stop) for s in states] == [(0, t + 1) for t in range(seq_len)]
     np.testing.assert_allclose([s.b_ref for s in states], h, rtol=1e-12, atol=1e-15)

@@ -300,7 +300,10 @@ def contrast_arrays(problem: Any, arrays: Mapping[str, np.ndarray]
     held = _held(family, arrays)
     if any(not np.array_equal(held[k], arrays[k]) for k in arrays):
         return "lti", held
-    twin = replace(problem, init=replace(problem.init, selection="selective")).build()
+    drawn = replace(problem, init=replace(problem.init, selection="selective")).build()
+    # In the inputs' precision (a run's inputs are the float32 the kernel was given).
+    twin = {k: np.asarray(v).astype(np.asarray(arrays[k]).dtype) if k in arrays else v
+            for k, v in drawn.items()}
     signal = registry.teaching(family).signal
     same = {k for k in arrays if k != signal and k in twin}
     if not all(np.array_equal(v, arrays[k]) for k, v in _held(family, twin).items()
