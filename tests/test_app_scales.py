@@ -80,7 +80,7 @@ def test_each_heatmap_has_a_colour_bar_whose_range_matches_its_data(qtbot, make_
         n_images += 1
     assert n_images >= 2
     d = view.data
-    for key in ("ref", "gpu", "diff"):
+    for key in ("ref", "gpu", "diff", "contrast"):
         _check_bar(view.bars[key], d.images[(key, False)])
     lo, hi = view.bars["diff"].levels
     assert lo == -hi and hi >= float(np.max(np.abs(d.gpu - d.ref)))

@@ -190,6 +190,19 @@ def test_scan_tree_view_draws_the_kernels_tree_and_steps_level_by_level(qtbot, m
     assert view.data.tree.levels == ks.levels and len(view.item.boxes) == len(ks.nodes)
     assert len(ks.levels) == 1 + 5 and "Kogge–Stone" in view.message.text()
     assert not view.chunk_box.isEnabled()
+    # And Blelloch's: up-sweep, down-sweep, states, each node over its block.
+    from ssmviz.core.families.s6.textbook import s6_blelloch_tree
+
+    with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
+        view.tree_box.setCurrentIndex(2)
+    bl = s6_blelloch_tree(w.result.inputs, convention="mamba", channel=sel.channel,
+                          state=sel.state)
+    assert view.data.tree.levels == bl.levels and "Blelloch" in view.message.text()
+    assert [b.left() for b in view.item.boxes] == pytest.approx(
+        [n.drawn[0] + 0.08 for n in bl.nodes])
+    ticks = [label for _k, label in view.tree_plot.getAxis("left")._tickLevels[0]]
+    assert ticks[1:7] == ["up 2", "up 4", "up 8", "up 16", "up 32", "down 16"]
+    assert ticks[-2:] == ["down 1", "state"]
 
 
 def test_scan_tree_offers_one_click_to_a_seq_len_it_can_draw(qtbot, make_window):
@@ -249,9 +262,39 @@ def test_operator_view_says_whether_m_is_toeplitz(qtbot, make_window):
     w, view = _shown(qtbot, make_window, lti, "operator")
     assert "M is Toeplitz" in view.message.text()
     assert op.toeplitz_gap(view.data.ref) < 1e-12
+    # Beside it, side by side: the selective draw of the same problem, not Toeplitz.
+    d = view.data
+    drawn = replace(lti, init=ParamInit(selection="selective")).build()
+    # in the run's precision (its inputs are those the kernel got)
+    selective = {k: v.astype(w.result.inputs[k].dtype) for k, v in drawn.items()}
+    want = op.reference_operator("s6", selective, convention="mamba", index=[d.index]).M[0]
+    np.testing.assert_array_equal(d.contrast, want)
+    assert op.toeplitz_gap(d.contrast) > 1e-2
+    assert view.maps["contrast"].titleLabel.text.startswith("selective M")
+    np.testing.assert_array_equal(_image(view.images["contrast"]),
+                                  d.images[("contrast", False)].rgba)
     with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
         w.controls.set_value("init.selection", "selective")
     qtbot.waitUntil(lambda: "not Toeplitz" in view.message.text(), timeout=VIEW_TIMEOUT_MS)
+    d = view.data  # and the other way round: the selective M beside its LTI draw
+    np.testing.assert_array_equal(d.ref, want)
+    assert op.toeplitz_gap(d.contrast) < 1e-12
+    assert view.maps["contrast"].titleLabel.text.startswith("LTI M")
+    assert "beside it, LTI M" in view.message.text()
+    # M reads neither the signal nor dy: an edit of the signal reuses the contrast; a
+    # new draw of B and C does not.
+    before = view.data
+    with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
+        w.controls.set_value("signal.frequency", 3.0)
+    qtbot.waitUntil(lambda: view.data is not before, timeout=VIEW_TIMEOUT_MS)
+    assert view.data.contrast is before.contrast
+    with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
+        w.controls.set_value("seed", 1)
+    qtbot.waitUntil(lambda: view.data.contrast is not before.contrast,
+                    timeout=VIEW_TIMEOUT_MS)
+    lti_now = op.contrast_arrays(w.result.problem, w.result.inputs)[1]
+    np.testing.assert_array_equal(view.data.contrast, op.reference_operator(
+        "s6", lti_now, convention="mamba", index=[view.data.index]).M[0])
 
 
 def test_discretisation_view_draws_the_cores_euler_and_zoh(qtbot, make_window):
@@ -408,3 +451,54 @@ def test_views_read_no_buffers_of_an_edited_shader_and_follow_a_fallback() -> No
     assert isinstance(operator_view.kernel_forward(fell_back), op.OwnForward)
     gpu_tree = tree_data(fell_back, Selection()).tree
     assert any(n.b_gpu is not None for n in gpu_tree.nodes)
+
+
+def test_backward_view_plays_the_adjoint_recurrence_from_the_end(qtbot, make_window):
+    """The core's adjoint of the selected channel, drawn from t = seq_len − 1 back to the
+    step reached; Play walks it back to 0; du beside the GPU's."""
+    from ssmviz.core.families.s6.adjoint import s6_adjoint
+
+    problem = Problem(family="s6", seq_len=40, d_inner=2, d_state=4)
+    w, view = _shown(qtbot, make_window, problem, "backward")
+    sel = w.controls.selection()
+    adj = s6_adjoint(w.result.inputs, convention="mamba", channel=sel.channel)
+    np.testing.assert_array_equal(view.data.adj.g, adj.g)
+    np.testing.assert_array_equal(view.gpu_du.getData()[1], w.result.gpu["du"][0, :, sel.channel])
+    assert "every step within the bound" in view.message.text()
+    w.time_plots.set_cursor(30)
+    assert view.tau == 30
+    np.testing.assert_array_equal(view.g_lines.xData, np.arange(30, 40))
+    np.testing.assert_array_equal(view.g_lines.yData, adj.g[30:])
+    n = view.data.state
+    assert view.step_label.text() == (f"t = 30: g[{n}] = {adj.inject[30, n]:+.4g} + "
+                                      f"{adj.A_bar[31, n]:.4g}·{adj.g[31, n]:+.4g} = "
+                                      f"{adj.g[30, n]:+.4g}")
+    assert "C_30" in view.step_label.toolTip() and "Ā_31" in view.step_label.toolTip()
+    view.move(-1)
+    assert view.tau == 29 and view.g_lines.xData[0] == 29
+    view.toggle_play()  # from the last step back to 0
+    assert view.play.text() == "Pause" and view.tau == 39 and view.g_lines.xData.size == 1
+    qtbot.waitUntil(lambda: view.tau < 35, timeout=20_000)
+    view.toggle_play()  # pause, and on from there
+    paused = view.tau
+    view.toggle_play()
+    assert view.timer.isActive() and view.tau == paused
+    qtbot.waitUntil(lambda: view.tau == 0 and not view.timer.isActive(), timeout=20_000)
+    np.testing.assert_array_equal(view.g_lines.yData, adj.g)
+    np.testing.assert_array_equal(view.ref_du.getData()[1], adj.du)
+    assert view.step_label.text().startswith(f"t = 0: g[{n}] = ")
+
+
+def test_backward_view_refuses_a_sequence_too_long_to_animate(qtbot, make_window):
+    from ssmviz.app.teaching.backward import MAX_SEQ_LEN
+
+    problem = Problem(family="s6", seq_len=MAX_SEQ_LEN + 1, d_inner=1, d_state=2)
+    w, view = _shown(qtbot, make_window, problem, "backward")
+    assert view.data is None and not view.g_lines.isVisible()
+    assert not view.timer.isActive() and view.step_label.text() == ""
+    assert view.message.text() == ("cannot show the Backward view: the backward view shows "
+                                   f"seq_len ≤ {MAX_SEQ_LEN}; this problem has {MAX_SEQ_LEN + 1}")
+    with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
+        w.controls.set_value("seq_len", 64)
+    qtbot.waitUntil(lambda: view.data is not None, timeout=VIEW_TIMEOUT_MS)
+    assert view.g_lines.isVisible() and view.data.adj.seq_len == 64

@@ -284,3 +284,21 @@ def test_presenter_mode_scales_text_and_lines_and_hides_the_gradients_in_the_tou
     assert app.font().pointSizeF() == pytest.approx(base_pt)
     assert title.opts["size"] == f"{TITLE_PT:g}pt"
     assert curve.opts["pen"].widthF() == pytest.approx(base_width)
+
+
+@pytest.mark.qt
+@pytest.mark.gpu
+def test_a_step_after_a_shorter_one_keeps_its_own_cursor(qtbot, qapp, make_window) -> None:
+    """The scan tree's step (seq_len 32) then the backward one (seq_len 96, cursor 70): a
+    view of the shorter run shown meanwhile must not clamp the new step's cursor."""
+    from ssmviz.app.tour_run import show_step
+
+    w = make_window(None)
+    w.show()
+    qtbot.waitExposed(w)
+    for name in ("06_scan_tree.json", "06b_backward.json"):
+        step = TOUR / name
+        show_step(qapp, w, step, timeout_s=120)
+        want = Session.load(step).view["cursor"]
+        assert w.time_plots.cursor == want, name
+    assert w.teaching.panel.views["backward"].tau == want

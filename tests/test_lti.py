@@ -43,3 +43,30 @@ def test_a_bad_selection_is_refused_in_one_line() -> None:
         _problem("s6", "sometimes").validate()
     with pytest.raises(SsmvizError, match="square"):
         op.toeplitz_gap(np.zeros((3, 4)))
+
+
+@pytest.mark.parametrize("family", ["s6", "ssd"])
+def test_the_contrast_of_each_kind_is_the_other(family: str) -> None:
+    """A selective problem's contrast is its LTI draw (Δ, B, C of step 0); an LTI
+    problem's is its selective draw; file inputs that are LTI have none (one line)."""
+    sel_p, lti_p = _problem(family, "selective"), _problem(family, "lti")
+    sel, lti = sel_p.build(), lti_p.build()
+    kind, held = op.contrast_arrays(sel_p, sel)
+    assert kind == "lti"
+    for k in lti:
+        np.testing.assert_array_equal(held[k], lti[k], err_msg=k)
+    kind, twin = op.contrast_arrays(lti_p, lti)
+    assert kind == "selective"
+    for k in sel:
+        np.testing.assert_array_equal(twin[k], sel[k], err_msg=k)
+    M = op.reference_operator(family, twin, convention="mamba", index=[1]).M[0]
+    assert op.toeplitz_gap(M) > 1e-2
+    # A run's inputs are float32 (as the kernel got them): the twin is in their precision.
+    lti32 = {k: v.astype(np.float32) for k, v in lti.items()}
+    kind, twin = op.contrast_arrays(lti_p, lti32)
+    assert kind == "selective" and twin["B"].dtype == np.float32
+    np.testing.assert_array_equal(twin["B"], sel["B"].astype(np.float32))
+    other = dict(lti)
+    other["C"] = lti["C"] * 2.0  # time-invariant, but not this problem's draw
+    with pytest.raises(SsmvizError, match="no selective twin"):
+        op.contrast_arrays(lti_p, other)

@@ -111,3 +111,47 @@ def test_the_textbook_kogge_stone_scan_ends_in_every_state() -> None:
     for t, node in last.items():  # each step's last node is the prefix [0, t]: h_t
         assert node.start == 0 and node.b_ref == pytest.approx(h[t], rel=1e-12, abs=1e-15)
     assert tree.root == last[12].id
+
+
+@pytest.mark.parametrize("seq_len", [16, 13, 1])
+def test_the_textbook_blelloch_scan_level_by_level(seq_len: int) -> None:
+    """Every node of every level holds the direct prefix over its span [start, stop)
+    (folded here step by step in float64), up-sweep block sums, down-sweep prefixes and
+    the states h_t; the level sizes are the work-efficient scan's."""
+    from ssmviz.core.families.s6.reference import s6_discretise
+    from ssmviz.core.families.s6.textbook import s6_blelloch_tree
+
+    arrays = Problem(family="s6", seq_len=seq_len, d_inner=2, d_state=3,
+                     init=ParamInit(dt_min=0.05, dt_max=0.5)).build()
+    tree = s6_blelloch_tree(arrays, convention="mamba", channel=1, state=2)
+    _, a_bar, coef = s6_discretise(arrays["delta"][0, :, 1], arrays["delta_bias"][1],
+                                   arrays["A_log"][1], convention="mamba")
+    a_bar, bu = a_bar[:, 2], coef[:, 2] * arrays["B"][0, :, 2] * arrays["u"][0, :, 1]
+
+    def direct(start: int, stop: int) -> tuple[float, float]:
+        a, b = 1.0, 0.0
+        for t in range(start, stop):
+            a, b = a * a_bar[t], a_bar[t] * b + bu[t]
+        return a, b
+
+    for k, ids in enumerate(tree.levels):
+        for i in ids:
+            node = tree.nodes[i]
+            assert node.level == k
+            assert (node.a_ref, node.b_ref) == pytest.approx(direct(node.start, node.stop),
+                                                              rel=1e-12, abs=1e-15)
+    kinds = [sorted({tree.nodes[i].kind for i in lv}) for lv in tree.levels]
+    depth = max(seq_len - 1, 0).bit_length()
+    assert kinds == [["leaf"]] + [["up"]] * depth + [["down"]] * depth + [["state"]]
+    if seq_len == 16:
+        assert [len(lv) for lv in tree.levels] == [16, 8, 4, 2, 1, 2, 4, 8, 16, 16]
+    h = reference(Case.of_arrays("s6", arrays, convention="mamba"))["h"][0, :, 1, 2]
+    states = [tree.nodes[i] for i in tree.levels[-1]]
+    assert [(s.start, s.stop) for s in states] == [(0, t + 1) for t in range(seq_len)]
+    np.testing.assert_allclose([s.b_ref for s in states], h, rtol=1e-12, atol=1e-15)
+    assert tree.root == states[-1].id
+    # the down-sweep's last level hands every step the prefix before it
+    last_down = sorted((tree.nodes[i] for i in tree.levels[-2]), key=lambda x: x.stop)
+    if depth:
+        assert [(x.start, x.stop, x.drawn) for x in last_down] == [
+            (0, t, (t, t + 1)) for t in range(seq_len)]

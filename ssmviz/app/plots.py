@@ -468,7 +468,9 @@ class TimePlots(pg.GraphicsLayoutWidget):
                     line.setVisible(False)
 
     def release(self) -> None:
-        """Free pyqtgraph's menus and the scene (the window is closing)."""
+        """Free pyqtgraph's menus and the scene (the window is closing); a level-of-detail
+        update still pending would find the plots deleted."""
+        self._lod_timer.stop()
         release_menus(list(self.plots.values()))
         self.close()
 

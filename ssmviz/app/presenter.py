@@ -15,7 +15,8 @@ from ssmviz.app.items import MultiLine
 
 #: How much larger presenter mode draws text and lines.
 SCALE = 1.4
-#: The plots' title size (Plot's TitleLabel) outside presenter mode, in points.
+#: The plots' title size (Plot's TitleLabel) outside presenter mode, in points (a label
+#: with its own ``base_pt``, e.g. a row of small heatmaps, keeps that).
 TITLE_PT = 11.0
 
 
@@ -61,7 +62,8 @@ def apply_presenter(root: QWidget, on: bool) -> None:
     for p in _plots(root):
         label = p.titleLabel
         if label.isVisible():
-            label.setText(getattr(label, "text", ""), size=f"{TITLE_PT * k:g}pt")
+            pt = getattr(label, "base_pt", TITLE_PT)
+            label.setText(getattr(label, "text", ""), size=f"{pt * k:g}pt")
         for name in ("left", "bottom"):
             axis = p.getAxis(name)
             tick = getattr(axis, "ssmviz_tick_font", None)

@@ -169,6 +169,9 @@ class MainWindow(QMainWindow):
         self.play_timer = QTimer(self, interval=PLAY_INTERVAL_MS)
         self.play_timer.timeout.connect(self._play_tick)
         self._pending_cursor: int | None = None
+        #: The pending cursor is for runs after this generation (a session's run): an
+        #: older run's view, shown meanwhile, would clamp it to its own seq_len.
+        self._pending_after = 0
         self._first_result = True
         self._build_actions()
         self._closed = False
@@ -387,7 +390,9 @@ class MainWindow(QMainWindow):
             # Nothing to restore: start the cursor where the signal is under way.
             self._pending_cursor = self.trace.seq_len // 3
         self._first_result = False
-        if self._pending_cursor is not None:
+        result = self._view_result
+        if self._pending_cursor is not None and (result is None or
+                                                 result.generation > self._pending_after):
             self.time_plots.set_cursor(self._pending_cursor, emit=False)
             self._pending_cursor = None
         self.readout.show_step(self.trace, self.time_plots.cursor)
@@ -434,6 +439,7 @@ class MainWindow(QMainWindow):
         v = session.view
         self.controls.set_selection(v.get("batch", 0), v.get("channel", 0), v.get("state", 0))
         self._pending_cursor = v.get("cursor", 0)
+        self._pending_after = self.scheduler.generation
         self.teaching.apply(session)
         self.run_now()
 

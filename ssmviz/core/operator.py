@@ -16,6 +16,8 @@ triangular, (seq_len, seq_len) per channel or head.
   (run isolated in the worker process), as a :class:`KernelForward`.
 - :func:`bad_elements` / :func:`block_errors` / :func:`wrong_blocks`: the difference.
 - :func:`operator_export_arrays`: ``ref_M`` and ``gpu_M`` for ``ssmviz check --export``.
+- :func:`contrast_arrays`: the selective problem's time-invariant twin, or the other way
+  round, for M side by side.
 
 Layout everywhere: (n_sel, n_rows, n_cols) for the selected channels / heads ``index``,
 rows ``rows`` and columns ``cols`` (default: all of each).
@@ -24,7 +26,7 @@ rows ``rows`` and columns ``cols`` (default: all of each).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -272,6 +274,39 @@ def bad_elements(gpu: np.ndarray, ref: np.ndarray, *, tolerance: float = FORWARD
         raise SsmvizError(f"gpu has shape {gpu.shape}, ref {ref.shape}")
     with np.errstate(invalid="ignore"):
         return ~(np.abs(gpu - ref) <= element_bound(ref, tolerance))
+
+
+def _held(family: str, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``arrays`` with every per-step input but the signal taking step 0's value at every
+    step (what init selection "lti" draws)."""
+    tc = registry.teaching(family)
+    held = {k for k in tc.per_step if k != tc.signal}
+    return {k: (np.broadcast_to(np.asarray(v)[:, :1], np.shape(v)).copy() if k in held
+                else v) for k, v in arrays.items()}
+
+
+def contrast_arrays(problem: Any, arrays: Mapping[str, np.ndarray]
+                    ) -> tuple[str, dict[str, np.ndarray]]:
+    """What to hold beside M of ``problem``'s ``arrays``: ("lti", the arrays with Δ, B
+    and C held at step 0) for selective inputs, or ("selective", the same problem drawn
+    with init selection "selective", the signal kept) for time-invariant ones.
+    SsmvizError when time-invariant inputs are not the problem's own draw (a file's):
+    there is no selective system they came from."""
+    family = problem.family
+    held = _held(family, arrays)
+    if any(not np.array_equal(held[k], arrays[k]) for k in arrays):
+        return "lti", held
+    drawn = replace(problem, init=replace(problem.init, selection="selective")).build()
+    # In the inputs' precision (a run's inputs are the float32 the kernel was given).
+    twin = {k: np.asarray(v).astype(np.asarray(arrays[k]).dtype) if k in arrays else v
+            for k, v in drawn.items()}
+    signal = registry.teaching(family).signal
+    same = {k for k in arrays if k != signal and k in twin}
+    if not all(np.array_equal(v, arrays[k]) for k, v in _held(family, twin).items()
+               if k in same):
+        raise SsmvizError("these time-invariant inputs are not the problem's own draw: "
+                          "there is no selective twin to show beside them")
+    return "selective", {**twin, signal: arrays[signal]}
 
 
 def toeplitz_gap(M: np.ndarray) -> float:

@@ -1,4 +1,5 @@
-"""Teaching views: the operator M, SSD's chunk decomposition, S6's scan tree, discretisation.
+"""Teaching views: the operator M, SSD's chunk decomposition, S6's scan tree, discretisation
+and backward recurrence.
 
 Each view is one module of this package (a :class:`~ssmviz.app.teaching.base.TeachingView`
 subclass); the numbers come from the families' Qt-free teaching functions, computed off
@@ -29,6 +30,7 @@ VIEW_TITLES: dict[str, str] = {
     "duality": "Duality",
     "scan_tree": "Scan tree",
     "discretisation": "Discretisation",
+    "backward": "Backward",
 }
 
 

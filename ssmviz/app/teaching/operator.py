@@ -1,7 +1,9 @@
 """The operator view: y = M·u + D·u, M from the float64 reference and measured through
 the kernel that ran (unit impulses), for one S6 channel or SSD head of batch element 0.
 
-Three heatmaps (reference M, GPU M, GPU − reference; linear or log-magnitude colours;
+Four heatmaps (reference M, GPU M, GPU − reference, and beside them the reference M of
+the other kind of system: a selective problem's with Δ, B and C held at step 0, which is
+Toeplitz, or a time-invariant problem's selective draw; linear or log-magnitude colours;
 SSD: the chunk grid), the time cursor's row t outlined on each, and below them row t
 of M as a curve, the input-dependent convolution kernel at step t (reference over every
 j, GPU at the measured columns), beside its terms per state. Rows are all of seq_len;
@@ -11,6 +13,7 @@ the impulse run stays small; the heatmaps are downsampled by peak |value| for di
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from dataclasses import dataclass, field
 
@@ -71,6 +74,12 @@ def measured_columns(seq_len: int) -> np.ndarray:
     return op.select(seq_len, max(MIN_COLUMNS, min(FULL_COLUMNS, IMPULSE_BUDGET // seq_len)))
 
 
+#: The fourth heatmap's titles by the kind of system it shows (op.contrast_arrays).
+CONTRAST_TITLES = {"lti": "LTI M: Δ, B, C of step 0", "selective": "selective M: Δ, B, C per step"}
+
+#: The heatmaps' title size, in points: four of them share a row.
+MAP_TITLE_PT = 9.5
+
 #: The SSD view's GPU M: measured through y, or implied by the kernel's chunk states.
 MEASURE_LABELS = {"y": "GPU M through y", "states": "GPU M through the chunk-state buffer"}
 
@@ -127,6 +136,39 @@ class _Measured:
 MEASURED = _Measured()
 
 
+class _Contrast:
+    """The other kind of system's reference M (:func:`op.contrast_arrays`) for the newest
+    inputs it depends on: M reads neither the signal nor dy, so an edit of the input
+    signal or an impulse (most edits) reuses it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._key: tuple | None = None
+        self._value: np.ndarray | None = None
+
+    def get(self, result: RunResult, index: int, cols: np.ndarray) -> tuple[str, np.ndarray]:
+        """(kind, M (seq_len, n_cols)) of unit ``index``; SsmvizError without a contrast."""
+        p = result.problem
+        kind, twin = op.contrast_arrays(p, result.inputs)
+        skip = {registry.teaching(p.family).signal, "dy"}
+        digest = hashlib.blake2b(digest_size=16)
+        for k in sorted(set(twin) - skip):
+            digest.update(k.encode())
+            digest.update(np.ascontiguousarray(twin[k], np.float64).tobytes())
+        key = (p.family, p.convention, kind, index, cols.tobytes(), digest.digest())
+        with self._lock:
+            if key == self._key and self._value is not None:
+                return kind, self._value
+        M = op.reference_operator(p.family, twin, convention=p.convention, index=[index],
+                                  cols=cols).M[0]
+        with self._lock:
+            self._key, self._value = key, M
+        return kind, M
+
+
+CONTRAST = _Contrast()
+
+
 @dataclass
 class OperatorData:
     """M of one channel (S6) or head (SSD) at rows 0..seq_len−1 and columns ``cols``:
@@ -151,10 +193,13 @@ class OperatorData:
     summary: str = ""
     #: Elements of the GPU M past check.compare's element bound.
     wrong: int = 0
+    #: The other kind of system's M beside it ("lti" / "selective"; "" with none).
+    contrast_kind: str = ""
+    contrast: np.ndarray | None = None
 
 
-def _images(ref: np.ndarray, gpu: np.ndarray | None, bound: float
-            ) -> dict[tuple[str, bool], ImageView]:
+def _images(ref: np.ndarray, gpu: np.ndarray | None, bound: float,
+            contrast: np.ndarray | None = None) -> dict[tuple[str, bool], ImageView]:
     """The heatmaps: M in diverging colours (0 white, the upper triangle too), the
     difference at least ±``bound`` wide (a right kernel's rounding stays pale), and both
     as log magnitudes; each over the whole (seq_len × seq_len) matrix."""
@@ -168,6 +213,11 @@ def _images(ref: np.ndarray, gpu: np.ndarray | None, bound: float
     log_levels = (log_top - LOG_DECADES / 1.5, log_top)
     out[("ref", True)] = matrix_view(log_magnitude(ref, top), cmap=VALUE_CMAP,
                                      levels=log_levels, extent=ext)
+    if contrast is not None:  # on M's own scale: the colours compare
+        out[("contrast", False)] = matrix_view(contrast, cmap=DIFF_CMAP, levels=levels,
+                                               extent=ext)
+        out[("contrast", True)] = matrix_view(log_magnitude(contrast, top), cmap=VALUE_CMAP,
+                                              levels=log_levels, extent=ext)
     if gpu is not None:
         diff = gpu - ref
         out[("gpu", False)] = matrix_view(gpu, cmap=DIFF_CMAP, levels=levels, extent=ext)
@@ -215,9 +265,15 @@ def operator_data(result: RunResult, sel: Selection, measure: str = "y") -> Oper
             gpu, source = measured.M[0], measured.source
     # check.compare's element bound over the whole matrix (its scale: M's rms).
     bound = float(np.min(element_bound(ref, FORWARD_TOL))) if ref.size else 0.0
+    kind, contrast, contrast_note = "", None, ""
+    try:
+        kind, contrast = CONTRAST.get(result, index, cols)
+    except SsmvizError as exc:
+        contrast_note = str(exc)
     data = OperatorData(p.family, p.convention, index, what, sel.state, measure, L,
                         run_sizes(p).get("chunk_len"), cols, ref, gpu, note,
-                        _images(ref, gpu, bound), dict(result.inputs))
+                        _images(ref, gpu, bound, contrast), dict(result.inputs),
+                        contrast_kind=kind, contrast=contrast)
     parts = [f"batch element 0, {what}"]
     if gpu is not None:
         alone = "" if measure == "states" else f", this {what.split()[0]} run alone"
@@ -227,6 +283,11 @@ def operator_data(result: RunResult, sel: Selection, measure: str = "y") -> Oper
         parts.append("M is Toeplitz (time-invariant Δ, B, C: every row is the one above "
                      "shifted, a plain convolution)" if gap < 1e-9 else
                      "M is not Toeplitz (selective)")
+        if kind:
+            parts.append(f"beside it, {CONTRAST_TITLES[kind]}"
+                         + (" (Toeplitz)" if kind == "lti" else ""))
+    if contrast_note:
+        parts.append(contrast_note)
     if cols.size < L:
         parts.append(f"{cols.size} of {L} columns measured")
     if gpu is not None:
@@ -299,19 +360,25 @@ class OperatorView(TeachingView):
         self.bands: dict[str, RowBand] = {}
         self.grids: dict[str, ChunkGrid] = {}
         self.bars: dict[str, ColourBar] = {}
-        for col, (key, title) in enumerate((("ref", "reference M"), ("gpu", "GPU M"),
-                                            ("diff", "GPU − ref"))):
+        for col, (key, title) in enumerate((("ref", "ref M"), ("gpu", "GPU M"),
+                                            ("diff", "GPU − ref"),
+                                            ("contrast", CONTRAST_TITLES["lti"]))):
             p = MatrixPlot(title=title)
+            p.titleLabel.base_pt = MAP_TITLE_PT
+            p.titleLabel.setText(title, size=f"{MAP_TITLE_PT:g}pt")
             ci.addItem(p, row=0, col=col)
             p.setMinimumHeight(170)
+            # Four maps share a 1366-px window's dock: one y axis for the row, unlabelled
+            # (the tooltip and the row plot's title say rows are output steps t).
             p.setMinimumWidth(150)
             integer_axes(p, "left", "bottom", cells=True)
             self.bars[key] = ColourBar(p, title)
-            if col == 0:
-                p.setLabel("left", "output step t")
-            else:
+            p.setToolTip("row t: output step t; column j: input step j (click a row to "
+                         "move the cursor there)")
+            if col:
                 p.setXLink(self.maps["ref"])
                 p.setYLink(self.maps["ref"])
+                p.hideAxis("left")
             img, band, grid = MatrixImage(), RowBand(CURSOR_COLOUR), ChunkGrid()
             p.addItem(img)
             p.addItem(grid)
@@ -320,7 +387,7 @@ class OperatorView(TeachingView):
             self.maps[key], self.images[key], self.bands[key] = p, img, band
             self.grids[key] = grid
         self.row_plot = Plot(title="row t of M: the convolution kernel at step t")
-        ci.addItem(self.row_plot, row=1, col=0, colspan=3)
+        ci.addItem(self.row_plot, row=1, col=0, colspan=4)
         self.row_plot.setLabel("bottom", "input step j")
         integer_axes(self.row_plot, "bottom")
         # No legend box over the curves (it hid the last columns): the title names them.
@@ -330,7 +397,7 @@ class OperatorView(TeachingView):
         self.row_plot.addItem(self.gpu_row)
         self.row_plot.addItem(self.ref_row)
         self.terms_plot = Plot(title="its terms per state n")
-        ci.addItem(self.terms_plot, row=2, col=0, colspan=3)
+        ci.addItem(self.terms_plot, row=2, col=0, colspan=4)
         self.terms_plot.setLabel("bottom", "input step j")
         integer_axes(self.terms_plot, "bottom")
         self.terms_plot.setXLink(self.row_plot)
@@ -387,10 +454,13 @@ class OperatorView(TeachingView):
         d = self.data
         if d is None:
             return
+        other = CONTRAST_TITLES.get(d.contrast_kind, "no contrast")
         if self.log_colour:
-            titles = ("ref |M| (log10)", "GPU |M| (log10)", "|GPU − ref| (log10)")
+            # what each map is first: the row's maps are narrow on a laptop's dock
+            titles = ("ref: log10 |M|", "GPU: log10 |M|", "GPU − ref: log10 |·|",
+                      f"{other.split(' M')[0]}: log10 |M|")
         else:
-            titles = ("reference M", "GPU M", "GPU − ref")
+            titles = ("ref M", "GPU M", "GPU − ref", other)
         for (key, img), title in zip(self.images.items(), titles, strict=True):
             iv = d.images.get((key, self.log_colour))
             if iv is None:

@@ -26,13 +26,15 @@ from ssmviz.app.worker import JobThread
 
 def view_classes() -> dict[str, type[TeachingView]]:
     """name -> view class, every view of every family."""
+    from ssmviz.app.teaching.backward import BackwardView
     from ssmviz.app.teaching.chunks import ChunksView
     from ssmviz.app.teaching.discretisation import DiscretisationView
     from ssmviz.app.teaching.duality import DualityView
     from ssmviz.app.teaching.operator import OperatorView
     from ssmviz.app.teaching.scan_tree import ScanTreeView
 
-    classes = (OperatorView, ChunksView, DualityView, ScanTreeView, DiscretisationView)
+    classes = (OperatorView, ChunksView, DualityView, ScanTreeView, DiscretisationView,
+               BackwardView)
     return {c.name: c for c in classes}
 
 

@@ -26,7 +26,7 @@ from ssmviz.app.teaching import teaching_for
 from ssmviz.app.teaching.base import CURSOR_COLOUR, TeachingView
 from ssmviz.core.check import FORWARD_TOL, element_bound
 from ssmviz.core.families.s6.teaching import MAX_TREE_SEQ_LEN
-from ssmviz.core.families.s6.textbook import s6_kogge_stone_tree
+from ssmviz.core.families.s6.textbook import s6_blelloch_tree, s6_kogge_stone_tree
 
 #: The kernel chunk lengths the view offers besides the kernel's own.
 TREE_CHUNKS = (16, 8, 4, 2)
@@ -34,7 +34,11 @@ TREE_CHUNKS = (16, 8, 4, 2)
 PLAY_MS = 700
 #: Fill of a node by kind.
 KIND_COLOURS = {"leaf": (200, 220, 240), "chunk": (255, 224, 178), "carry": (255, 204, 204),
-                "block": (230, 210, 240), "state": (200, 235, 200), "ks": (205, 230, 215)}
+                "block": (230, 210, 240), "state": (200, 235, 200), "ks": (205, 230, 215),
+                "up": (255, 224, 178), "down": (255, 204, 204)}
+#: The textbook trees the view offers beside the kernel's: key -> (label, builder).
+TEXTBOOK = {"kogge_stone": ("Kogge–Stone", s6_kogge_stone_tree),
+            "blelloch": ("Blelloch", s6_blelloch_tree)}
 BOX_HEIGHT = 0.6
 
 
@@ -50,18 +54,18 @@ class TreeData:
 
 
 def tree_data(result: RunResult, sel: Selection, kernel_chunk: int | None = None,
-              textbook: bool = False) -> TreeData:
+              textbook: str | None = None) -> TreeData:
     """The view's numbers for ``result`` and ``sel`` (worker thread); ``kernel_chunk``: the
-    S6 kernel's chunk length for this tree (None: the kernel's own choice); ``textbook``:
-    the Kogge–Stone scan instead (reference values only)."""
+    S6 kernel's chunk length for this tree (None: the kernel's own choice); ``textbook``: a
+    key of :data:`TEXTBOOK`, that scan instead (reference values only)."""
     p = result.problem
     if textbook:
-        tree = s6_kogge_stone_tree(result.inputs, convention=p.convention,
-                                   channel=sel.channel, state=sel.state,
-                                   batch_index=sel.batch)
-        combines = sum(n.kind == "ks" for n in tree.nodes)
+        label, build = TEXTBOOK[textbook]
+        tree = build(result.inputs, convention=p.convention, channel=sel.channel,
+                     state=sel.state, batch_index=sel.batch)
+        combines = sum(len(n.inputs) == 2 for n in tree.nodes)
         summary = (f"batch element {sel.batch}, channel {tree.channel}, state {tree.state}; "
-                   f"textbook Kogge–Stone scan: {len(tree.levels)} levels, {combines} "
+                   f"textbook {label} scan: {len(tree.levels)} levels, {combines} "
                    f"combinations for seq_len {tree.seq_len} (the kernel's chunked tree does "
                    "about 2·seq_len); reference values only")
         return TreeData(tree, ["ok"] * len(tree.nodes), summary, drawn_spans(tree))
@@ -101,7 +105,8 @@ def drawn_spans(tree: object) -> list[tuple[int, int]]:
     """(start, stop) each node is drawn over: its own span, or for a prefix the span of
     its last input (the part it adds)."""
     nodes = tree.nodes
-    return [(n.stop - 1, n.stop) if n.kind == "ks"  # the textbook's: at its step
+    return [n.drawn if n.drawn is not None
+            else (n.stop - 1, n.stop) if n.kind == "ks"  # the textbook's: at its step
             else (nodes[n.inputs[-1]].start, nodes[n.inputs[-1]].stop)
             if n.kind in PREFIX_KINDS and n.inputs else (n.start, n.stop) for n in nodes]
 
@@ -126,9 +131,17 @@ def _status(tree: object) -> list[str]:
 
 
 def _level_name(tree: object, k: int, ids: tuple[int, ...]) -> str:
-    """A level by what it computes: its kinds of node, or the textbook's shift."""
+    """A level by what it computes: its kinds of node, the Kogge–Stone shift or the
+    Blelloch sweep's block length."""
     kinds = sorted({tree.nodes[i].kind for i in ids})
-    return f"t − {2 ** (k - 1)}" if kinds == ["ks"] else "/".join(kinds)
+    if kinds == ["ks"]:
+        return f"t − {2 ** (k - 1)}"
+    depth = (len(tree.levels) - 2) // 2  # Blelloch: log2 of the padded length
+    if kinds == ["up"]:  # pairs of blocks summed into one of 2^k steps
+        return f"up {2 ** k}"
+    if kinds == ["down"]:  # the prefix handed to each block of 2^(2·depth − k) steps
+        return f"down {2 ** (2 * depth - k)}"
+    return "/".join(kinds)
 
 
 class TreeItem(pg.GraphicsObject):
@@ -238,10 +251,12 @@ class ScanTreeView(TeachingView):
                                   "(as its tests do): shorter chunks, a deeper tree")
         self.chunk_box.currentIndexChanged.connect(lambda _i: self.optionsChanged.emit())
         self.tree_box = QComboBox()
-        self.tree_box.addItem("kernel's tree", False)
-        self.tree_box.addItem("Kogge–Stone", True)
-        self.tree_box.setToolTip("the kernel's own chunk → carry → state tree, or the "
-                                 "textbook parallel scan (more work, fewer levels)")
+        self.tree_box.addItem("kernel's tree", None)
+        for key, (label, _build) in TEXTBOOK.items():
+            self.tree_box.addItem(label, key)
+        self.tree_box.setToolTip("the kernel's own chunk → carry → state tree, or a "
+                                 "textbook parallel scan: Kogge–Stone (more work, fewer "
+                                 "levels) or Blelloch (up-sweep, down-sweep)")
         self.tree_box.currentIndexChanged.connect(lambda _i: self._tree_changed())
         self.shorter = QPushButton(f"Show at seq_len {MAX_TREE_SEQ_LEN}")
         self.shorter.setToolTip("run this problem with a sequence short enough to draw "
@@ -279,14 +294,14 @@ class ScanTreeView(TeachingView):
         return self.chunk_box.currentData()
 
     @property
-    def textbook(self) -> bool:
-        return bool(self.tree_box.currentData())
+    def textbook(self) -> str | None:
+        return self.tree_box.currentData()
 
     def _tree_changed(self) -> None:
         self.chunk_box.setEnabled(not self.textbook)  # the textbook has no chunks
         self.optionsChanged.emit()
 
-    def options(self) -> tuple[int | None, bool]:
+    def options(self) -> tuple[int | None, str | None]:
         return self.chunk_len, self.textbook
 
     def set_options(self, **options: object) -> None:

@@ -5,7 +5,8 @@ Everything about S6 lives here, next to ``shaders/selective_scan.wgsl``: its ABI
 float64 reference (:mod:`.reference`), the problem's arrays (:mod:`.arrays`), the sweep
 and bench sizes (:mod:`.cases`, :mod:`.bench`), the builderforce profile
 (:mod:`.builderforce`), what the app's plots show (:mod:`.view`), the operator and the
-teaching views' numbers (:mod:`.teaching`) and the measurement log (NOTES.md).
+teaching views' numbers (:mod:`.teaching`, :mod:`.textbook`, :mod:`.adjoint`) and the
+measurement log (NOTES.md).
 :data:`FAMILY` is the record the rest of ssmviz reads.
 """
 
@@ -14,7 +15,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ssmviz.core.families.family import Family
-from ssmviz.core.families.s6 import arrays, bench, builderforce, cases, reference, teaching
+from ssmviz.core.families.s6 import (
+    adjoint,
+    arrays,
+    bench,
+    builderforce,
+    cases,
+    reference,
+    teaching,
+)
 from ssmviz.core.families.s6.abi import ROLES, S6_ABI, SHADER
 from ssmviz.core.families.s6.kernel import S6Kernel
 from ssmviz.core.families.s6.sizes import SIZES
@@ -53,7 +62,7 @@ FAMILY = Family(
     floor_ops=bench.floor_ops,
     view=lambda: VIEW,
     teaching=Teaching(
-        views=("operator", "scan_tree", "discretisation"),
+        views=("operator", "scan_tree", "discretisation", "backward"),
         signal="u",
         per_step=("u", "delta", "B", "C"),
         params=("A_log", "D", "delta_bias"),
@@ -68,5 +77,6 @@ FAMILY = Family(
         impulse_run=teaching.s6_impulse_run,
         scan_tree=teaching.s6_scan_tree,
         discretisation=teaching.s6_discretisation,
+        adjoint=adjoint.s6_adjoint,
     ),
 )

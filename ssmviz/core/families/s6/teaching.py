@@ -216,7 +216,9 @@ class ScanNode:
     ``entry``: the WGSL entry point that computes it ("" for leaves). ``kind``: "leaf"
     (Ā_t, B̄_t u_t), "chunk" (a chunk's summary from h = 0), "carry" (an inclusive prefix
     of the chunk summaries within a scan block), "block" (a prefix over whole blocks,
-    the next scan level) or "state" (h_t, from the start: stop = t + 1).
+    the next scan level) or "state" (h_t, from the start: stop = t + 1); the textbook
+    trees' "ks", "up" and "down" (:mod:`.textbook`). ``drawn``: the steps a view draws
+    it over when that is not its span (None: the view's rule by kind).
     """
 
     id: int
@@ -230,6 +232,7 @@ class ScanNode:
     b_ref: float
     a_gpu: float | None = None
     b_gpu: float | None = None
+    drawn: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
