@@ -1,4 +1,5 @@
-"""Teaching views: the operator M, SSD's chunk decomposition, S6's scan tree, discretisation.
+"""Teaching views: the operator M, SSD's chunk decomposition, S6's scan tree, discretisation,
+Mamba-3's complex state, its discretisation rules and Mamba-2 beside it.
 
 Each view is one module of this package (a :class:`~ssmviz.app.teaching.base.TeachingView`
 subclass); the numbers come from the families' Qt-free teaching functions, computed off
@@ -29,6 +30,9 @@ VIEW_TITLES: dict[str, str] = {
     "duality": "Duality",
     "scan_tree": "Scan tree",
     "discretisation": "Discretisation",
+    "complex": "Complex state",
+    "rules": "Euler · ZOH · trapezoid",
+    "versus": "Mamba-2 vs 3",
 }
 
 

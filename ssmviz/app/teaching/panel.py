@@ -27,12 +27,16 @@ from ssmviz.app.worker import JobThread
 def view_classes() -> dict[str, type[TeachingView]]:
     """name -> view class, every view of every family."""
     from ssmviz.app.teaching.chunks import ChunksView
+    from ssmviz.app.teaching.complex_state import ComplexStateView
     from ssmviz.app.teaching.discretisation import DiscretisationView
     from ssmviz.app.teaching.duality import DualityView
     from ssmviz.app.teaching.operator import OperatorView
+    from ssmviz.app.teaching.rules import RulesView
     from ssmviz.app.teaching.scan_tree import ScanTreeView
+    from ssmviz.app.teaching.versus import VersusView
 
-    classes = (OperatorView, ChunksView, DualityView, ScanTreeView, DiscretisationView)
+    classes = (OperatorView, ChunksView, DualityView, ScanTreeView, DiscretisationView,
+               ComplexStateView, RulesView, VersusView)
     return {c.name: c for c in classes}
 
 
