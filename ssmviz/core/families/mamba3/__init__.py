@@ -72,7 +72,7 @@ FAMILY = Family(
         params=("D", "B_bias", "C_bias"),
         unit="head",
         units="n_heads",
-        row_term="q̂_t[n]·k̂_j[n]·α…·s_j",
+        row_term="(R_t·q_t)[n]·(R_j·k_j)[n]·α…·s_j",
         operator=lambda a, conv, index, rows, cols: teaching.mamba3_operator(
             a, heads=index, rows=rows, cols=cols, convention=conv),
         row_terms=lambda a, conv, head, t: teaching.mamba3_row_terms(
