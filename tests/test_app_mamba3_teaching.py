@@ -110,3 +110,26 @@ def test_versus_view_puts_mamba2_and_mamba3_side_by_side(qtbot, make_window):
         assert view.bars[key].isVisible()
     w.time_plots.set_cursor(11)
     qtbot.waitUntil(lambda: view.bands["m3"].row == 11, timeout=VIEW_TIMEOUT_MS)
+
+
+def test_choosing_mamba3_in_the_controls_runs_it_and_shows_its_tabs(qtbot, make_window):
+    w = make_window()  # an S6 problem
+    w.show()
+    qtbot.waitExposed(w)
+    combo = w.controls.widgets["family"]
+    test_app._run(qtbot, w, lambda: combo.setCurrentText("mamba3"))
+    assert w.result.problem.family == "mamba3" and w.result.ok, w.result.error
+    sizes = set(w.controls.problem().to_dict())
+    assert {"n_heads", "d_head", "n_groups", "chunk_len"} <= sizes
+    assert w.trace.family == "mamba3" and w.trace.y_gpu is not None
+    # The teaching panel takes the new run after the plots' paint (a zero timer).
+    qtbot.waitUntil(lambda: w.teaching.panel.family == "mamba3", timeout=VIEW_TIMEOUT_MS)
+    tabs = w.teaching.panel.tabs
+    shown = [tabs.tabText(i) for i in range(tabs.count()) if tabs.isTabVisible(i)]
+    assert shown == ["Operator M", "Complex state", "Euler · ZOH · trapezoid", "Mamba-2 vs 3"]
+    for view in ("complex", "rules", "versus"):
+        with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=VIEW_TIMEOUT_MS):
+            w.teaching.open(view)
+        qtbot.waitUntil(lambda: not w.teaching.busy, timeout=VIEW_TIMEOUT_MS)
+        v = w.teaching.panel.views[view]
+        assert v.data is not None and "cannot show" not in v.message.text(), view
