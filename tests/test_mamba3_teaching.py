@@ -126,3 +126,9 @@ def test_the_free_response_of_a_pair_is_a_decaying_spiral(arrays) -> None:
     np.testing.assert_allclose(np.abs(tr.z[3:] / tr.z[2:-1]), alpha, rtol=1e-10)
     with pytest.raises(SsmvizError, match=r"pair must be in \[0, 3\); got 3"):
         teach.pair_trajectory(arrays, pair=3)
+
+
+def test_another_convention_is_refused_in_one_line(arrays) -> None:
+    with pytest.raises(SsmvizError, match="show the mamba convention; this problem has "
+                                          "'builderforce'"):
+        op.reference_operator("mamba3", arrays, convention="builderforce", index=[0])

@@ -22,6 +22,7 @@ from ssmviz.app.runner import RunResult
 from ssmviz.app.scales import integer_axes
 from ssmviz.app.teaching import teaching_for
 from ssmviz.app.teaching.base import CURSOR_COLOUR, GPU_COLOUR, REF_COLOUR, TeachingView
+from ssmviz.core.families.mamba3.teaching import mamba_only
 
 SPIRAL_PEN = pg.mkPen("#9467bd", width=1.5)
 STORED_PEN = pg.mkPen((150, 150, 150, 150), width=1)
@@ -49,6 +50,7 @@ def complex_data(result: RunResult, sel: Selection, impulse: bool = False) -> Co
     """The pair of ``sel``'s state in ``sel``'s channel (worker thread); ``impulse``: its
     free response to x = 1 at step 0."""
     p = result.problem
+    mamba_only(p.convention)
     s = sizes_of(p.family, result.inputs)
     head, row = divmod(sel.channel, s["d_head"])
     pair = sel.state // 2

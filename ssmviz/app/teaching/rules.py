@@ -20,6 +20,7 @@ from ssmviz.app.scales import integer_axes
 from ssmviz.app.teaching import teaching_for
 from ssmviz.app.teaching.base import CURSOR_COLOUR, TeachingView
 from ssmviz.core.families.mamba3.rules import RULE_NAMES
+from ssmviz.core.families.mamba3.teaching import mamba_only
 
 #: Each rule's colour (its name in the titles) and pen.
 RULE_COLOURS = {"euler": ("#1f77b4", "blue"), "zoh": ("#ff7f0e", "orange"),
@@ -41,6 +42,7 @@ class RulesData:
 def rules_data(result: RunResult, sel: Selection) -> RulesData:
     """The rules of ``sel``'s channel (worker thread)."""
     p = result.problem
+    mamba_only(p.convention)
     s = sizes_of(p.family, result.inputs)
     head, row = divmod(sel.channel, s["d_head"])
     r = teaching_for(p.family, "rules").rules(result.inputs, head=head, row=row,

@@ -22,6 +22,7 @@ from ssmviz.app.teaching import teaching_for
 from ssmviz.app.teaching.base import CURSOR_COLOUR, GPU_COLOUR, REF_COLOUR, TeachingView
 from ssmviz.app.teaching.items import MatrixImage, MatrixPlot, RowBand, matrix_view
 from ssmviz.app.viewdata import DIFF_CMAP, ImageView, robust_levels
+from ssmviz.core.families.mamba3.teaching import mamba_only
 
 M2_PEN = pg.mkPen(GPU_COLOUR, width=1.5)
 M3_PEN = pg.mkPen(REF_COLOUR, width=1.5)
@@ -43,6 +44,7 @@ class VersusData:
 def versus_data(result: RunResult, sel: Selection) -> VersusData:
     """Both operators and outputs of ``sel``'s channel, coloured alike (worker thread)."""
     p = result.problem
+    mamba_only(p.convention)
     s = sizes_of(p.family, result.inputs)
     head, row = divmod(sel.channel, s["d_head"])
     v = teaching_for(p.family, "versus").versus(result.inputs, head=head, row=row,
