@@ -384,7 +384,11 @@ def _operators(family: str, inputs: dict, forward: Any, convention: str) -> dict
     """ref_M and gpu_M of batch element 0 for ``--export`` (a note says when not)."""
     from ssmviz.core.operator import operator_export_arrays
 
-    data, note = operator_export_arrays(family, inputs, forward, convention=convention)
+    try:
+        data, note = operator_export_arrays(family, inputs, forward, convention=convention)
+    except SsmvizError as exc:  # e.g. Mamba-3's operator reads mamba's inputs only
+        print(f"--export: no ref_M / gpu_M: {exc}")
+        return {}
     if note:
         print(f"--export: {note}")
     return data

@@ -49,6 +49,8 @@ def test_the_tour_has_six_steps_or_more_each_a_view_with_a_caption() -> None:
         views.append(t.view)
     # Every teaching view is in the tour; the planted bug runs the fault file.
     assert {"operator", "chunks", "duality", "scan_tree", "discretisation"} <= set(views)
+    # Mamba-2 and Mamba-3 side by side: one step of the Mamba-3 family.
+    assert "versus" in views
     bug = Session.load(steps[-1])
     assert bug.kernel_path == str((ROOT / "assets/kernels/fault_off_by_one_ssd.js").resolve())
 

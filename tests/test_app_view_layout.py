@@ -49,7 +49,8 @@ def test_title_name_is_the_part_before_the_details() -> None:
     assert title_name("hidden states h_t[n] of the channel") == "hidden states h_t[n]"
 
 
-@pytest.mark.parametrize("session", ["default.json", "ssd_chunks.json", "tour/05_lti.json"])
+@pytest.mark.parametrize("session", ["default.json", "ssd_chunks.json", "tour/05_lti.json",
+                                     "tour/08m_mamba2_vs_mamba3.json"])
 def test_every_view_fits_1366x768_without_elided_names_or_scrollbars(tmp_path, session):
     got = _probe(tmp_path, SESSIONS / session)
     assert got["window"][0] <= 1366 and got["window"][1] <= 768

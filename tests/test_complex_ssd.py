@@ -176,8 +176,12 @@ def test_complex_ssd_export_and_inputs_round_trip(kernel_path, tmp_path, capsys)
     base = ["check", "--kernel", str(kernel_path), "--no-probe"]
     assert cli.main([*base, "--export", str(first)]) == cli.EXIT_FAIL
     assert cli.main([*base, "--inputs", str(first), "--export", str(second)]) == cli.EXIT_FAIL
-    assert "mamba3 / builderforce" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "mamba3 / builderforce" in out
+    # Mamba-3's operator M reads mamba's inputs: said in one line, the rest written
+    assert "--export: no ref_M / gpu_M: the Mamba-3 teaching views show the mamba" in out
     with np.load(first) as a, np.load(second) as b:
+        assert "ref_M" not in a.files
         keys = families.get("mamba3").inputs_of("builderforce")
         assert set(keys) <= set(a.files)
         assert not (set(a.files) & {"adt", "trap", "angles"})

@@ -206,6 +206,9 @@ def test_check_export_and_inputs_round_trip(tmp_path, capsys) -> None:
     with np.load(out) as saved:
         assert set(families.get("mamba3").input_keys) <= set(saved.files)
         assert {"gpu_dangles", "ref_dangles", "gpu_dtrap"} <= set(saved.files)
+        # The operator M of every head, from the reference and measured by impulses
+        assert saved["ref_M"].shape == (4, 20, 20)  # (n_heads, seq_len, seq_len)
+        np.testing.assert_allclose(saved["gpu_M"], saved["ref_M"], rtol=0, atol=1e-5)
     capsys.readouterr()
     assert cli.main(["check", "--inputs", str(out)]) == cli.EXIT_PASS
     assert "mamba3 / mamba" in capsys.readouterr().out

@@ -96,7 +96,7 @@ def test_a_family_without_teaching_has_no_views_and_no_operator(toy) -> None:
     assert views_of("s6") == families.get("s6").teaching.views
     assert "chunks" in views_of("ssd") and measures_of("ssd") == ("y", "states")
     assert measures_of("s6") == ()
-    with pytest.raises(SsmvizError, match=r"^family must be one of s6, ssd \(those with "
+    with pytest.raises(SsmvizError, match=r"^family must be one of s6, ssd, mamba3 \(those with "
                                           r"teaching views\); got 'toy'$"):
         op.reference_operator("toy", _problem().build(), convention="mamba")
 

@@ -1,5 +1,5 @@
-"""Teaching views: the operator M, SSD's chunk decomposition, S6's scan tree, discretisation
-and backward recurrence.
+"""Teaching views: the operator M, SSD's chunk decomposition, S6's scan tree, discretisation,
+backward recurrence, Mamba-3's complex state, its discretisation rules and Mamba-2 beside it.
 
 Each view is one module of this package (a :class:`~ssmviz.app.teaching.base.TeachingView`
 subclass); the numbers come from the families' Qt-free teaching functions, computed off
@@ -31,6 +31,9 @@ VIEW_TITLES: dict[str, str] = {
     "scan_tree": "Scan tree",
     "discretisation": "Discretisation",
     "backward": "Backward",
+    "complex": "Complex state",
+    "rules": "Euler · ZOH · trapezoid",
+    "versus": "Mamba-2 vs 3",
 }
 
 

@@ -28,13 +28,16 @@ def view_classes() -> dict[str, type[TeachingView]]:
     """name -> view class, every view of every family."""
     from ssmviz.app.teaching.backward import BackwardView
     from ssmviz.app.teaching.chunks import ChunksView
+    from ssmviz.app.teaching.complex_state import ComplexStateView
     from ssmviz.app.teaching.discretisation import DiscretisationView
     from ssmviz.app.teaching.duality import DualityView
     from ssmviz.app.teaching.operator import OperatorView
+    from ssmviz.app.teaching.rules import RulesView
     from ssmviz.app.teaching.scan_tree import ScanTreeView
+    from ssmviz.app.teaching.versus import VersusView
 
     classes = (OperatorView, ChunksView, DualityView, ScanTreeView, DiscretisationView,
-               BackwardView)
+               BackwardView, ComplexStateView, RulesView, VersusView)
     return {c.name: c for c in classes}
 
 

@@ -28,7 +28,7 @@ RunFn = Callable[[Arrays], Mapping[str, np.ndarray]]
 class Teaching:
     """One family's teaching numbers and which app views show them (``views``, in the
     order of their tabs: "operator", "chunks", "duality", "scan_tree", "discretisation",
-    "backward")."""
+    "backward", "complex", "rules", "versus")."""
 
     views: tuple[str, ...]
     #: The input M acts on ("u", "x"), its per-step inputs (batch axis; the signal among
@@ -64,6 +64,9 @@ class Teaching:
     chunk_states: Callable[..., Any] | None = None
     duality: Callable[..., Any] | None = None
     adjoint: Callable[..., Any] | None = None
+    pair_trajectory: Callable[..., Any] | None = None
+    rules: Callable[..., Any] | None = None
+    versus: Callable[..., Any] | None = None
 
     def positions(self, arrays: Arrays) -> int:
         """Impulse columns one batch element carries: the unit's positions (S6 1, SSD

@@ -17,11 +17,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ssmviz.core.families.family import Family
-from ssmviz.core.families.mamba3 import arrays, bench, builderforce, cases, complex_ssd, reference
+from ssmviz.core.families.mamba3 import (
+    arrays,
+    bench,
+    builderforce,
+    cases,
+    complex_ssd,
+    reference,
+    rules,
+    teaching,
+)
 from ssmviz.core.families.mamba3.abi import MAMBA3_ABI, ROLES, SHADER
 from ssmviz.core.families.mamba3.kernel import Mamba3Kernel
 from ssmviz.core.families.mamba3.sizes import SIZES
 from ssmviz.core.families.mamba3.view import VIEW
+from ssmviz.core.families.teaching import Teaching
 
 
 def _state_elements(sizes: Mapping[str, int]) -> int:
@@ -55,4 +65,22 @@ FAMILY = Family(
     view=lambda: VIEW,
     builderforce=builderforce.profile,
     convention_keys={"builderforce": (arrays.COMPLEX_SSD_KEYS, complex_ssd.GRAD_KEYS)},
+    teaching=Teaching(
+        views=("operator", "complex", "rules", "versus"),
+        signal="x",
+        per_step=("x", "dt", "adt", "trap", "angles", "B", "C"),
+        params=("D", "B_bias", "C_bias"),
+        unit="head",
+        units="n_heads",
+        row_term="(R_t·q_t)[n]·(R_j·k_j)[n]·α…·s_j",
+        operator=lambda a, conv, index, rows, cols: teaching.mamba3_operator(
+            a, heads=index, rows=rows, cols=cols, convention=conv),
+        row_terms=lambda a, conv, head, t: teaching.mamba3_row_terms(
+            a, head=head, t=t, convention=conv),
+        isolate=teaching.mamba3_isolate,
+        impulse_run=teaching.mamba3_impulse_run,
+        pair_trajectory=teaching.pair_trajectory,
+        rules=rules.rules,
+        versus=rules.versus,
+    ),
 )

@@ -4,8 +4,8 @@ gradients' slices.
 Channel c of d_inner = n_heads·d_head is head c // d_head, head dimension c % d_head, and
 group head·n_groups // n_heads. The state plots draw h_t[p, :] (d_state states: the rotated
 pairs' real and imaginary parts); the step-size plot shows Δ, the Ā plot α = exp(adt)
-(one scalar per head and step), the input-term plot γ_t·k̂_t·x_t (the trapezoid's current
-half; the β half enters one step later).
+(one scalar per head and step), the input term γ_t·k̂_t·x_t + β_t·k̂_{t−1}·x_{t−1} (both
+ends of the trapezoid: h_t = α_t·h_{t−1} + that term).
 """
 
 from __future__ import annotations
@@ -40,6 +40,10 @@ def _series(convention: str, inputs: Arrays, ref: Arrays, gpu: Arrays, b: int, c
     fwd = forward_recurrent(one)
     tm = fwd.terms
     u = np.asarray(inputs["x"][b, :, head, p], np.float64)
+    # The whole input term, so that h_t = α_t·h_(t−1) + bu_t holds: step t's γ half and
+    # step t−1's β half (the trapezoid's two ends).
+    bu = (tm.gamma[0, :, head] * u)[:, None] * tm.k_rot[0, :, head]
+    bu[1:] += (tm.beta[0, 1:, head] * u[:-1])[:, None] * tm.k_rot[0, :-1, head]
     chunk_len = sizes.get("chunk_len")
     chunk_t = chunk_h = None
     states = gpu.get("chunk_states")
@@ -50,7 +54,7 @@ def _series(convention: str, inputs: Arrays, ref: Arrays, gpu: Arrays, b: int, c
     return {
         "u": u, "delta": np.asarray(inputs["dt"][b, :, head], np.float64),
         "a_bar": np.repeat(tm.alpha[0, :, head, None], sizes["d_state"], axis=1),
-        "bu": (tm.gamma[0, :, head] * u)[:, None] * tm.k_rot[0, :, head],
+        "bu": bu,
         "c": tm.q_rot[0, :, head], "d_skip": inputs["D"][head] * u,
         "h_ref": fwd.h[0, :, head, p], "h_gpu": None,
         "y_ref": ref["y"][b, :, head, p],
@@ -58,7 +62,7 @@ def _series(convention: str, inputs: Arrays, ref: Arrays, gpu: Arrays, b: int, c
         "chunk_len": chunk_len, "chunk_t": chunk_t, "chunk_h_gpu": chunk_h,
         "a_bar_per_state": False,
         "names": {"input": "x", "delta": "Δ (dt)", "a_bar": "α = exp(adt) (head)",
-                  "bu": "λ·Δ·k̂·x"},
+                  "bu": "γk̂x + βk̂x₋₁"},
     }
 
 
