@@ -180,17 +180,18 @@ def test_both_paths_feed_the_reference_what_the_gpu_got(runtime, tmp_path: Path,
     """A generated (float64) problem and the same arrays read back from an archive give
     the same reference: each rounded to float32 first, as the GPU gets them (1 + 2⁻³⁰
     becomes 1, 1e-310 becomes 0), and the values float32 cannot hold are named."""
+    from ssmviz.core.case import Case
     from ssmviz.core.check import check_arrays
     from ssmviz.core.inputs import open_inputs
 
     arrays = Problem(family=family, batch=1, **sizes).build()
     arrays["B"].flat[0] = 1 + 2.0**-30
     arrays["B"].flat[1] = 1e-310
-    chunk_len = sizes.get("chunk_len")
-    direct = check_arrays(family, arrays, runs=1, race_probe=False, chunk_len=chunk_len)
+    run = {k: v for k, v in sizes.items() if k == "chunk_len"}
+    direct = check_arrays(Case.of_arrays(family, arrays, run=run), runs=1, race_probe=False)
     np.savez(tmp_path / "in.npz", **arrays)
-    via_file = check_arrays(family, open_inputs(str(tmp_path / "in.npz")).load(family),
-                            runs=1, race_probe=False, chunk_len=chunk_len)
+    loaded = open_inputs(str(tmp_path / "in.npz")).load(family)
+    via_file = check_arrays(Case.of_arrays(family, loaded, run=run), runs=1, race_probe=False)
     assert set(direct.ref) == set(via_file.ref)
     for key, ref in via_file.ref.items():
         np.testing.assert_array_equal(direct.ref[key], ref, err_msg=key)
