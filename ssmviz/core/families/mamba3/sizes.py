@@ -11,13 +11,12 @@ from collections.abc import Mapping
 
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.sizes import Size, SizeSet
+from ssmviz.core.families.ssd import sizes as ssd_sizes
 
 
 def check_heads(sizes: Mapping[str, int]) -> None:
-    """n_heads divisible by n_groups; d_state even (its rotary pairs)."""
-    if sizes["n_heads"] % sizes["n_groups"] != 0:
-        raise SsmvizError(f"n_heads ({sizes['n_heads']}) must be divisible by n_groups "
-                          f"({sizes['n_groups']})")
+    """SSD's head grouping (n_heads divisible by n_groups); d_state even (its rotary pairs)."""
+    ssd_sizes.check_heads(sizes)
     if sizes["d_state"] % 2:
         raise SsmvizError(f"d_state must be even for Mamba-3's rotary pairs; got "
                           f"{sizes['d_state']}")
