@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pytest
 
+from ssmviz.core.dispatch import POISON_U32
 from ssmviz.core.errors import LimitError, SsmvizError
 from ssmviz.core.external.wgsl import parse_module
 from ssmviz.core.external.wgsl_layout import workgroup_bytes
@@ -17,7 +18,6 @@ from ssmviz.core.families.ssd.reference import (
     ssd_forward_chunked,
     ssd_forward_recurrent,
 )
-from ssmviz.core.gpu import POISON_U32
 from ssmviz.core.reference._common import inverse_softplus
 from ssmviz.core.resources import shader_source
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ssmviz.core.dispatch import POISON_U32, Dispatch, Readback, split_workgroups
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.s6.abi import (
     BINDING_INDEX,
@@ -43,7 +44,6 @@ from ssmviz.core.families.s6.plan import (
     pipeline_constants,
     reduce_levels,
 )
-from ssmviz.core.gpu import POISON_U32, Dispatch, Readback, split_workgroups
 from ssmviz.core.kernels._base import KernelResult, Prepared, ReusablePrefix, ShaderKernel
 
 #: Outputs (float32, shapes as in the abi module) and GPU timing per stage.
