@@ -10,12 +10,8 @@ import numpy as np
 
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.s6.reference import s6_backward, s6_forward
-from ssmviz.core.families.ssd.reference import (
-    ssd_backward_chunked,
-    ssd_backward_recurrent,
-    ssd_forward_chunked,
-    ssd_forward_recurrent,
-)
+from ssmviz.core.families.ssd.chunked import ssd_backward_chunked, ssd_forward_chunked
+from ssmviz.core.families.ssd.reference import ssd_backward_recurrent, ssd_forward_recurrent
 from ssmviz.core.reference.gradcheck import GradCheckResult, gradcheck_sum_loss
 
 __all__ = ["SSD_PARAMS", "s6_gradcheck", "ssd_gradcheck"]

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 
-from ssmviz.core.gpu import POISON_U32
+from ssmviz.core.dispatch import POISON_U32
 
 
 def declared_workgroup_storage(source: str) -> int:

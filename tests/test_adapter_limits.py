@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ssmviz.core import adapters
 from ssmviz.core.external import check_kernel
 from ssmviz.core.external.analysis import analyze
 from ssmviz.core.external.loader import load_kernel_file
@@ -39,7 +40,7 @@ def test_loop_limit_is_probed_once(runtime, monkeypatch) -> None:
         assert runtime.loop_limit_words() == "lavapipe stops loops after 65535 iterations"
     else:
         assert limit is None or limit > 0
-    monkeypatch.setattr(runtime, "_probe_loop_limit", lambda: pytest.fail("probed twice"))
+    monkeypatch.setattr(adapters, "probe_loop_limit", lambda rt: pytest.fail("probed twice"))
     assert runtime.loop_limit == limit
 
 
@@ -175,8 +176,8 @@ def _judged(gpu: np.ndarray, ref: np.ndarray):
 
 
 def test_the_budget_explains_only_failures_within_the_steps_it_reaches() -> None:
+    from ssmviz.core.dispatch import POISON_U32
     from ssmviz.core.external.judge import _budget_explains
-    from ssmviz.core.gpu import POISON_U32
 
     ref = np.linspace(1.0, 2.0, 40).reshape(1, 40, 1)
     poison = np.full_like(ref, POISON_U32, dtype=np.uint32).view(np.float32)

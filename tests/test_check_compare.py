@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ssmviz.core.check import CheckReport, compare
-from ssmviz.core.gpu import POISON_U32
+from ssmviz.core.dispatch import POISON_U32
 from tests.kernel_helpers import unwritten_count
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ssmviz.core.check import ELEMENT_FACTOR, compare
-from ssmviz.core.gpu import POISON_U32
+from ssmviz.core.dispatch import POISON_U32
 
 
 def _plain(gpu: np.ndarray, ref: np.ndarray, tol: float, time_axis: int | None) -> dict:

@@ -11,7 +11,7 @@ import pytest
 
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.s6.reference import s6_backward, s6_forward
-from ssmviz.core.families.ssd.reference import ssd_backward_chunked, ssd_forward_chunked
+from ssmviz.core.families.ssd.chunked import ssd_backward_chunked, ssd_forward_chunked
 from ssmviz.core.reference.conventions import Convention, parse_convention, preset
 from ssmviz.core.reference.gradcheck import compare_grads, finite_difference_grads
 

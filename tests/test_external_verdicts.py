@@ -180,7 +180,7 @@ def test_an_all_nan_tensor_shows_no_error_figure():
 
 
 def test_a_never_written_tensor_shows_no_small_error():
-    from ssmviz.core.gpu import POISON_U32
+    from ssmviz.core.dispatch import POISON_U32
 
     ref = np.linspace(1.0, 2.0, 12).reshape(1, 3, 4)
     gpu = ref.astype(np.float32)

@@ -6,15 +6,9 @@ import numpy as np
 import pytest
 import wgpu
 
+from ssmviz.core.dispatch import POISON_U32, Dispatch, Readback, split_workgroups
 from ssmviz.core.errors import KernelBuildError, LimitError
-from ssmviz.core.gpu import (
-    POISON_U32,
-    Dispatch,
-    GpuRuntime,
-    Readback,
-    get_runtime,
-    split_workgroups,
-)
+from ssmviz.core.gpu import GpuRuntime, get_runtime
 
 DOUBLE = """
 @group(0) @binding(0) var<storage, read> a: array<f32>;

@@ -1,5 +1,5 @@
 """ssmviz's own kernels never index outside their buffers (what makes building them without
-runtime checks safe: gpu.create_shader_module's ``trusted``), shown on lavapipe with the
+runtime checks safe: shader_modules.create_shader_module's ``trusted``), shown on lavapipe with the
 checked path.
 
 Every storage buffer a kernel gets is made longer than its contents by a guard band, inside
@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ssmviz.core.gpu import Dispatch, GpuRuntime
+from ssmviz.core.dispatch import Dispatch
+from ssmviz.core.gpu import GpuRuntime
 from ssmviz.core.guard import Bands
 from ssmviz.core.problem import Problem
 from ssmviz.core.resources import shader_source

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ssmviz.core.dispatch import POISON_U32
 from ssmviz.core.external.layouts import gpu_buffers, initial_contents, read_roles
 from ssmviz.core.external.profiles import parse_profile_text
-from ssmviz.core.gpu import POISON_U32
 
 SIZES = {"batch": 2, "seq_len": 3, "d_inner": 4, "d_state": 5}
 

@@ -20,8 +20,8 @@ from ssmviz.core.case import Case
 from ssmviz.core.check import check_arrays
 from ssmviz.core.families.s6.kernel import S6Kernel
 from ssmviz.core.families.ssd.kernel import SSDKernel
-from ssmviz.core.gpu import while_gpu_runs
 from ssmviz.core.problem import Problem
+from ssmviz.core.submission import while_gpu_runs
 
 pytestmark = pytest.mark.gpu
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ssmviz.core.dispatch import POISON_U32, Readback
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.gpu import POISON_U32, Readback
 from ssmviz.core.kernels.matmul import WORKGROUP_STORAGE_BYTES, MatmulKernel
 from ssmviz.core.resources import shader_source
 from tests.kernel_helpers import declared_workgroup_storage

@@ -11,9 +11,9 @@ import pytest
 
 from ssmviz.core.case import Case
 from ssmviz.core.check import check_arrays
+from ssmviz.core.dispatch import POISON_U32, Dispatch
 from ssmviz.core.families.s6.kernel import S6Kernel
 from ssmviz.core.families.ssd.kernel import SSDKernel
-from ssmviz.core.gpu import POISON_U32, Dispatch
 from ssmviz.core.kernels._base import PreparedCache, prepared_cache
 from ssmviz.core.problem import Problem
 from ssmviz.core.resources import shader_source

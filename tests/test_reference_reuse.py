@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import ssmviz.core.families.s6.reference as s6_ref
-import ssmviz.core.families.ssd.reference as ssd_ref
+import ssmviz.core.families.ssd.chunked as ssd_chunked
 from ssmviz.core import check
 from ssmviz.core.case import Case
 from ssmviz.core.problem import Problem
@@ -43,7 +43,7 @@ def _same(a: dict, b: dict) -> None:
 @pytest.mark.parametrize("family", ["s6", "ssd"])
 def test_reused_reference_equals_a_fresh_one_after_every_kind_of_change(family, monkeypatch):
     forward = _count(monkeypatch, *((s6_ref, "s6_forward") if family == "s6"
-                                    else (ssd_ref, "ssd_forward_chunked")))
+                                    else (ssd_chunked, "ssd_forward_chunked")))
     if family == "s6":
         p = Problem(family="s6", batch=1, seq_len=24, d_inner=3, d_state=4)
     else:

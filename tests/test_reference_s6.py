@@ -10,8 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families.s6 import blocks
 from ssmviz.core.families.s6 import reference as s6_module
-from ssmviz.core.families.s6.reference import S6Forward, s6_backward, s6_forward
+from ssmviz.core.families.s6.layer import S6Forward
+from ssmviz.core.families.s6.reference import s6_backward, s6_forward
 from ssmviz.core.reference._common import inverse_softplus, sigmoid, softplus, softplus_grad
 from ssmviz.core.reference.gradcheck import (
     GradCheckResult,
@@ -86,10 +88,10 @@ def run_forward(p: dict[str, np.ndarray], convention: str) -> S6Forward:
 def block_len(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int | None:
     """Run a test with the default time blocking and with 3-step blocks (crossing boundaries)."""
     if request.param is not None:
-        # _chunk_len divides this by batch * d_inner * d_state of make_problem's default sizes.
-        monkeypatch.setattr(s6_module, "_CHUNK_ELEMENTS", request.param * 2 * 3 * 4)
+        # block_len divides this by batch * d_inner * d_state of make_problem's default sizes.
+        monkeypatch.setattr(blocks, "CHUNK_ELEMENTS", request.param * 2 * 3 * 4)
         # The blocks really are that long (seq_len 7: three blocks, the last one short).
-        assert s6_module._chunk_len(2, 7, 3, 4) == request.param
+        assert blocks.block_len(2, 7, 3, 4) == request.param
     return request.param
 
 
@@ -203,7 +205,7 @@ def test_backward_same_bits_with_kept_or_recomputed_discretisation(
     p = make_problem(np.random.default_rng(15), seq_len=50)
     args = [p[k] for k in PARAMS]
     fwd = s6_forward(*args, convention=convention)
-    assert s6_module._WORKSPACE.kept(fwd.h, convention)  # this backward uses the kept Ā
+    assert blocks.WORKSPACE.kept(fwd.h, convention)  # this backward uses the kept Ā
     kept = s6_backward(*args, p["dy"], convention=convention, fwd=fwd)
     other = make_problem(np.random.default_rng(16), seq_len=20)
     s6_forward(*(other[k] for k in PARAMS), convention=convention)  # overwrites the workspace
@@ -211,7 +213,7 @@ def test_backward_same_bits_with_kept_or_recomputed_discretisation(
     results["forward on another thread"] = s6_backward(
         *args, p["dy"], convention=convention, fwd=_fresh(s6_forward, *args, convention=convention)
     )
-    monkeypatch.setattr(s6_module, "_KEEP_ELEMENTS", 0)
+    monkeypatch.setattr(blocks, "KEEP_ELEMENTS", 0)
     results["never kept"] = s6_backward(*args, p["dy"], convention=convention)
     for how, grads in results.items():
         for key in GRAD_KEYS:
@@ -253,9 +255,9 @@ def test_live_reruns_reuse_only_what_the_change_left_alone(
             return fn(*a, **k)
         return wrapper
 
-    monkeypatch.setattr(s6_module, "_discretise_chunk",
-                        counted("discretise", s6_module._discretise_chunk))
-    monkeypatch.setattr(s6_module, "_adjoint_scan", counted("adjoint", s6_module._adjoint_scan))
+    monkeypatch.setattr(blocks, "discretise_chunk",
+                        counted("discretise", blocks.discretise_chunk))
+    monkeypatch.setattr(blocks, "adjoint_scan", counted("adjoint", blocks.adjoint_scan))
     fwd = s6_forward(*args, convention=convention)
     grads = s6_backward(*args, q["dy"], convention=convention, fwd=fwd)
     steps_same = changed in ("u", "B", "D", "C", "dy")

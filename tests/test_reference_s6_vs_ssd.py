@@ -11,12 +11,8 @@ import numpy as np
 import pytest
 
 from ssmviz.core.families.s6.reference import s6_backward, s6_forward
-from ssmviz.core.families.ssd.reference import (
-    ssd_backward_chunked,
-    ssd_backward_recurrent,
-    ssd_forward_chunked,
-    ssd_forward_recurrent,
-)
+from ssmviz.core.families.ssd.chunked import ssd_backward_chunked, ssd_forward_chunked
+from ssmviz.core.families.ssd.reference import ssd_backward_recurrent, ssd_forward_recurrent
 
 
 def rel_err(actual: np.ndarray, expected: np.ndarray) -> float:

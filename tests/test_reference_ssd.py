@@ -6,12 +6,10 @@ import numpy as np
 import pytest
 
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families.ssd.chunked import ssd_backward_chunked, ssd_forward_chunked
+from ssmviz.core.families.ssd.layer import SSDGrads, n_chunks
 from ssmviz.core.families.ssd.reference import (
-    SSDGrads,
-    n_chunks,
-    ssd_backward_chunked,
     ssd_backward_recurrent,
-    ssd_forward_chunked,
     ssd_forward_recurrent,
     ssd_semiseparable_matrix,
 )

@@ -8,13 +8,13 @@ import re
 import numpy as np
 import pytest
 
+from ssmviz.core.dispatch import POISON_U32
 from ssmviz.core.errors import LimitError, SsmvizError
 from ssmviz.core.families.s6.abi import PARAM_FIELDS, S6_ABI
 from ssmviz.core.families.s6.kernel import S6Kernel
 from ssmviz.core.families.s6.plan import Sizes
 from ssmviz.core.families.s6.plan import make_plan as s6_make_plan
 from ssmviz.core.families.s6.reference import s6_backward, s6_forward
-from ssmviz.core.gpu import POISON_U32
 from ssmviz.core.reference._common import inverse_softplus
 from ssmviz.core.resources import shader_source
 

@@ -7,17 +7,14 @@ import re
 import numpy as np
 import pytest
 
+from ssmviz.core.dispatch import POISON_U32
 from ssmviz.core.errors import LimitError, SsmvizError
 from ssmviz.core.external.wgsl import parse_module
 from ssmviz.core.external.wgsl_layout import workgroup_bytes
 from ssmviz.core.families.ssd.abi import SSD_ABI, WORKGROUP_STORAGE_BYTES
+from ssmviz.core.families.ssd.chunked import ssd_forward_chunked
 from ssmviz.core.families.ssd.kernel import SSDKernel
-from ssmviz.core.families.ssd.reference import (
-    ssd_backward_recurrent,
-    ssd_forward_chunked,
-    ssd_forward_recurrent,
-)
-from ssmviz.core.gpu import POISON_U32
+from ssmviz.core.families.ssd.reference import ssd_backward_recurrent, ssd_forward_recurrent
 from ssmviz.core.reference._common import inverse_softplus
 from ssmviz.core.resources import shader_source
 

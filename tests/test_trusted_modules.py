@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ssmviz.core import gpu
+from ssmviz.core import shader_modules
+from ssmviz.core.dispatch import Dispatch
 from ssmviz.core.problem import Problem
 
 pytestmark = pytest.mark.gpu
@@ -38,7 +39,8 @@ def builds(runtime, monkeypatch):
     from ssmviz.core.external import diagnostics
 
     seen = Builds()
-    real_create, real_trusted = gpu.create_shader_module, gpu._create_trusted_module
+    real_create = shader_modules.create_shader_module
+    real_trusted = shader_modules._create_trusted_module
 
     def trusted_module(device: Any, code: str, label: str) -> Any:
         module = real_trusted(device, code, label)
@@ -50,9 +52,9 @@ def builds(runtime, monkeypatch):
         seen.asked.append((label, trusted))
         return real_create(device, code, label, trusted=trusted)
 
-    monkeypatch.setattr(gpu, "create_shader_module", create)
+    monkeypatch.setattr(shader_modules, "create_shader_module", create)
     monkeypatch.setattr(diagnostics, "create_shader_module", create)
-    monkeypatch.setattr(gpu, "_create_trusted_module", trusted_module)
+    monkeypatch.setattr(shader_modules, "_create_trusted_module", trusted_module)
     monkeypatch.setattr(runtime, "_modules", {})
     monkeypatch.setattr(runtime, "_pipelines", {})
     monkeypatch.delenv("SSMVIZ_TRUSTED", raising=False)
@@ -124,12 +126,12 @@ def test_without_the_native_function_trusted_falls_back_to_checked(runtime, monk
     monkeypatch.setattr(_api, "libf", NoTrusted())
     src = """@group(0) @binding(0) var<storage, read_write> o: array<f32>;
 @compute @workgroup_size(1) fn main() { o[0] = 7.0; }"""
-    assert gpu._create_trusted_module(runtime.device, src, "t") is None
-    module = gpu.create_shader_module(runtime.device, src, "t", trusted=True)
+    assert shader_modules._create_trusted_module(runtime.device, src, "t") is None
+    module = shader_modules.create_shader_module(runtime.device, src, "t", trusted=True)
     pipe = runtime.device.create_compute_pipeline(
         layout="auto", compute={"module": module, "entry_point": "main"})
     buf = runtime.upload(np.zeros(1, np.float32))
-    runtime.run([gpu.Dispatch(pipe, {0: buf}, (1, 1, 1))])
+    runtime.run([Dispatch(pipe, {0: buf}, (1, 1, 1))])
     assert runtime.read(buf)[0] == 7.0
 
 

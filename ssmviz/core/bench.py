@@ -34,12 +34,13 @@ import numpy as np
 from ssmviz.core import families
 from ssmviz.core.case import Case
 from ssmviz.core.check import reference
+from ssmviz.core.dispatch import Dispatch, split_workgroups
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external import tint
 from ssmviz.core.external.diagnostics import tint_diagnostics
 from ssmviz.core.external.loader import load_kernel_file
 from ssmviz.core.external.wgsl import parse_module
-from ssmviz.core.gpu import Dispatch, GpuRuntime, get_runtime, split_workgroups
+from ssmviz.core.gpu import GpuRuntime, get_runtime
 from ssmviz.core.problem import Problem
 from ssmviz.core.resources import assets_dir, shader_source, shaders_dir
 from ssmviz.core.timing import NOISE, Step, median_time, no_step

@@ -29,10 +29,11 @@ import numpy as np
 
 from ssmviz.core import families
 from ssmviz.core.case import Case
+from ssmviz.core.dispatch import POISON_U32
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.family import MAX_STORED_STATES
 from ssmviz.core.fileio import write_file
-from ssmviz.core.gpu import POISON_U32, get_runtime, with_device_retry
+from ssmviz.core.gpu import get_runtime, with_device_retry
 from ssmviz.core.inputs import open_inputs, to_float32
 from ssmviz.core.memory import check_memory
 
@@ -684,8 +685,9 @@ def check_arrays(
     run with every pass visiting its workgroups in reverse order, whose bits must
     equal the others' (lavapipe runs workgroups in order, which hides races between
     them). ``concurrent_reference`` computes the float64 reference while the GPU runs: on
-    this thread right after the first GPU submission (:func:`~ssmviz.core.gpu.while_gpu_runs`;
-    a second Python thread would contend for the GIL with the one waiting for the GPU), or
+    this thread right after the first GPU submission
+    (:func:`~ssmviz.core.submission.while_gpu_runs`; a second Python thread would contend
+    for the GIL with the one waiting for the GPU), or
     on a helper thread where the GPU is timed by the wall clock (the app's live re-runs;
     ``reference_seconds`` is then the reference's CPU time, as its wall time would count
     the time slices the GPU driver's threads took). ``step`` (progress) is
@@ -765,7 +767,7 @@ def _check_arrays(
 
     if concurrent_reference and rt.has_timestamps:
         # On this thread while the first GPU run computes (see while_gpu_runs).
-        from ssmviz.core.gpu import while_gpu_runs
+        from ssmviz.core.submission import while_gpu_runs
 
         box: dict[str, Any] = {}
 

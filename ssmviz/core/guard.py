@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ssmviz.core.gpu import Readback
+from ssmviz.core.dispatch import Readback
 
 #: A NaN no kernel computes: its payload marks the guard bands.
 GUARD_U32 = 0x7FBADBAD

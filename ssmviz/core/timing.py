@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ssmviz.core.gpu import Dispatch, GpuRuntime
+from ssmviz.core.dispatch import Dispatch
+from ssmviz.core.gpu import GpuRuntime
 from ssmviz.core.signals import SignalSpec
 
 WARMUP_S = 1.0

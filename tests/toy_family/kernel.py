@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from ssmviz.core.dispatch import POISON_U32, Readback
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.gpu import POISON_U32, Readback
 from ssmviz.core.kernels._base import KernelResult, Prepared, ShaderKernel
 
 WGSL = (Path(__file__).parent / "toy.wgsl").read_text(encoding="utf-8")

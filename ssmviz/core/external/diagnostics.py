@@ -21,7 +21,8 @@ from ssmviz.core.external.loader import KernelFile, KernelSource
 from ssmviz.core.external.wgsl import Module, Problem, parse_module
 from ssmviz.core.external.wgsl_layout import workgroup_storage
 from ssmviz.core.external.wgsl_lints import portability, shadowing, uniformity
-from ssmviz.core.gpu import create_shader_module, is_device_lost
+from ssmviz.core.gpu_errors import is_device_lost
+from ssmviz.core.shader_modules import create_shader_module
 from ssmviz.core.shader_variants import specialize
 
 _SPAN = re.compile(r"wgsl:(\d+):(\d+)")

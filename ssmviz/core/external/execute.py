@@ -13,13 +13,13 @@ import numpy as np
 
 from ssmviz.core import guard
 from ssmviz.core.check import OVERRUN, TensorVerdict
+from ssmviz.core.dispatch import POISON_U32, Dispatch, Readback
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.expr import evaluate
 from ssmviz.core.external import layouts, progress
 from ssmviz.core.external.plan import Plan, bindings_used, require_sizes
 from ssmviz.core.external.wgsl import Module
 from ssmviz.core.families.abi import PassSpec
-from ssmviz.core.gpu import POISON_U32, Dispatch, Readback
 from ssmviz.core.kernels._base import Prepared, pass_dispatch
 from ssmviz.core.timing import stage_time
 

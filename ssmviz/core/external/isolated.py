@@ -41,7 +41,8 @@ from typing import Any
 from ssmviz.core.errors import EXIT_BUILD, EXIT_FAIL, SsmvizError
 from ssmviz.core.external import progress
 from ssmviz.core.external.loader import read_text
-from ssmviz.core.gpu import get_runtime, summarize_wgpu_error, want_cpu
+from ssmviz.core.gpu import get_runtime, want_cpu
+from ssmviz.core.gpu_errors import summarize_wgpu_error
 
 #: How long a fresh worker may take to import ssmviz and create its device.
 START_TIMEOUT_S = 120.0

@@ -21,6 +21,7 @@ from ssmviz.core.check import (
     TensorVerdict,
     compare,
 )
+from ssmviz.core.dispatch import POISON_U32
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external import layouts, progress
 from ssmviz.core.external import values as values_mod
@@ -51,7 +52,6 @@ from ssmviz.core.external.unwritten import never_written
 from ssmviz.core.external.wgsl_lints import access_sites
 from ssmviz.core.external.wgsl_rewrite import count_loop_iterations, stored_value_origin
 from ssmviz.core.families.abi import AbiProfile, BufferSpec
-from ssmviz.core.gpu import POISON_U32
 
 
 @dataclass

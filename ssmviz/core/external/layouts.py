@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ssmviz.core import families
+from ssmviz.core.dispatch import POISON_U32
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.expr import evaluate
 from ssmviz.core.families.abi import AbiProfile, BufferSpec
-from ssmviz.core.gpu import POISON_U32
 
 #: Elements a ``fill`` formula is evaluated for, at most (given contents are small).
 MAX_FILL = 1 << 16

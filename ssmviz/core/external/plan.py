@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ssmviz.core import families
+from ssmviz.core.dispatch import split_workgroups
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.expr import evaluate, names_in
 from ssmviz.core.external import layouts
@@ -36,7 +37,6 @@ from ssmviz.core.external.profiles import (
 from ssmviz.core.external.template import apply_defines, is_templated
 from ssmviz.core.external.wgsl import Module
 from ssmviz.core.families.abi import AbiProfile, BufferSpec, PassSpec
-from ssmviz.core.gpu import split_workgroups
 from ssmviz.core.reference.conventions import Convention
 
 WEBGPU_DEFAULT_STORAGE_BUFFERS = 8

@@ -12,17 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from ssmviz.core.gpu import (
-    Dispatch,
-    GpuRuntime,
-    Readback,
-    SubmitCache,
-    TimedResult,
-    get_runtime,
-    split_workgroups,
-    trusted_modules_enabled,
-)
+from ssmviz.core.dispatch import Dispatch, Readback, SubmitCache, TimedResult, split_workgroups
+from ssmviz.core.gpu import GpuRuntime, get_runtime
 from ssmviz.core.resources import shader_source
+from ssmviz.core.shader_modules import trusted_modules_enabled
 from ssmviz.core.shader_variants import specialize
 
 STAGES = ("forward", "backward")
@@ -353,7 +346,7 @@ class ShaderKernel:
         self.rt = runtime if runtime is not None else get_runtime()
         # A user-given source (the app's shader editor, `check --kernel`) runs under the
         # same host code and ABI as the built-in one, but always with wgpu's runtime checks:
-        # only ssmviz's own shader file is built trusted (see gpu.create_shader_module).
+        # only ssmviz's own shader file is built trusted (see shader_modules.create_shader_module).
         self.trusted = source is None
         self.source = source if source is not None else shader_source(self.SHADER)
         # Subgroup code paths (`// #if subgroups` blocks) when asked for and the device has

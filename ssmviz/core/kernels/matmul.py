@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from ssmviz.core.dispatch import POISON_U32, Dispatch, Readback
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.gpu import POISON_U32, Dispatch, Readback
 from ssmviz.core.kernels._base import ShaderKernel
 
 SHADER = "matmul.wgsl"

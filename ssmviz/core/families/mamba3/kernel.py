@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ssmviz.core.dispatch import POISON_U32, Dispatch, Readback
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.mamba3.abi import (
     BUFFERS,
@@ -22,7 +23,6 @@ from ssmviz.core.families.mamba3.abi import (
     SHADER,
     WORKGROUP,
 )
-from ssmviz.core.gpu import POISON_U32, Dispatch, Readback
 from ssmviz.core.kernels._base import KernelResult, Prepared, ShaderKernel
 
 GRADS = ("dx", "ddt", "dadt", "dtrap", "dangles", "dB", "dC", "dB_bias", "dC_bias", "dD")

@@ -2,8 +2,9 @@
 
 The kernels live in ``shaders/selective_scan.wgsl``; :mod:`.abi` describes their passes,
 bindings and params, :mod:`.plan` which of them run. :class:`S6Kernel` uploads a problem,
-builds the dispatch lists (:class:`_Dispatches`) and reads the results back. Shapes as
-in :mod:`.abi`.
+builds the dispatch lists (:class:`~.dispatches.Dispatches`) and reads the results back.
+Shapes as in :mod:`.abi`; the buffers' sizes and the device limits they need are
+:mod:`.buffers`.
 """
 
 from __future__ import annotations
@@ -13,43 +14,30 @@ from typing import Any
 
 import numpy as np
 
+from ssmviz.core.dispatch import POISON_U32, Dispatch, Readback
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.s6.abi import (
-    BINDING_INDEX,
-    BWD_STORAGE,
     CONVENTION_IDS,
     FLAG_ADJOINT_ONLY,
     FLAG_CKPT,
-    FLAG_REVERSE_WG,
     FLAG_STORE_H,
     ONEPASS_LANES,
-    ONEPASS_WORKGROUP,
-    PARAM_FIELDS,
-    S6_ABI,
-    SCAN_BLOCK,
     SHADER,
     WORKGROUP,
-    WORKGROUP_STORAGE,
 )
-from ssmviz.core.families.s6.plan import (
-    BWD_STORED_BUFFERS,
-    OTHER_BUFFERS,
-    Plan,
-    ScanLayout,
-    Sizes,
-    cdiv,
-    fit_to_device,
-    make_plan,
-    pipeline_constants,
-    reduce_levels,
+from ssmviz.core.families.s6.buffers import (
+    bc_padded,
+    buffer_bytes,
+    device_requirements,
+    output_shapes,
 )
-from ssmviz.core.gpu import POISON_U32, Dispatch, Readback, split_workgroups
+from ssmviz.core.families.s6.dispatches import Dispatches, ProblemBuffers
+from ssmviz.core.families.s6.plan import Plan, Sizes, cdiv, fit_to_device, make_plan
 from ssmviz.core.kernels._base import KernelResult, Prepared, ReusablePrefix, ShaderKernel
 
 #: Outputs (float32, shapes as in the abi module) and GPU timing per stage.
 S6GpuResult = KernelResult
 
-_PASS_BINDINGS: dict[str, list[str]] = {p.entry: list(p.bindings.values()) for p in S6_ABI.passes}
 _GRADS = ["du", "ddelta", "dA_log", "dB", "dC", "dD", "ddelta_bias"]
 #: What the adjoint-only summaries and their carry scan read (s6_bwd_summary with
 #: FLAG_ADJOINT_ONLY, s6_scan_up/down): Δ's inputs, A and C·dy; not u, B or D.
@@ -62,209 +50,6 @@ def _adjoint_prefix(plan: Plan, passes: int) -> ReusablePrefix | None:
     """With the forward's h stored, the backward's first ``passes`` passes (summaries and
     carry scan) are the adjoint's alone, which a rerun with the same Δ, A, C and dy keeps."""
     return ReusablePrefix(passes, ADJOINT_INPUTS, ADJOINT_BUFFERS) if plan.bwd_stored else None
-
-
-def _params(**fields: int) -> np.ndarray:
-    unknown = set(fields) - set(PARAM_FIELDS)
-    if unknown:
-        raise AssertionError(f"unknown params fields {sorted(unknown)}")
-    return np.array([int(fields.get(f, 0)) for f in PARAM_FIELDS], dtype=np.uint32)
-
-
-def _bc_padded(x: Any, batch: int, seq_len: int, d_state: int) -> np.ndarray:
-    """B or C laid out as the kernels read them: rows of ceil(d_state / 4) vec4s, zero-padded,
-    and one zero vec4 after the last row (the stand-in for vec4s past a row)."""
-    q4 = cdiv(d_state, 4)
-    out = np.zeros(batch * seq_len * q4 * 4 + 4, np.float32)
-    out[:-4].reshape(batch, seq_len, q4 * 4)[..., :d_state] = np.asarray(x, np.float32)
-    return out
-
-
-def _output_shapes(sz: Sizes) -> dict[str, tuple[int, ...]]:
-    B_, L_, Di, Ds = sz.batch, sz.seq_len, sz.d_inner, sz.d_state
-    return {
-        "y": (B_, L_, Di),
-        "last_state": (B_, Di, Ds),
-        "h": (B_, L_, Di, Ds),
-        "du": (B_, L_, Di),
-        "ddelta": (B_, L_, Di),
-        "dA_log": (Di, Ds),
-        "dB": (B_, L_, Ds),
-        "dC": (B_, L_, Ds),
-        "dD": (Di,),
-        "ddelta_bias": (Di,),
-    }
-
-
-def buffer_bytes(plan: Plan, store_h: bool, backward: bool = True) -> dict[str, int]:
-    """Bytes of the problem's buffers under ``plan`` (the largest sets the device limit)."""
-    sz = plan.sz
-    act = sz.batch * sz.seq_len * sz.d_inner * 4
-    fs = plan.fwd_scan()
-    sizes = {
-        "activation": act,
-        "B": (sz.batch * sz.seq_len * cdiv(sz.d_state, 4) + 1) * 16,
-        "h": act * sz.d_state if store_h else 4,
-        # The single-pass forward has no chunk summaries.
-        "fwd_scan_dt_sums": 4 if plan.fwd_onepass else fs.s_size * 4,
-        "fwd_scan_states": 4 if plan.fwd_onepass else fs.S_size * 4,
-    }
-    if backward:
-        bs = plan.bwd_scan()
-        # Every reduction level's rows stay in the buffer (level l+1 follows level l).
-        bc_rows = plan.bc_rows if plan.bwd_stored else sum(reduce_levels(plan.bc_rows))
-        par_rows = sum(reduce_levels(plan.par_rows()))
-        sizes.update(
-            bwd_scan_dt_sums=bs.s_size * 4,
-            bwd_scan_states=plan.bwd_scan_states_bytes(),
-            bc_partials=bc_rows * plan.bc_cols() * 4,
-            param_partials=par_rows * plan.par_cols() * 4,
-        )
-    return sizes
-
-
-def _requirements(plan: Plan, store_h: bool, backward: bool) -> dict[str, int]:
-    biggest = max(buffer_bytes(plan, store_h, backward).values())
-    sz = plan.sz
-    most_wg = max(
-        sz.batch * cdiv(sz.d_inner, ONEPASS_LANES),
-        plan.chunk_workgroups(plan.n_fwd_chunks),
-        plan.chunk_workgroups(plan.n_kgroups),
-        cdiv(2 * sz.batch * plan.n_bwd_chunks * sz.d_inner * sz.d_state, WORKGROUP),
-        cdiv(plan.bc_cols() * cdiv(plan.bc_rows, SCAN_BLOCK), WORKGROUP),
-        cdiv(plan.par_cols() * cdiv(plan.par_rows(), SCAN_BLOCK), WORKGROUP),
-    )
-    return {
-        "storage_binding_bytes": biggest,
-        "buffer_bytes": biggest,
-        "workgroup_storage_bytes": WORKGROUP_STORAGE if plan.fwd_onepass else BWD_STORAGE,
-        "invocations_per_workgroup": ONEPASS_WORKGROUP if plan.fwd_onepass else WORKGROUP,
-        "storage_buffers_per_stage": max(OTHER_BUFFERS, BWD_STORED_BUFFERS if plan.bwd_stored
-                                         else 0),
-        "workgroups_per_dimension": max(split_workgroups(most_wg)),
-    }
-
-
-class _Dispatches:
-    """Builds one prepared problem's dispatches: each pass with its Params, its bound
-    buffers and its pipeline constants."""
-
-    def __init__(self, kernel: S6Kernel, plan: Plan, convention: str, reverse_wg: bool,
-                 ckpt: bool) -> None:
-        self.kernel = kernel
-        self.plan = plan
-        self.convention = convention
-        sz = plan.sz
-        self.base_flags = FLAG_REVERSE_WG if reverse_wg else 0
-        self.common = dict(
-            batch=sz.batch,
-            seq_len=sz.seq_len,
-            d_inner=sz.d_inner,
-            d_state=sz.d_state,
-            convention=CONVENTION_IDS[convention],
-            wg_d=plan.wg_d,
-            n_dblocks=plan.n_dblocks,
-            # Where the checkpoints start in the backward's scan_states buffer (past its levels).
-            off_ckpt=plan.bwd_scan().S_size if ckpt else 0,
-        )
-
-    def one(self, entry: str, n_wg: int, bindings: Mapping[str, Any], **fields: int) -> Dispatch:
-        """A dispatch of ``entry`` over ``n_wg`` workgroups; ``fields`` set Params."""
-        flags = fields.pop("flags", 0) | self.base_flags
-        constants = pipeline_constants(self.plan, entry, self.convention,
-                                       ckpt=bool(flags & FLAG_CKPT))
-        params = self.kernel.rt.uniform(_params(**{**self.common, **fields}, n_wg=n_wg,
-                                                flags=flags))
-        names = _PASS_BINDINGS[entry]
-        missing = [n for n in names if n != "params" and n not in bindings]
-        if missing:
-            raise AssertionError(f"{entry}: no buffer for {missing}")
-        bound = {0: params} | {BINDING_INDEX[n]: bindings[n] for n in names if n != "params"}
-        return self.kernel.dispatch(entry, bound, n_wg, constants or None)
-
-    def scan(self, lay: ScanLayout, sets: int, bindings: Mapping[str, Any]) -> list[Dispatch]:
-        """The carry scan: up-sweeps bottom up, then down-sweeps from the top - 1 to 1."""
-        sz = self.plan.sz
-        ds: list[Dispatch] = []
-        top = len(lay.counts) - 1
-        for lvl, n in enumerate(lay.counts):
-            threads = sets * cdiv(n, SCAN_BLOCK) * sz.d_inner * sz.d_state
-            ds.append(self.one(
-                "s6_scan_up", cdiv(threads, WORKGROUP), bindings,
-                scan_n=n, scan_sets=sets,
-                off_in_s=lay.s_in[lvl], off_out_s=lay.s_out[lvl],
-                off_in_S=lay.S[lvl], off_out_S=lay.S[lvl],
-                off_agg_s=lay.s_in[lvl + 1] if lvl < top else lay.agg_s,
-                off_agg_S=lay.S[lvl + 1] if lvl < top else lay.agg_S,
-                n_threads=threads,
-            ))
-        # Level 0 is folded in by the output passes (ld_carry4), not by a down-sweep.
-        for lvl in range(top - 1, 0, -1):
-            threads = sets * lay.counts[lvl] * sz.d_inner * sz.d_state
-            ds.append(self.one(
-                "s6_scan_down", cdiv(threads, WORKGROUP), bindings,
-                scan_n=lay.counts[lvl], scan_sets=sets,
-                off_out_s=lay.s_out[lvl], off_out_S=lay.S[lvl], off_agg_S=lay.S[lvl + 1],
-                n_threads=threads,
-            ))
-        return ds
-
-    @staticmethod
-    def carry_fields(lay: ScanLayout) -> dict[str, int]:
-        """Level 0's scanned states and ΣΔ prefixes, and level 1 for the block fold."""
-        agg = lay.S[1] if len(lay.counts) > 1 else lay.agg_S
-        return {"off_carry": lay.S[0], "off_out_s": lay.s_out[0], "off_agg_S": agg}
-
-    def reduce(self, red: Any, rows: int, cols: int, outs: tuple, m0: int, m1: int
-               ) -> list[Dispatch]:
-        """Sum ``rows`` partial rows of ``cols`` columns in a fixed order, 32 rows a level,
-        into ``outs`` (columns [0, m0), [m0, m0 + m1), the rest)."""
-        levels = reduce_levels(rows)
-        ds = []
-        off = 0
-        for lvl in range(len(levels) - 1):
-            threads = levels[lvl + 1] * cols
-            out_off = off + levels[lvl] * cols
-            ds.append(self.one(
-                "s6_reduce_rows", cdiv(threads, WORKGROUP), {"partials": red},
-                red_rows=levels[lvl], red_cols=cols, red_in=off, red_out=out_off,
-                n_threads=threads,
-            ))
-            off = out_off
-        # Whole vec4s when the last level's rows allow (NOTES.md).
-        vec4 = cols % 4 == 0 and off % 4 == 0
-        ds.append(self.one(
-            "s6_reduce_final4" if vec4 else "s6_reduce_final",
-            cdiv(cols // 4 if vec4 else cols, WORKGROUP),
-            {"partials4" if vec4 else "partials": red, "out0": outs[0], "out1": outs[1],
-             "out2": outs[2]},
-            red_rows=levels[-1], red_cols=cols, red_in=off, m0=m0, m1=m1, n_threads=cols,
-        ))
-        return ds
-
-
-class _Problem:
-    """One prepare's buffers: the uploaded inputs, the outputs (poisoned when asked) and
-    the scratch, by name."""
-
-    def __init__(self, kernel: S6Kernel, plan: Plan, uploads: Mapping[str, np.ndarray],
-                 poison: bool) -> None:
-        self.rt = kernel.rt
-        self.plan = plan
-        self.poison = poison
-        self.poisoned: list[Any] = []  # filled with POISON_U32 at the end, in one submission
-        self.buf: dict[str, Any] = {n: kernel.upload(a, n) for n, a in uploads.items()}
-
-    def out(self, name: str, nbytes: int, label: str | None = None) -> Any:
-        """An output buffer (poisoned when asked), kept as ``name``."""
-        b = self.buf[name] = self.rt.empty(nbytes, label=label or name)
-        if self.poison:
-            self.poisoned.append(b)
-        return b
-
-    def scratch(self, name: str, nbytes: int, label: str) -> Any:
-        b = self.buf[name] = self.rt.empty(nbytes, label=label)
-        return b
 
 
 class S6Kernel(ShaderKernel):
@@ -287,7 +72,7 @@ class S6Kernel(ShaderKernel):
         for the plan :meth:`prepare` would run on this device."""
         sz = Sizes(batch, seq_len, d_inner, d_state)
         plan = self.plan(sz, store_h=store_h, backward=backward)
-        return _requirements(plan, store_h, backward)
+        return device_requirements(plan, store_h, backward)
 
     def plan(
         self,
@@ -377,7 +162,7 @@ class S6Kernel(ShaderKernel):
         layout, zeros for an absent delta_bias, dy only with the backward."""
         arrays = {n: np.asarray(inputs[n], dtype=np.float32) for n in ("u", "delta", "A_log")}
         for n in ("B", "C"):
-            arrays[n] = _bc_padded(inputs[n], sz.batch, sz.seq_len, sz.d_state)
+            arrays[n] = bc_padded(inputs[n], sz.batch, sz.seq_len, sz.d_state)
         arrays["D"] = np.asarray(inputs["D"], dtype=np.float32)
         bias = inputs.get("delta_bias")
         arrays["delta_bias"] = np.asarray(
@@ -417,14 +202,14 @@ class S6Kernel(ShaderKernel):
                          bwd_chunk=bwd_chunk_len, k_chunks=bwd_k_chunks, fwd_mode=fwd_mode,
                          bwd_mode=bwd_mode)
         self.rt.require(
-            **_requirements(plan, store_h, backward),
+            **device_requirements(plan, store_h, backward),
             what=f"S6 (batch {sz.batch}, seq_len {sz.seq_len}, d_inner {sz.d_inner}, "
             f"d_state {sz.d_state})",
         )
         uploads = self._input_arrays(inputs, sz, backward)
-        pb = _Problem(self, plan, {n: a for n, a in uploads.items() if n != "dy"}, poison)
+        pb = ProblemBuffers(self, plan, {n: a for n, a in uploads.items() if n != "dy"}, poison)
         ckpt = backward and plan.bwd_ckpt
-        ds = _Dispatches(self, plan, convention, reverse_wg, ckpt)
+        ds = Dispatches(self, plan, convention, reverse_wg, ckpt)
         self._allocate_forward(pb, store_h, backward)
         forward = self._forward(pb, ds, store_h, ckpt)
         backward_list: list[Dispatch] = []
@@ -454,7 +239,7 @@ class S6Kernel(ShaderKernel):
         return plan.bc_rows == 1 and not plan.bwd_stored
 
     @staticmethod
-    def _allocate_forward(pb: _Problem, store_h: bool, backward: bool) -> None:
+    def _allocate_forward(pb: ProblemBuffers, store_h: bool, backward: bool) -> None:
         sz, plan = pb.plan.sz, pb.plan
         B_, L_, Di, Ds = sz.batch, sz.seq_len, sz.d_inner, sz.d_state
         pb.out("y", B_ * L_ * Di * 4)
@@ -474,7 +259,7 @@ class S6Kernel(ShaderKernel):
             pb.scratch("fwd_scan_states", fs.S_size * 4, "fwd scan_states")
 
     @staticmethod
-    def _forward(pb: _Problem, ds: _Dispatches, store_h: bool, ckpt: bool) -> list[Dispatch]:
+    def _forward(pb: ProblemBuffers, ds: Dispatches, store_h: bool, ckpt: bool) -> list[Dispatch]:
         """One pass, or summary, carry scan and output (chunked)."""
         plan, buf = pb.plan, pb.buf
         fwd_h = {"h": buf["bwd_scan_states"]} if ckpt else {}
@@ -499,7 +284,7 @@ class S6Kernel(ShaderKernel):
                               flags=FLAG_STORE_H if store_h else fwd_ckpt))
         return forward
 
-    def _allocate_backward(self, pb: _Problem, store_h: bool) -> None:
+    def _allocate_backward(self, pb: ProblemBuffers, store_h: bool) -> None:
         sz, plan = pb.plan.sz, pb.plan
         B_, L_, Di, Ds = sz.batch, sz.seq_len, sz.d_inner, sz.d_state
         for name, nbytes in (("du", B_ * L_ * Di), ("ddelta", B_ * L_ * Di),
@@ -519,7 +304,8 @@ class S6Kernel(ShaderKernel):
         pb.scratch("param_partials", sizes["param_partials"], "dA_log/dD/ddelta_bias partials")
         pb.scratch("dummy", 4, "dummy")
 
-    def _backward(self, pb: _Problem, ds: _Dispatches, ckpt: bool) -> tuple[list[Dispatch], int]:
+    def _backward(self, pb: ProblemBuffers, ds: Dispatches, ckpt: bool
+                  ) -> tuple[list[Dispatch], int]:
         """Summaries, carry scan, the output pass, then the dB/dC and parameter sums; and
         how many passes the summaries and carry scan are."""
         plan, buf = pb.plan, pb.buf
@@ -555,8 +341,9 @@ class S6Kernel(ShaderKernel):
                          sz.d_inner * sz.d_state, sz.d_inner)
         return out, summaries
 
-    def _readbacks(self, pb: _Problem, outputs: list[str], backward: bool) -> dict[str, Readback]:
-        shapes = _output_shapes(pb.plan.sz)
+    def _readbacks(self, pb: ProblemBuffers, outputs: list[str], backward: bool
+                   ) -> dict[str, Readback]:
+        shapes = output_shapes(pb.plan.sz)
         # With one partial row the backward pass wrote dB | dC straight into it.
         at: dict[str, tuple[str, int]] = {}
         if backward and self._direct_bc(pb.plan):

@@ -39,228 +39,44 @@ sized so that the block's (batch, block, d_inner, d_state) scratch arrays stay
 in cache: Ā and B̄u are computed for a whole block at once, then a tight
 per-step loop ``h_t = Ā_t * h_{t-1} + B̄u_t`` (two ufunc calls on one row of
 batch·d_inner·d_state states) fills the preallocated h. The scratch arrays live
-in a per-thread workspace between calls, and up to ``_KEEP_ELEMENTS`` states the
-forward leaves Ā there for the backward of the same inputs (see ``_Workspace``).
+in a per-thread workspace between calls, and up to ``KEEP_ELEMENTS`` states the
+forward leaves Ā there for the backward of the same inputs (see
+:class:`~ssmviz.core.families.s6.blocks.Workspace`).
+
+The results, conventions and input checks both passes share are
+:mod:`~ssmviz.core.families.s6.layer`; the time blocking and the workspace
+:mod:`~ssmviz.core.families.s6.blocks`.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Literal
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
-from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families.s6 import blocks
+from ssmviz.core.families.s6.layer import (
+    F64,
+    Convention,
+    S6Forward,
+    S6Grads,
+    S6Inputs,
+    apply_convention,
+    as_f64,
+    check_shape,
+    resolve_convention,
+    validate,
+)
 from ssmviz.core.reference.conventions import Convention as ConventionParams
-from ssmviz.core.reference.conventions import resolve
-
-Convention = Literal["mamba", "builderforce"]
-
-F64 = NDArray[np.float64]
 
 # Below this |Δ·A| the zero-order-hold derivative uses its Taylor series (no cancellation).
 _ZOH_SERIES_BELOW = 1e-3
 
 
-@dataclass(frozen=True)
-class S6Forward:
-    """Result of :func:`s6_forward`.
-
-    y: (batch, seq_len, d_inner); h: (batch, seq_len, d_inner, d_state), h_t for
-    every t; last_state: (batch, d_inner, d_state), equal to ``h[:, -1]``.
-    """
-
-    y: np.ndarray
-    h: np.ndarray
-    last_state: np.ndarray
-
-
-@dataclass(frozen=True)
-class S6Grads:
-    """Gradients of a scalar loss L, given dL/dy, computed by :func:`s6_backward`.
-
-    du: (batch, seq_len, d_inner), including the D·dy skip term.
-    ddelta: (batch, seq_len, d_inner), w.r.t. raw delta (before bias and softplus).
-    dA_log: (d_inner, d_state). dB, dC: (batch, seq_len, d_state). dD: (d_inner,).
-    ddelta_bias: (d_inner,), ddelta summed over batch and time.
-    """
-
-    du: np.ndarray
-    ddelta: np.ndarray
-    dA_log: np.ndarray
-    dB: np.ndarray
-    dC: np.ndarray
-    dD: np.ndarray
-    ddelta_bias: np.ndarray
-    dh0: np.ndarray | None = None  # (batch, d_inner, d_state), when an h0 was given
-
-
-@dataclass(frozen=True)
-class _Inputs:
-    u: F64
-    delta: F64
-    A_log: F64
-    B: F64
-    C: F64
-    D: F64
-    delta_bias: F64
-    h0: F64 | None = None  # the state before t = 0, (batch, d_inner, d_state); None: zeros
-
-
-def _f64(name: str, x: ArrayLike) -> F64:
-    try:
-        return np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise SsmvizError(f"{name} is not a numeric array: {exc}") from None
-
-
-def _check_shape(name: str, arr: F64, dims: tuple[str, ...], sizes: tuple[int, ...]) -> None:
-    if arr.shape != sizes:
-        raise SsmvizError(f"{name} has shape {arr.shape}, expected ({', '.join(dims)}) = {sizes}")
-
-
-def _conv(convention: str | ConventionParams) -> ConventionParams:
-    """The convention's parameters (a preset's name or the parameters themselves)."""
-    return resolve(convention, "s6")
-
-
-def _apply(x: _Inputs, conv: ConventionParams, h0: ArrayLike | None = None) -> _Inputs:
-    """The inputs as ``conv`` reads them: no bias or no D is a zero one; ``h0`` checked."""
-    if not conv.dt_bias:
-        x = replace(x, delta_bias=np.zeros_like(x.delta_bias))
-    if not conv.D:
-        x = replace(x, D=np.zeros_like(x.D))
-    if h0 is not None:
-        batch, _, d_inner = x.u.shape
-        h0_ = _f64("h0", h0)
-        _check_shape("h0", h0_, ("batch", "d_inner", "d_state"),
-                     (batch, d_inner, x.A_log.shape[1]))
-        x = replace(x, h0=h0_)
-    return x
-
-
-def _validate(
-    u: ArrayLike,
-    delta: ArrayLike,
-    A_log: ArrayLike,
-    B: ArrayLike,
-    C: ArrayLike,
-    D: ArrayLike,
-    delta_bias: ArrayLike | None,
-) -> _Inputs:
-    """Cast to float64 and check every shape against u (batch, seq_len, d_inner) and A_log."""
-    u_ = _f64("u", u)
-    if u_.ndim != 3:
-        raise SsmvizError(f"u has shape {u_.shape}, expected (batch, seq_len, d_inner)")
-    if min(u_.shape) < 1:
-        raise SsmvizError(
-            f"u has shape {u_.shape}: batch, seq_len and d_inner must each be at least 1"
-        )
-    batch, seq_len, d_inner = u_.shape
-    A_log_ = _f64("A_log", A_log)
-    if A_log_.ndim != 2 or A_log_.shape[0] != d_inner:
-        raise SsmvizError(
-            f"A_log has shape {A_log_.shape}, expected (d_inner, d_state) = ({d_inner}, d_state)"
-        )
-    d_state = A_log_.shape[1]
-    if d_state < 1:
-        raise SsmvizError(f"A_log has shape {A_log_.shape}: d_state must be at least 1")
-
-    bld = ("batch", "seq_len", "d_inner")
-    bln = ("batch", "seq_len", "d_state")
-    delta_ = _f64("delta", delta)
-    _check_shape("delta", delta_, bld, (batch, seq_len, d_inner))
-    B_ = _f64("B", B)
-    _check_shape("B", B_, bln, (batch, seq_len, d_state))
-    C_ = _f64("C", C)
-    _check_shape("C", C_, bln, (batch, seq_len, d_state))
-    D_ = _f64("D", D)
-    _check_shape("D", D_, ("d_inner",), (d_inner,))
-    if delta_bias is None:
-        bias_ = np.zeros(d_inner)
-    else:
-        bias_ = _f64("delta_bias", delta_bias)
-        _check_shape("delta_bias", bias_, ("d_inner",), (d_inner,))
-    return _Inputs(u_, delta_, A_log_, B_, C_, D_, bias_)
-
-
-# Work on blocks of time steps whose (batch, chunk, d_inner, d_state) scratch arrays (512 KiB)
-# stay in cache: the elementwise passes run 2-3x faster than over whole-sequence arrays, and
-# the ~20 numpy calls per block stay a small share of the time even for wide rows.
-_CHUNK_ELEMENTS = 1 << 16
-# Up to this many states (8 MiB an array) the forward leaves its Ā, and for zero-order hold
-# its coefficient, in the thread's workspace for the backward of the same inputs, and the
-# backward its adjoint g and Ā·g for the next backward with the same Δ, A, C and dy.
-_KEEP_ELEMENTS = 1 << 20
-
-
-class _Workspace(threading.local):
-    """Float64 arrays kept per thread between calls: the scratch blocks, and Ā (and the
-    zero-order-hold coefficient) of the thread's last forward.
-
-    The app runs forward and backward on every control change. Fresh memory costs a page
-    fault per 4 KiB when first written, on the app's 2-core machine about as much as a pass
-    over the data: the blocks are reused. The backward needs the forward's Ā again, and
-    exp (expm1 for zero-order hold) are its dearest passes: it takes them from here when
-    they are its forward's, which ``kept_for`` tells (a weak reference to that forward's h).
-    """
-
-    def __init__(self) -> None:
-        self.arrays: dict[str, F64] = {}
-        self.kept_for: weakref.ref[np.ndarray] | None = None
-        self.kept_convention = ""
-        #: Per kept result (name): copies of the inputs it was computed from.
-        self.sources: dict[str, tuple] = {}
-
-    def holds(self, name: str, convention: str, *inputs: F64) -> bool:
-        """Whether the kept result ``name`` was computed from equal ``inputs`` (and
-        convention): a live re-run that moved one control leaves the rest unchanged, and
-        what depends on the rest alone is then reused (the same bits: the same operations
-        on the same values)."""
-        last = self.sources.get(name)
-        return (last is not None and last[0] == convention and len(last) == len(inputs) + 1
-                and all(a.shape == b.shape and np.array_equal(a, b)
-                        for a, b in zip(last[1:], inputs, strict=True)))
-
-    def remember(self, name: str, convention: str, *inputs: F64) -> None:
-        """Record what the kept result ``name`` was computed from."""
-        self.sources[name] = (convention, *(np.array(a) for a in inputs))
-
-    def forget(self, name: str) -> None:
-        """The kept result ``name`` is about to be overwritten: it holds nothing reusable."""
-        self.sources.pop(name, None)
-
-    def get(self, name: str, shape: tuple[int, ...]) -> F64:
-        """The array called ``name``, allocated anew only when its shape changes; its
-        contents are whatever the last user left."""
-        arr = self.arrays.get(name)
-        if arr is None or arr.shape != shape:
-            arr = self.arrays[name] = np.empty(shape)
-        return arr
-
-    def kept(self, h: np.ndarray, convention: str | ConventionParams) -> bool:
-        """Whether "a_kept" (and "c_kept") hold Ā (and the coefficient) of the forward that
-        returned ``h``."""
-        return (
-            self.kept_for is not None
-            and self.kept_for() is h
-            and self.kept_convention == _conv(convention)
-        )
-
-
-_WORKSPACE = _Workspace()
-
-
-def _chunk_len(batch: int, seq_len: int, d_inner: int, d_state: int) -> int:
-    return max(1, min(seq_len, _CHUNK_ELEMENTS // (batch * d_inner * d_state)))
-
-
-def _step(x: _Inputs, conv: ConventionParams) -> tuple[F64, F64, F64]:
+def _step(x: S6Inputs, conv: ConventionParams) -> tuple[F64, F64, F64]:
     """Return z = delta + delta_bias and Δ = softplus(z) (or the convention's transform),
     both (batch, seq_len, d_inner), and A = -exp(A_log) (or the convention's form),
     (d_inner, d_state)."""
@@ -268,81 +84,21 @@ def _step(x: _Inputs, conv: ConventionParams) -> tuple[F64, F64, F64]:
     return z, conv.step(z), conv.a_matrix(x.A_log)
 
 
-def _discretise_chunk(dt: F64, A: F64, a_bar: F64, coef: F64 | None) -> None:
-    """Fill Ā = exp(Δ·A) and, for zero-order hold, coef = (Ā - 1)/A = expm1(Δ·A)/A.
-
-    dt: (batch, k, d_inner); a_bar, coef: (batch, k, d_inner, d_state), written in place.
-    """
-    np.einsum("bld,dn->bldn", dt, A, out=a_bar)  # Δ·A (einsum beats a broadcast multiply)
-    if coef is not None:
-        np.expm1(a_bar, out=coef)  # expm1: exact near 0, where Ā - 1 would cancel
-        coef *= 1.0 / A  # A < 0 strictly: never 0/0
-    np.exp(a_bar, out=a_bar)
-
-
 def _zoh_fprime_series(x: F64) -> F64:
     """f'(x) for f(x) = expm1(x)/x and |x| < 1e-3: Σ_{k≥1} k x^{k-1}/(k+1)!, error < 1e-18."""
     return 0.5 + x * (1.0 / 3.0 + x * (1.0 / 8.0 + x * (1.0 / 30.0 + x * (1.0 / 144.0))))
 
 
-def _rows(a: F64) -> F64:
-    """View (batch, k, d_inner, d_state) as k rows of (batch, d_inner·d_state), one per step.
-
-    The time loops iterate over these views: a step then costs two ufunc calls and the
-    views numpy makes while iterating; indexing the 4-D arrays per step costs about as much
-    again.
-    """
-    batch, k = a.shape[:2]
-    return a.reshape(batch, k, -1).transpose(1, 0, 2)
-
-
-def _scan(a_rows: F64, h_rows: F64, prev: F64 | None, tmp: F64) -> F64:
-    """h_t = Ā_t h_{t-1} + B̄_t u_t, forwards in time, in place over ``h_rows`` (they hold
-    B̄_t u_t on entry).
-
-    ``prev`` is h_{t-1} for the first row (None at t = 0: h_0 = B̄_0 u_0, as h_{-1} = 0);
-    returns the last h. ``out`` goes by position: a keyword costs a measurable share of
-    calls this small.
-    """
-    rows = zip(a_rows, h_rows, strict=True)
-    if prev is None:
-        _, prev = next(rows)
-    multiply, add = np.multiply, np.add
-    for a_t, h_t in rows:
-        multiply(a_t, prev, tmp)
-        add(h_t, tmp, h_t)
-        prev = h_t
-    return prev
-
-
-def _adjoint_scan(a_rows: F64, g_rows: F64, nxt: F64 | None, tmp: F64) -> F64:
-    """g_t = C_t dy_t + Ā_{t+1} g_{t+1}, backwards in time, in place over ``g_rows`` (they
-    hold C_t dy_t on entry).
-
-    ``nxt`` is Ā_{t+1} g_{t+1} for the last row (None at t = seq_len - 1: g_t = C_t dy_t);
-    returns Ā_t g_t of the first row (in ``tmp``) for the block before.
-    """
-    rows = zip(a_rows[::-1], g_rows[::-1], strict=True)
-    multiply, add = np.multiply, np.add
-    if nxt is None:
-        a_t, g_t = next(rows)
-        nxt = multiply(a_t, g_t, tmp)
-    for a_t, g_t in rows:
-        add(g_t, nxt, g_t)
-        nxt = multiply(a_t, g_t, tmp)
-    return nxt
-
-
-def _forward(x: _Inputs, convention: ConventionParams) -> S6Forward:
+def _forward(x: S6Inputs, convention: ConventionParams) -> S6Forward:
     batch, seq_len, d_inner = x.u.shape
     d_state = x.A_log.shape[1]
     _, dt, A = _step(x, convention)
     full = (batch, seq_len, d_inner, d_state)
     h = np.empty(full)
     y = np.empty_like(x.u)
-    chunk = _chunk_len(batch, seq_len, d_inner, d_state)
-    ws = _WORKSPACE
-    keep = math.prod(full) <= _KEEP_ELEMENTS
+    chunk = blocks.block_len(batch, seq_len, d_inner, d_state)
+    ws = blocks.WORKSPACE
+    keep = math.prod(full) <= blocks.KEEP_ELEMENTS
     ws.kept_for = None  # what it kept is about to be overwritten
     # Ā (and coef) of the whole sequence when kept for the backward, else Ā of one block.
     kind, shape = ("kept", full) if keep else ("block", (batch, chunk, d_inner, d_state))
@@ -351,7 +107,7 @@ def _forward(x: _Inputs, convention: ConventionParams) -> S6Forward:
     c_all = ws.get("c_kept", full) if keep and zoh else None
     tmp = ws.get("row", (batch, d_inner * d_state))
     dtu = dt * x.u
-    h_rows = _rows(h)
+    h_rows = blocks.rows(h)
     # Ā (and the coefficient) of the last forward, kept, when Δ and A are unchanged.
     steps = (x.delta, x.delta_bias, x.A_log)
     same_steps = keep and ws.holds("a_kept", convention, *steps)
@@ -364,15 +120,15 @@ def _forward(x: _Inputs, convention: ConventionParams) -> S6Forward:
         a_bar, bu = a_all[:, part], h[:, s:e]  # B̄u is built in the buffer that becomes h
         if not zoh:
             if not same_steps:
-                _discretise_chunk(dt[:, s:e], A, a_bar, None)
+                blocks.discretise_chunk(dt[:, s:e], A, a_bar, None)
             np.einsum("bld,bln->bldn", dtu[:, s:e], x.B[:, s:e], out=bu)  # Δ·u·B
         else:  # (Ā - 1)/A·u·B; the coefficient goes straight into B̄u unless it is kept
             coef = bu if c_all is None else c_all[:, part]
             if not same_steps:
-                _discretise_chunk(dt[:, s:e], A, a_bar, coef)
+                blocks.discretise_chunk(dt[:, s:e], A, a_bar, coef)
             np.multiply(coef, x.u[:, s:e, :, None], out=bu)
             bu *= x.B[:, s:e, None, :]
-        prev = _scan(_rows(a_bar), h_rows[s:e], prev, tmp)
+        prev = blocks.scan(blocks.rows(a_bar), h_rows[s:e], prev, tmp)
         np.einsum("bldn,bln->bld", bu, x.C[:, s:e], out=y[:, s:e])  # while h is in cache
     y += x.D * x.u
     if keep:
@@ -392,7 +148,7 @@ def s6_discretise(
     builderforce (zero-order hold). The teaching views show these per step; the
     forward pass computes the same thing in place, chunk by chunk.
     """
-    conv = _conv(convention)
+    conv = resolve_convention(convention)
     bias = np.asarray(delta_bias, np.float64) if conv.dt_bias else 0.0
     dt = conv.step(np.asarray(delta, np.float64) + bias)
     A = conv.a_matrix(A_log)
@@ -433,8 +189,9 @@ def s6_forward(
     Raises:
         SsmvizError: a shape does not match or the convention is unknown.
     """
-    conv = _conv(convention)
-    return _forward(_apply(_validate(u, delta, A_log, B, C, D, delta_bias), conv, h0), conv)
+    conv = resolve_convention(convention)
+    x = apply_convention(validate(u, delta, A_log, B, C, D, delta_bias), conv, h0)
+    return _forward(x, conv)
 
 
 def s6_backward(
@@ -460,17 +217,17 @@ def s6_backward(
     Raises:
         SsmvizError: a shape does not match or the convention is unknown.
     """
-    convention = _conv(convention)
-    x = _apply(_validate(u, delta, A_log, B, C, D, delta_bias), convention, h0)
+    convention = resolve_convention(convention)
+    x = apply_convention(validate(u, delta, A_log, B, C, D, delta_bias), convention, h0)
     batch, seq_len, d_inner = x.u.shape
     d_state = x.A_log.shape[1]
-    dy_ = _f64("dy", dy)
-    _check_shape("dy", dy_, ("batch", "seq_len", "d_inner"), x.u.shape)
+    dy_ = as_f64("dy", dy)
+    check_shape("dy", dy_, ("batch", "seq_len", "d_inner"), x.u.shape)
     if fwd is None:
         fwd = _forward(x, convention)
-    h = _f64("fwd.h", fwd.h)
+    h = as_f64("fwd.h", fwd.h)
     full = (batch, seq_len, d_inner, d_state)
-    _check_shape("fwd.h", h, ("batch", "seq_len", "d_inner", "d_state"), full)
+    check_shape("fwd.h", h, ("batch", "seq_len", "d_inner", "d_state"), full)
     zoh = convention.zoh
     z, dt, A = _step(x, convention)
     inv_A = 1.0 / A
@@ -486,9 +243,9 @@ def s6_backward(
     # Whether any Δ·|A| is small enough for the series below (mostly not: skip the search).
     tiny_anywhere = zoh and bool((dt.min(axis=(0, 1))[:, None] * -A < _ZOH_SERIES_BELOW).any())
 
-    chunk = _chunk_len(batch, seq_len, d_inner, d_state)
+    chunk = blocks.block_len(batch, seq_len, d_inner, d_state)
     scratch = (batch, chunk, d_inner, d_state)
-    ws = _WORKSPACE
+    ws = blocks.WORKSPACE
     kept = ws.kept(fwd.h, convention)  # else Ā (and coef) are recomputed block by block
     kind, shape = ("kept", full) if kept else ("block", scratch)
     a_all = ws.get(f"a_{kind}", shape)
@@ -514,12 +271,12 @@ def s6_backward(
         a_bar = a_all[:, part]
         coef = None if c_all is None else c_all[:, part]
         if not kept:
-            _discretise_chunk(dt_c, A, a_bar, coef)
+            blocks.discretise_chunk(dt_c, A, a_bar, coef)
 
         if not same_adjoint:
             # Adjoint g_t = dL/dh_t = C_t dy_t + Ā_{t+1} g_{t+1}, in place.
             np.einsum("bld,bln->bldn", dy_c, x.C[:, s:e], out=g)
-            nxt = _adjoint_scan(_rows(a_bar), _rows(g), nxt, carry)
+            nxt = blocks.adjoint_scan(blocks.rows(a_bar), blocks.rows(g), nxt, carry)
             np.multiply(a_bar, g, out=r)  # r_t = Ā_t g_t: the scan's products, discarded
 
         np.einsum("bldn,bld->bln", h[:, s:e], dy_c, out=dC[:, s:e])
@@ -604,8 +361,8 @@ def s6_stages(inputs: Mapping[str, np.ndarray], convention: str | ConventionPara
     """Ā = exp(Δ·A) and B̄u (the scan's (a, b) pairs), (batch, seq_len, d_inner, d_state):
     h_t = Ā_t·h_{t-1} + B̄u_t is the bare linear recurrence they feed."""
     del sizes
-    conv = _conv(convention)
-    x = _apply(_validate(*(inputs[k] for k in ("u", "delta", "A_log", "B", "C", "D",
+    conv = resolve_convention(convention)
+    x = apply_convention(validate(*(inputs[k] for k in ("u", "delta", "A_log", "B", "C", "D",
                                                "delta_bias"))), conv)
     _, a_bar, coef = s6_discretise(x.delta, x.delta_bias, x.A_log, convention=conv)
     return {"A_bar": a_bar, "Bu": coef * x.B[:, :, None, :] * x.u[..., None]}
@@ -649,12 +406,12 @@ def reference_bytes(sizes: Mapping[str, int], runs: int, stored_max: int) -> int
     """Bytes of RAM the reference, the comparison and ``runs`` GPU results need (high
     side): the scan keeps every h and, while h is small, Ā (and zero-order hold's
     coefficient) for the backward, and the backward its adjoint g and Ā·g for the next
-    one (``_KEEP_ELEMENTS``); the comparison makes float64
+    one (``blocks.KEEP_ELEMENTS``); the comparison makes float64
     copies of the GPU's h, read back only while it has at most ``stored_max`` elements."""
     b, L = int(sizes["batch"]), int(sizes["seq_len"])
     d, n = int(sizes["d_inner"]), int(sizes["d_state"])
     states = b * L * d * n
-    keep = 4 if states <= _KEEP_ELEMENTS else 0
+    keep = 4 if states <= blocks.KEEP_ELEMENTS else 0
     stored = states if states <= stored_max else 0
     ref = 8 * (states * (1 + keep) + stored * _COMPARE_COPIES)
     ref += 8 * b * L * (_ROW_ARRAYS * d + _STATE_ARRAYS * n)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ssmviz.core.dispatch import Readback
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.family import MAX_STORED_STATES
 from ssmviz.core.families.s6.abi import SCAN_BLOCK
@@ -23,7 +24,6 @@ from ssmviz.core.families.s6.kernel import S6Kernel
 from ssmviz.core.families.s6.plan import Plan, Sizes, make_plan
 from ssmviz.core.families.s6.reference import s6_discretise
 from ssmviz.core.families.teaching import RunFn
-from ssmviz.core.gpu import Readback
 from ssmviz.core.reference._common import CONVENTIONS, check_indices, segment_sums
 
 #: The scan tree is built up to this seq_len (a tree of more leaves is not drawable).

@@ -23,7 +23,7 @@ import numpy as np
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.abi import AbiProfile, BufferSpec, PassSpec
 from ssmviz.core.families.family import DerivedRole, RoleSpec
-from ssmviz.core.families.ssd import reference
+from ssmviz.core.families.ssd import chunked
 
 SHADER = "ssd.wgsl"
 
@@ -224,7 +224,7 @@ ROLES = RoleSpec(
         **dict.fromkeys(("B", "C", "dB", "dC"), _BLGN_T),
         "final_state": ("batch", "n_heads", "d_head", "d_state"),
         "chunk_states": ("batch", "chunk_slot", "n_heads", "d_head", "d_state"),
-        **reference.STAGE_AXES,
+        **chunked.STAGE_AXES,
     },
     sizes=("batch", "seq_len", "d_inner", "n_heads", "d_head", "n_groups", "d_state",
            "chunk_len", "n_chunks", "chunk_slot"),
@@ -242,7 +242,7 @@ ROLES = RoleSpec(
             drawn_note="+ D·dy"),
     },
     split={"d_inner": ("n_heads", "d_head")},
-    stage_roles=tuple(reference.STAGE_AXES),
-    stages=reference.ssd_stages,
+    stage_roles=tuple(chunked.STAGE_AXES),
+    stages=chunked.ssd_stages,
     extra_inputs={"z": "dz"},
 )

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.families.ssd.reference import n_chunks
+from ssmviz.core.families.ssd.layer import n_chunks
 from ssmviz.core.families.ssd.teaching import batch_element, valid_chunk_len
 from ssmviz.core.reference._common import check_indices, segment_sums
 

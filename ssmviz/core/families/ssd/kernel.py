@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ssmviz.core.dispatch import POISON_U32, Dispatch, Readback, split_workgroups
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.ssd.abi import (
     BUFFERS,
@@ -26,7 +27,6 @@ from ssmviz.core.families.ssd.abi import (
     WRITTEN,
 )
 from ssmviz.core.families.ssd.plan import Plan, cdiv, fast_chunk_len, make_plan, params
-from ssmviz.core.gpu import POISON_U32, Dispatch, Readback, split_workgroups
 from ssmviz.core.kernels._base import KernelResult, Prepared, ShaderKernel
 from ssmviz.core.reference._common import CONVENTIONS
 

@@ -15,14 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families.ssd.chunked import ssd_forward_chunked
 from ssmviz.core.families.ssd.kernel import SSDKernel
+from ssmviz.core.families.ssd.layer import n_chunks, ssd_discretise
 from ssmviz.core.families.ssd.plan import make_plan
-from ssmviz.core.families.ssd.reference import (
-    n_chunks,
-    ssd_discretise,
-    ssd_forward_chunked,
-    ssd_forward_recurrent,
-)
+from ssmviz.core.families.ssd.reference import ssd_forward_recurrent
 from ssmviz.core.families.teaching import RunFn
 from ssmviz.core.reference._common import check_indices, segment_sums
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ssmviz.core.families.ssd.reference import ssd_discretise, ssd_forward_chunked
+from ssmviz.core.families.ssd.chunked import ssd_forward_chunked
+from ssmviz.core.families.ssd.layer import ssd_discretise
 from ssmviz.core.families.view import Arrays, FamilyView, GradSlice, Sizes, scan
 
 _FORWARD_KEYS = ("x", "dt", "A_log", "B", "C", "D", "dt_bias")
