@@ -230,11 +230,14 @@ def _images(ref: np.ndarray, gpu: np.ndarray | None, bound: float,
         wide = max(robust_levels(downsample_2d(diff), symmetric=True)[1], bound)
         out[("diff", False)] = matrix_view(diff, cmap=DIFF_CMAP, levels=(-wide, wide),
                                            extent=ext)
-        # |GPU − ref| from LOG_DIFF_DECADES below max |M| up to max |M|.
+        # |GPU − ref| from LOG_DIFF_DECADES below max |M| up to its own largest.
         floor = log_top - LOG_DIFF_DECADES
+        mag = np.abs(diff[np.isfinite(diff)])
+        worst = float(mag.max()) if mag.size else 0.0
+        log_worst = float(np.log10(worst)) if worst > 0 else floor
         out[("diff", True)] = matrix_view(
             log_magnitude(diff, top * 10.0 ** (LOG_DECADES - LOG_DIFF_DECADES)),
-            cmap=LOG_DIFF_CMAP, levels=(floor, log_top), extent=ext)
+            cmap=LOG_DIFF_CMAP, levels=(floor, max(log_worst, floor + 1.0)), extent=ext)
     return out
 
 
