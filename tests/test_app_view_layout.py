@@ -1,6 +1,7 @@
 """Every view at 1366×768 (offscreen, in a subprocess with that screen): no plot title of
 the centre column or of a teaching view is elided at all (a gradient's, in its own dock,
-not below its name), and no dock (nor the centre) needs a horizontal scrollbar."""
+not below its name), no dock needs a horizontal scrollbar, and the centre column's time
+plots fit it without a scrollbar, a tour caption above them."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Open the window on the current (offscreen) screen with a session, show each teaching
 view of its family in turn, and print, per view, every plot title (whole and as shown)
-and which docks need a horizontal scrollbar, as JSON:
+and which docks need a horizontal scrollbar (the centre: either), as JSON:
 ``python -m tests.view_layout_probe SESSION SETTINGS``.
 
 Run in a subprocess by tests/test_app_view_layout.py with a 1366×768 screen.
@@ -74,6 +74,8 @@ def main(session_path: str, settings_path: str) -> int:
                   if d.isVisible() and not d.visibleRegion().isEmpty()
                   and isinstance(d.widget(), QScrollArea)}
         scroll["centre"] = w.centralWidget().horizontalScrollBar().isVisible()
+        # The time plots fit the centre's height too (its last plot's axis was cut off).
+        scroll["centre, vertical"] = w.centralWidget().verticalScrollBar().isVisible()
         out[view] = {"titles": [t for v, where in widgets for t in _titles(v, where)],
                      "hscroll": scroll}
         # Their other titles: the operator's log colours, the discretisation's sweep.

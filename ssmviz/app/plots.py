@@ -210,7 +210,7 @@ class TimePlots(pg.GraphicsLayoutWidget):
             self.addItem(p, row=row, col=0)
             p.sigClicked.connect(self._clicked)
             _style(p)
-            p.setMinimumHeight(90)
+            p.setMinimumHeight(78)
             if row:
                 p.setXLink(self.plots["input"])
             self.plots[name] = p
