@@ -60,7 +60,7 @@ TIME_ROWS = (
     ("a_bar", "Ā (chosen state)"),
     ("h", "hidden states h_t[n]"),
     ("h_map", "h (time × state)"),
-    ("y", "output y: GPU under ref"),
+    ("y", "y: GPU (blue), ref (orange)"),
     ("error", "|GPU − ref| of y, red: tol"),
 )
 #: Short titles (they fit the centre column of a 1366-px window beside a dock); what they
@@ -226,7 +226,8 @@ class TimePlots(pg.GraphicsLayoutWidget):
         for name, p in self.plots.items():
             if name != "error":
                 p.hideAxis("bottom")
-        self.plots["y"].addLegend(offset=(-10, 5), brush=(255, 255, 255, 200))
+        # No legend box: it covered the curves' last steps in the narrow centre column of
+        # a 1366-px window; the title names the colours.
         self.curves = {
             "input": line_item(self.plots["input"], pg.mkPen("#333", width=1)),
             "delta": line_item(self.plots["delta"], pg.mkPen("#9467bd", width=1)),
@@ -408,8 +409,8 @@ class TimePlots(pg.GraphicsLayoutWidget):
             y = (TITLES["y"], f"GPU: {source} (blue), under the float64 reference (orange)")
             h_map = (TITLES["h_map"], f"from {source}")
             if "y" in absent:
-                y = ("output y: ref only", f"reference (orange); y absent from {source}: "
-                                           f"{absent['y']}")
+                y = ("y: ref (orange) only", f"reference (orange); y absent from {source}: "
+                                             f"{absent['y']}")
             if "h" in absent:
                 h_map = ("h: ref only", f"reference; h absent from {source}: {absent['h']}")
         self._title("y", *y)
