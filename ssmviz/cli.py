@@ -182,8 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the app's latency from a control change to updated plots, and UI-thread stalls",
     )
-    bench.add_argument("--view", choices=registry.views_of("s6"), default=None,
-                       help="with --ui: this teaching view open while measuring")
+    bench.add_argument("--view", choices=UI_VIEWS, default=None,
+                       help="with --ui: this teaching view open while measuring (on a "
+                            "problem of its family: S6's views on S6, chunks and duality "
+                            "on SSD, complex, rules and versus on Mamba-3)")
     _add_kernel_args(bench, "time this .wgsl or .js/.ts kernel file per entry point, beside "
                      "ssmviz's own kernel and the floors (--size tiny: check's default problem)")
     tour = sub.add_parser("tour", help="write every step of the guided tour as a PNG")
@@ -217,6 +219,25 @@ def _refuse_without_kernel(args: argparse.Namespace) -> None:
         given = [f for f in ("abi", "timeout") if getattr(args, f) is not None]
         if given:
             raise SsmvizError(f"{_flag(given[0])} needs --kernel PATH")
+
+
+#: Every family's teaching views, each once (bench --ui --view).
+UI_VIEWS = tuple(dict.fromkeys(v for f in registry.names() for v in registry.views_of(f)))
+
+
+def _ui_family(family: str | None, view: str | None) -> str:
+    """The family ``bench --ui`` runs: ``family``, else the first (S6 first) with ``view``
+    among its teaching views; a view the family lacks is refused."""
+    if family is not None and family not in registry.names():
+        raise SsmvizError(f"--family {family} does not apply to bench --ui (name one family: "
+                          f"{', '.join(registry.names())})")
+    if view is None:
+        return family or "s6"
+    family = family or next(f for f in registry.names() if view in registry.views_of(f))
+    if view not in registry.views_of(family):
+        raise SsmvizError(f"--view {view}: the {family} family has no {view} view (its "
+                          f"views: {', '.join(registry.views_of(family)) or 'none'})")
+    return family
 
 
 def _flag(dest: str) -> str:
@@ -521,8 +542,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if args.json:
         check_output_path(args.json, ".json", "--json")
-    given = [_flag(d) for d in ("family", "size", "sizes", "repeats")
-             if getattr(args, d) is not None]
+    given = [_flag(d) for d in ("size", "sizes", "repeats") if getattr(args, d) is not None]
+    if args.family is not None and not args.ui:
+        given.insert(0, "--family")
     given += [_flag(d) for d in ("passes", "reference") if getattr(args, d)]
     if args.view is not None and not args.ui:
         raise SsmvizError("--view needs --ui (it opens a teaching view in the app it times)")
@@ -530,10 +552,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         given += [_flag(d) for d in ("kernel", "abi", "timeout") if getattr(args, d) is not None]
         if given:
             raise SsmvizError(f"{given[0]} does not apply to bench --ui (it times the app's "
-                              "own live run; only --view, --json and --cpu go with it)")
+                              "own live run; only --family, --view, --json and --cpu go with "
+                              "it)")
+        family = _ui_family(args.family, args.view)
         from ssmviz.app.uibench import run_ui_bench
 
-        return run_ui_bench(args.json, args.view)
+        return run_ui_bench(args.json, args.view, family)
     _refuse_without_kernel(args)
     if args.kernel:
         return _bench_kernel(args, given)

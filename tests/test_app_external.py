@@ -53,7 +53,7 @@ def test_builderforce_file_drives_the_plots_and_passes(qtbot, make_window, probl
     assert r.external is not None and r.report.passed, r.report.table()
     source = f"builderforce_reference.js · {profile}"
     assert r.external.source == source and w.time_plots.gpu_source == source
-    assert source in w.time_plots.plots["y"].titleLabel.text
+    assert source in w.time_plots.plots["y"].titleLabel.toolTip()
     # The plotted GPU y is the external kernel's read-back, not the built-in kernel's.
     label = next(v.name for v in r.report.verdicts if r.external.keys.get(v.name) == "y")
     kernel_y = r.report.gpu[label]
@@ -112,7 +112,7 @@ def test_planted_fault_fails_in_the_app_as_the_cli_reports_it(qtbot, make_window
         assert red == {"dDelta (ddelta)"}
         assert "✗" in w.grad_plots.rows["ddelta"].title
         assert w.trace.y_gpu is None
-        assert "no forward pass" in w.time_plots.plots["y"].titleLabel.text
+        assert "no forward pass" in w.time_plots.plots["y"].titleLabel.toolTip()
     else:  # the race shows only with the workgroups reversed, as in the CLI
         assert any(not v.deterministic for v in r.report.verdicts if v.name in red)
     # The check's notes (where the first failing output is written, races) are listed.
@@ -165,6 +165,6 @@ def test_sizes_the_abi_cannot_take_are_refused_in_the_status_bar(qtbot, make_win
     assert "cannot take these sizes" in r.error and "h_cache" in r.error
     assert w.status.message.text() == r.error and "\n" not in r.error
     assert r.report is None and r.gpu == {} and "y" in r.ref  # reference only, no stand-in
-    assert w.trace.y_gpu is None and "not run" in w.time_plots.plots["y"].titleLabel.text
+    assert w.trace.y_gpu is None and "not run" in w.time_plots.plots["y"].titleLabel.toolTip()
     _run(qtbot, w, lambda: w.controls.set_value("seq_len", 41))
     assert w.result.error == "" and w.result.report.passed  # the window keeps working

@@ -11,6 +11,7 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+from ssmviz.app.readout import family_label
 from ssmviz.app.teaching import views_of
 from ssmviz.app.teaching.versus import M_PERCENTILE
 from ssmviz.app.viewdata import robust_levels
@@ -35,6 +36,9 @@ def test_mamba3_has_its_views_and_runs_with_plots_against_the_reference(qtbot, m
     assert views_of("mamba3") == ("operator", "complex", "rules", "versus")
     w, view = _shown(qtbot, make_window, SMALL_M3, "operator")
     assert w.controls.problem().family == "mamba3" and w.result.ok
+    # The read-out names the family as its display name does, not "MAMBA3".
+    assert "<b>Mamba-3 / mamba</b>" in w.readout.header.text()
+    assert w.readout.header.toolTip().startswith("Mamba-3 (SISO")
     ref = ref_mod.forward_recurrent({k: w.result.inputs[k] for k in ref_mod.INPUT_KEYS})
     tr = w.trace
     np.testing.assert_array_equal(tr.y_ref, w.result.ref["y"][0, :, 0, 0])
@@ -58,6 +62,10 @@ def test_mamba3_has_its_views_and_runs_with_plots_against_the_reference(qtbot, m
                     .startswith(f"row t = {t}"), timeout=VIEW_TIMEOUT_MS)
     terms = teach.mamba3_row_terms(w.result.inputs, head=0, t=t)
     np.testing.assert_array_equal(view.terms.yData, terms.T)
+
+
+def test_the_readout_names_each_family_by_its_display_name() -> None:
+    assert [family_label(f) for f in ("s6", "ssd", "mamba3")] == ["S6", "SSD", "Mamba-3"]
 
 
 def test_complex_view_draws_the_pairs_spiral_and_its_angle(qtbot, make_window):

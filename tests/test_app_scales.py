@@ -49,16 +49,24 @@ def test_plot_text_is_dark_on_white_and_bar_labels_short(qapp) -> None:
                                                                  "120"]
 
 
-def _check_bar(bar, iv, data: np.ndarray | None = None) -> None:
+def _check_bar(bar, iv, data: np.ndarray | None = None, *,
+               log_of: np.ndarray | None = None) -> None:
     assert bar is not None and bar.isVisible()
     assert bar.levels == pytest.approx(iv.levels), (bar.name, bar.levels, iv.levels)
     assert tuple(bar.values) == pytest.approx(iv.levels)
     assert bar.cmap == iv.cmap
     assert level_text(bar.levels) in bar.toolTip()
+    # Both ends labelled (a 0 … 1 mask's 0 too), in order, 0 between them at most.
+    drawn = [text for _y, text in bar.drawn_ticks()]
+    assert drawn[0] == short(bar.levels[0]) and drawn[-1] == short(bar.levels[1]), \
+        (bar.name, drawn)
     if data is not None:  # robust levels: inside the data's extremes (or ± its largest)
         top = float(np.max(np.abs(data)))
         assert -top - 1e-300 <= bar.levels[0] and bar.levels[1] <= top + 1e-300, \
             (bar.name, bar.levels, top)
+    if log_of is not None:  # log10 |data|: the bar's top is the data's own largest
+        assert bar.levels[1] == pytest.approx(np.log10(np.max(np.abs(log_of))), abs=1e-9), \
+            (bar.name, bar.levels)
 
 
 @pytest.mark.gpu
@@ -84,19 +92,33 @@ def test_each_heatmap_has_a_colour_bar_whose_range_matches_its_data(qtbot, make_
         _check_bar(view.bars[key], d.images[(key, False)])
     lo, hi = view.bars["diff"].levels
     assert lo == -hi and hi >= float(np.max(np.abs(d.gpu - d.ref)))
+    # A right kernel's difference is inside the bound: the map spans ± the bound, said so.
+    assert hi == pytest.approx(d.diff_bound) and "± the bound" in view.bars["diff"].toolTip()
+    assert "± the bound" in view.maps["diff"].titleLabel.toolTip()
     # M's axes span the matrix, no empty range beside it.
     (x0, x1), (y0, y1) = view.maps["ref"].vb.viewRange()
     assert (x0, x1) == pytest.approx((0, d.seq_len), abs=0.5)
     assert (y0, y1) == pytest.approx((0, d.seq_len), abs=0.5)
     # Log colours: the bars follow.
     view.log_box.setChecked(True)
-    _check_bar(view.bars["diff"], d.images[("diff", True)])
+    _check_bar(view.bars["diff"], d.images[("diff", True)], log_of=d.gpu - d.ref)
+    _check_bar(view.bars["ref"], d.images[("ref", True)], log_of=d.ref)
+    assert "log10" in view.bars["diff"].toolTip()
     chunks = w.teaching.panel.views["chunks"]
     with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=120_000):
         w.teaching.open("chunks")
     _check_bar(chunks.bars["M"], chunks.data.matrix)
     for key in ("ref", "gpu", "diff"):
         _check_bar(chunks.bars[key], chunks.data.states[key])
+    assert "± the bound" in chunks.bars["diff"].toolTip()
+    duality = w.teaching.panel.views["duality"]
+    with qtbot.waitSignal(w.teaching.panel.viewShown, timeout=120_000):
+        w.teaching.open("duality")
+    dd = duality.data
+    for key, iv in dd.images.items():  # L (decays) spans 0 … 1: both ends labelled
+        _check_bar(duality.bars[key], iv)
+    _check_bar(duality.bars["block"], dd.block_image)
+    _check_bar(duality.bars["states"], dd.states_image)
 
 
 @pytest.mark.gpu

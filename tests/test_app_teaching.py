@@ -77,7 +77,8 @@ def test_s6_operator_view_draws_the_reference_and_the_measured_operator(qtbot, m
     prepared = w.teaching.panel.prepared
     view.log_box.setChecked(True)
     np.testing.assert_array_equal(_image(view.images["ref"]), d.images[("ref", True)].rgba)
-    assert w.teaching.panel.prepared == prepared and "log10" in view.maps["ref"].titleLabel.text
+    assert w.teaching.panel.prepared == prepared
+    assert "log10" in view.maps["ref"].titleLabel.toolTip()
 
     # The cursor's row: the curve is row t of M, the terms its split by state.
     t = 29
@@ -321,7 +322,8 @@ def test_discretisation_view_draws_the_cores_euler_and_zoh(qtbot, make_window):
     for curve, rule in (("a_euler", "euler"), ("a_map", "zoh"), ("a_bil", "bilinear")):
         np.testing.assert_array_equal(view.c[curve].yData, disc.sweep[rule][0])
     np.testing.assert_array_equal(view.c["b_bil"].yData, np.log10(disc.sweep["bilinear"][1]))
-    assert "bilinear" in view.p["a_map"].titleLabel.text
+    assert "bilinear" in view.p["a_map"].titleLabel.toolTip()
+    assert "bilinear green" in view.message.text()  # the rules' colours
     view.sweep_box.setChecked(False)
     np.testing.assert_array_equal(view.c["a_map"].xData, np.log10(disc.dt[order]))
     assert view.c["a_bil"].xData.size == 0

@@ -182,7 +182,10 @@ CASES = [
     C("--screenshot somedir", 2, "directory"),
     C("--screenshot shot.jpg", 2, "ending in .png"),
     # -- bench and sweep flags that cannot apply are refused ---------------------------------------
-    C("bench --ui --family s6", 2, "--family does not apply to bench --ui"),
+    C("bench --ui --family all", 2, "--family all does not apply to bench --ui"),
+    C("bench --ui --family ssd --view complex", 2,
+      "--view complex: the ssd family has no complex view (its views: operator, chunks, "
+      "duality)"),
     C("bench --ui --size tiny", 2, "--size does not apply"),
     C("bench --ui --repeats 2", 2, "--repeats does not apply"),
     C("bench --ui --passes", 2, "--passes does not apply"),

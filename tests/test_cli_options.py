@@ -83,7 +83,10 @@ SWEEP = {
 }
 BENCH = {
     "json": [(["bench"], ["--json", "b.json"]), (["bench", "--ui"], ["--json", "b.json"])],
-    "family": [(["bench"], ["--family", "s6"]), (["bench", "--ui"], ["--family", "s6"])],
+    "family": [(["bench"], ["--family", "s6"]), (["bench", "--ui"], ["--family", "ssd"]),
+               (["bench", "--ui"], ["--family", "all"]),
+               (["bench", "--ui", "--view", "operator"], ["--family", "mamba3"]),
+               (["bench", "--ui", "--view", "duality"], ["--family", "mamba3"])],
     "size": [(["bench"], ["--size", "tiny"]), (["bench", "--ui"], ["--size", "tiny"]),
              (["bench", "--family", "reference"], ["--size", "tiny"]),
              (["bench", "--family", "tint"], ["--size", "tiny"])],
@@ -98,7 +101,10 @@ BENCH = {
             (["bench", "--family", "reference"], ["--cpu"]),
             (["bench", "--family", "tint"], ["--cpu"])],
     "ui": [(["bench"], ["--ui"])],
-    "view": [(["bench", "--ui"], ["--view", "operator"]), (["bench"], ["--view", "operator"])],
+    "view": [(["bench", "--ui"], ["--view", "operator"]), (["bench"], ["--view", "operator"]),
+             (["bench", "--ui"], ["--view", "duality"]), (["bench", "--ui"], ["--view", "versus"]),
+             (["bench", "--ui", "--family", "ssd"], ["--view", "chunks"]),
+             (["bench", "--ui", "--family", "s6"], ["--view", "complex"])],
     "kernel": [(["bench"], ["--kernel", KERNEL]), (["bench", "--ui"], ["--kernel", KERNEL])],
     "abi": [(["bench", "--kernel", KERNEL], ["--abi", "builderforce-s6"]),
             (["bench"], ["--abi", "builderforce-s6"])],
@@ -208,8 +214,8 @@ class Recorder:
             rec.append(("run_kernel_bench", path, sorted(kw.items())))
             return 0, []
 
-        def run_ui_bench(json_path, view=None):
-            rec.append(("run_ui_bench", json_path, view))
+        def run_ui_bench(json_path, view=None, family="s6"):
+            rec.append(("run_ui_bench", json_path, view, family))
             return 0
 
         def write_tour(out):
@@ -360,3 +366,28 @@ def test_option_changes_what_runs_or_is_refused(cmd, dest, base, extra, folder, 
         return
     assert code1 == 0, err1
     assert ran1 != ran0, f"{' '.join(extra)} beside {' '.join(base)} changed nothing: {ran0}"
+
+
+@pytest.mark.parametrize(("argv", "family"), [
+    ([], "s6"), (["--view", "operator"], "s6"), (["--view", "backward"], "s6"),
+    (["--view", "chunks"], "ssd"), (["--view", "duality"], "ssd"),
+    (["--view", "complex"], "mamba3"), (["--view", "rules"], "mamba3"),
+    (["--view", "versus"], "mamba3"), (["--family", "ssd"], "ssd"),
+    (["--family", "mamba3", "--view", "operator"], "mamba3"),
+])
+def test_bench_ui_runs_each_view_on_a_problem_of_its_family(monkeypatch, argv, family) -> None:
+    ran = []
+    monkeypatch.setattr("ssmviz.app.uibench.run_ui_bench",
+                        lambda json_path, view=None, family="s6": ran.append((view, family)) or 0)
+    assert cli.main(["bench", "--ui", *argv]) == 0
+    view = argv[argv.index("--view") + 1] if "--view" in argv else None
+    assert ran == [(view, family)]
+
+
+def test_bench_ui_refuses_a_view_its_family_lacks(monkeypatch, capsys) -> None:
+    monkeypatch.setattr("ssmviz.app.uibench.run_ui_bench",
+                        lambda *a, **k: pytest.fail("ran the bench"))
+    assert cli.main(["bench", "--ui", "--family", "s6", "--view", "duality"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("ssmviz: error: --view duality: the s6 family has no duality view")

@@ -33,7 +33,8 @@ KEEP_HEADROOM = 0.12
 class TitleLabel(pg.LabelItem):
     """A one-line plot title that fits its width: elided at its end with "…", so its
     start (the tensor's or series' name) always shows; ``text`` and the tooltip keep the
-    whole title.
+    whole title, the tooltip also its :attr:`detail` (what a short title leaves out: a
+    kernel file's name, a colour scale's unit).
 
     pyqtgraph makes a LabelItem's minimum (and preferred) width its text's width, so one
     long title (an external kernel's file and profile) would widen the whole dock past the
@@ -44,6 +45,7 @@ class TitleLabel(pg.LabelItem):
         self._full = text
         self._shown: str | None = None
         self._fitting = False
+        self.detail = ""
         super().__init__(text, **args)
         # Clipped at its edges while a resize is under way (the elision follows it).
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemClipsChildrenToShape, True)
@@ -51,8 +53,17 @@ class TitleLabel(pg.LabelItem):
     def setText(self, text: str, **args: object) -> None:
         self._full = text
         self._shown = None
-        self.setToolTip(text.strip())
+        self._tip()
         self._fit(args)
+
+    def set_detail(self, detail: str) -> None:
+        """Say ``detail`` under the title in its tooltip ("" : the title alone)."""
+        if detail != self.detail:
+            self.detail = detail
+            self._tip()
+
+    def _tip(self) -> None:
+        self.setToolTip(self._full.strip() + (f"\n{self.detail}" if self.detail else ""))
 
     def _fit(self, args: Mapping[str, object] | None = None) -> None:
         width = self.rect().width()
@@ -130,6 +141,11 @@ class Plot(pg.PlotItem):
             self.titleLabel.setText(title, **args)
             return
         super().setTitle(title, **args)
+
+    def set_title(self, title: str, detail: str = "") -> None:
+        """A short title (it must fit a narrow dock) and what it leaves out, in its tooltip."""
+        self.setTitle(title)
+        self.titleLabel.set_detail(detail)
 
     def mouseClickEvent(self, ev: object) -> None:  # pyqtgraph override
         if ev.button() == Qt.MouseButton.LeftButton:

@@ -58,14 +58,22 @@ TIME_ROWS = (
     ("input", "input u"),
     ("delta", "Δ"),
     ("a_bar", "Ā (chosen state)"),
-    ("h", "hidden states h_t[n] of the channel"),
+    ("h", "hidden states h_t[n]"),
     ("h_map", "h (time × state)"),
-    ("y", "output y: GPU (blue) under reference (orange)"),
-    ("error", "|gpu − ref| of y (log) and tolerance"),
+    ("y", "y: GPU (blue), ref (orange)"),
+    ("error", "|GPU − ref| of y, red: tol"),
 )
-
-
+#: Short titles (they fit the centre column of a 1366-px window beside a dock); what they
+#: leave out is in their tooltips.
 TITLES = dict(TIME_ROWS)
+DETAILS = {
+    "h": "every state n of the chosen channel, from the float64 reference; the chosen "
+         "state bold",
+    "y": "the chosen channel's output: the GPU's y (blue) under the float64 reference "
+         "(orange), drawn over it: where they agree the line shows orange",
+    "error": "|GPU − reference| of y on a log axis (blue) and the check's tolerance for "
+             "each step (red)",
+}
 
 
 def _style(plot: FittedPlot) -> None:
@@ -198,10 +206,11 @@ class TimePlots(pg.GraphicsLayoutWidget):
         self.plots: dict[str, FittedPlot] = {}
         for row, (name, title) in enumerate(TIME_ROWS):
             p = FittedPlot(title=title)
+            p.titleLabel.set_detail(DETAILS.get(name, ""))
             self.addItem(p, row=row, col=0)
             p.sigClicked.connect(self._clicked)
             _style(p)
-            p.setMinimumHeight(90)
+            p.setMinimumHeight(78)
             if row:
                 p.setXLink(self.plots["input"])
             self.plots[name] = p
@@ -217,7 +226,8 @@ class TimePlots(pg.GraphicsLayoutWidget):
         for name, p in self.plots.items():
             if name != "error":
                 p.hideAxis("bottom")
-        self.plots["y"].addLegend(offset=(-10, 5), brush=(255, 255, 255, 200))
+        # No legend box: it covered the curves' last steps in the narrow centre column of
+        # a 1366-px window; the title names the colours.
         self.curves = {
             "input": line_item(self.plots["input"], pg.mkPen("#333", width=1)),
             "delta": line_item(self.plots["delta"], pg.mkPen("#9467bd", width=1)),
@@ -346,7 +356,9 @@ class TimePlots(pg.GraphicsLayoutWidget):
             self._title("delta", tr.names["delta"])
             # SSD's Ā is one scalar per head and step: no state to name.
             self._title("a_bar", f"{tr.names['a_bar']}, state {n}" if tr.a_bar_per_state else
-                        f"{tr.names['a_bar']}: one scalar per step, shared by its states")
+                        tr.names["a_bar"],
+                        "" if tr.a_bar_per_state else "one scalar per step and head, shared "
+                        "by the head's states")
             self.h_lines.set_highlight(n)
             self._chunk_h = None
             if tr.chunk_t is not None and tr.chunk_h_gpu is not None:
@@ -392,21 +404,25 @@ class TimePlots(pg.GraphicsLayoutWidget):
         """Name what produced the GPU curves (None: ssmviz's own kernel) and say which of
         y and h it does not produce, with the reason, in the titles of their plots."""
         self.gpu_source = source or "GPU"
-        y, h_map = TITLES["y"], TITLES["h_map"]
+        y, h_map = (TITLES["y"], DETAILS["y"]), (TITLES["h_map"], "")
         if source is not None:
-            y = f"output y: {source} (blue) under reference (orange)"
-            h_map = f"h (time × state) from {source}"
+            y = (TITLES["y"], f"GPU: {source} (blue), under the float64 reference (orange)")
+            h_map = (TITLES["h_map"], f"from {source}")
             if "y" in absent:
-                y = f"output y: reference (orange); y absent from {source}: {absent['y']}"
+                y = ("y: ref (orange) only", f"reference (orange); y absent from {source}: "
+                                             f"{absent['y']}")
             if "h" in absent:
-                h_map = f"h (time × state): reference; h absent from {source}: {absent['h']}"
-        self._title("y", y)
-        self._title("h_map", h_map)
+                h_map = ("h: ref only", f"reference; h absent from {source}: {absent['h']}")
+        self._title("y", *y)
+        self._title("h_map", *h_map)
 
-    def _title(self, name: str, text: str) -> None:
+    def _title(self, name: str, text: str, detail: str | None = None) -> None:
+        """Set a plot's title; ``detail`` (None: keep the one it has) goes in its tooltip."""
         if self._titles.get(name) != text:  # a new title re-lays out the plot's header
             self._titles[name] = text
             self.plots[name].setTitle(text)
+        if detail is not None:
+            self.plots[name].titleLabel.set_detail(detail)
 
     def _visible_window(self) -> tuple[int, int]:
         L = self.seq_len

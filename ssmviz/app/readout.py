@@ -7,6 +7,13 @@ from PySide6.QtGui import QFontDatabase, QFontMetrics, QPainter, QShowEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from ssmviz.app.derived import Trace, readout
+from ssmviz.core import families
+
+
+def family_label(name: str) -> str:
+    """A family's name as people write it, its display name's first word: "S6", "SSD",
+    "Mamba-3" (the whole display name is the header's tooltip)."""
+    return families.get(name).display_name.split(" (")[0]
 
 
 class _Table(QWidget):
@@ -85,15 +92,18 @@ class ReadoutPanel(QWidget):
             self._set_header("no run yet")
         else:
             self.rows = readout(tr, t)
-            self._set_header(f"<b>{tr.family.upper()} / {tr.convention}</b> · batch "
-                             f"{tr.sel.batch}, channel {tr.sel.channel}, state {tr.sel.state}")
+            self._set_header(f"<b>{family_label(tr.family)} / {tr.convention}</b> · batch "
+                             f"{tr.sel.batch}, channel {tr.sel.channel}, state {tr.sel.state}",
+                             f"{families.get(tr.family).display_name}, convention "
+                             f"{tr.convention}")
         if self.isVisible():
             self.table.set_rows(self.rows)
 
-    def _set_header(self, text: str) -> None:
+    def _set_header(self, text: str, tip: str = "") -> None:
         if text != self._header_text:
             self._header_text = text
             self.header.setText(text)
+            self.header.setToolTip(tip)
 
     def showEvent(self, event: QShowEvent) -> None:  # Qt override: catch up when shown
         super().showEvent(event)

@@ -119,23 +119,40 @@ class ColourBar(pg.GraphicsWidget):
         if changed:
             self.update()
 
+    def _bar_rect(self) -> QRectF:
+        r = self.boundingRect()
+        return QRectF(1.0, r.top() + self.PAD_PX, BAR_PX,
+                      max(r.height() - 2 * self.PAD_PX, 1.0))
+
+    def drawn_ticks(self, bar: QRectF | None = None) -> list[tuple[float, str]]:
+        """(y, label) of the ticks :meth:`paint` draws: both ends always, 0 between them
+        where it is not too near an end to label without overlap (an end that is 0, as
+        a decay mask's 0 … 1, is an end: labelled)."""
+        if self.levels is None:
+            return []
+        bar = self._bar_rect() if bar is None else bar
+        lo, hi = self.levels
+        height = QFontMetricsF(self.font).height()
+        out = []
+        for i, (v, text) in enumerate(self.ticks):
+            y = bar.bottom() - (v - lo) / (hi - lo) * bar.height()
+            inner = 0 < i < len(self.ticks) - 1
+            if inner and min(abs(y - bar.top()), abs(y - bar.bottom())) < height:
+                continue
+            out.append((y, text))
+        return out
+
     def paint(self, painter: QPainter, *args: object) -> None:
         if self.levels is None:
             return
-        r = self.boundingRect()
-        bar = QRectF(1.0, r.top() + self.PAD_PX, BAR_PX, max(r.height() - 2 * self.PAD_PX, 1.0))
+        bar = self._bar_rect()
         painter.drawPixmap(bar, self._pixmap, QRectF(self._pixmap.rect()))
         colour = text_colour()
         painter.setPen(colour)
         painter.drawRect(bar)
         painter.setFont(self.font)
-        lo, hi = self.levels
         height = QFontMetricsF(self.font).height()
-        ends = (bar.top(), bar.bottom())
-        for v, text in self.ticks:
-            y = bar.bottom() - (v - lo) / (hi - lo) * bar.height()
-            if text == "0" and min(abs(y - e) for e in ends) < height:
-                continue  # 0 too near an end to label without overlap
+        for y, text in self.drawn_ticks(bar):
             painter.drawLine(QPointF(bar.right(), y), QPointF(bar.right() + 3, y))
             painter.drawText(QRectF(bar.right() + 4, y - height / 2, BAR_AXIS_PX, height),
                              int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),

@@ -42,6 +42,13 @@ LATENCY_TARGET_MS = 50.0
 GAP_TARGET_MS = 50.0
 HEARTBEAT_MS = 5
 DEFAULT_SMALL = {"batch": 1, "seq_len": 2048, "d_inner": 16, "d_state": 16}
+#: The latency problem of each family, at S6's scale: 16 channels (4 heads of d_head 4)
+#: and d_state 16 over 2048 steps (``bench --ui --family`` or a view of that family).
+FAMILY_SMALL = {"s6": DEFAULT_SMALL,
+                "ssd": {"batch": 1, "seq_len": 2048, "n_heads": 4, "d_head": 4,
+                        "n_groups": 1, "d_state": 16},
+                "mamba3": {"batch": 1, "seq_len": 2048, "n_heads": 4, "d_head": 4,
+                           "n_groups": 1, "d_state": 16}}
 DEFAULT_BIG_SEQ_LEN = 65536
 RUN_TIMEOUT_S = 600.0
 
@@ -98,10 +105,12 @@ def _summary(lat: list[float]) -> dict[str, float]:
             "p90_ms": round(_pct(lat, 90) * 1e3, 3), "max_ms": round(max(lat) * 1e3, 3)}
 
 
-def measure_latency(app, window, problem, changes: int, batches: int = 1) -> dict[str, Any]:
+def measure_latency(app, window, problem, changes: int, batches: int = 1,
+                    view: str | None = None) -> dict[str, Any]:
     """Median, p90 and max of control change → plots updated, over ``batches`` batches of
     ``changes`` edits each (the spread between batches is the measurement's own noise),
-    with the median wall and CPU time of each part and the load average beside them."""
+    with the median wall and CPU time of each part and the load average beside them;
+    ``view``: a teaching view of the problem's family opened once its first run is shown."""
     from ssmviz.app.worker import RUN_THREAD
 
     w = window
@@ -110,6 +119,10 @@ def measure_latency(app, window, problem, changes: int, batches: int = 1) -> dic
     w.controls.set_problem(problem)
     if not wait_until(app, lambda: w.scheduler.generation > gen0 and _idle(w), RUN_TIMEOUT_S):
         raise RuntimeError("the first run did not finish")
+    if view is not None:  # now that the family is the problem's (its views are in tabs)
+        w.teaching.open(view)
+        if not wait_until(app, lambda: _idle(w), RUN_TIMEOUT_S):
+            raise RuntimeError(f"the {view} view did not show the first run")
     _settle(app, w)
     lat, run, prep, queue, to_ui, update, paint = [], [], [], [], [], [], []
     cpu: dict[str, list[float]] = {k: [] for k in (
@@ -157,6 +170,7 @@ def measure_latency(app, window, problem, changes: int, batches: int = 1) -> dic
     ms = lambda xs: [round(x * 1e3, 3) for x in xs]  # noqa: E731
     med = lambda xs: round(statistics.median(xs) * 1e3, 3)  # noqa: E731
     return {
+        "family": problem.family,
         "sizes": problem.sizes(),
         "changes": changes,
         "batches": per_batch,
@@ -219,6 +233,7 @@ def measure_heartbeat(app, window, problem, interval_ms: int = HEARTBEAT_MS) -> 
     cpu_after = [cb - ca for (a, b), ca, cb in zip(itertools.pairwise(ticks), cpu, cpu[1:],
                                                     strict=False) if b > t_arrived]
     return {
+        "family": problem.family,
         "sizes": problem.sizes(),
         "heartbeat_ms": interval_ms,
         "run_seconds": round(r.finished_at - r.started_at, 3),
@@ -236,12 +251,14 @@ def measure_heartbeat(app, window, problem, interval_ms: int = HEARTBEAT_MS) -> 
 
 
 def ui_bench(*, small: Any = None, big: Any = None, changes: int = 20, batches: int = 3,
-             interval_ms: int = HEARTBEAT_MS, view: str | None = None) -> dict[str, Any]:
+             interval_ms: int = HEARTBEAT_MS, view: str | None = None,
+             family: str = "s6") -> dict[str, Any]:
     """Both measurements on a fresh, shown window with private settings.
 
-    ``small`` / ``big`` are Problems (default: the sizes of the issue, S6); the latency
-    is measured over ``batches`` batches of ``changes`` edits; ``view``: a teaching view
-    of the problem's family open on top while measuring (None: none shown).
+    ``small`` / ``big`` are Problems (default: ``family``'s :data:`FAMILY_SMALL`, and it
+    at seq_len 65536); the latency is measured over ``batches`` batches of ``changes``
+    edits; ``view``: a teaching view of the problem's family open on top while measuring
+    (None: none shown).
     """
     app = _app()
     from PySide6.QtCore import QSettings
@@ -249,16 +266,14 @@ def ui_bench(*, small: Any = None, big: Any = None, changes: int = 20, batches: 
     from ssmviz.app.window import MainWindow
     from ssmviz.core.problem import Problem
 
-    small = small or Problem(family="s6", **DEFAULT_SMALL)
+    small = small or Problem(family=family, **FAMILY_SMALL[family])
     big = big or small.with_(seq_len=DEFAULT_BIG_SEQ_LEN)
     with tempfile.TemporaryDirectory(prefix="ssmviz-uibench-") as tmp:
         settings = QSettings(str(Path(tmp) / "settings.ini"), QSettings.Format.IniFormat)
         window = MainWindow(settings, restore=False)
         window.show()
-        if view is not None:
-            window.teaching.open(view)
         try:
-            latency = measure_latency(app, window, small, changes, batches)
+            latency = measure_latency(app, window, small, changes, batches, view)
             gaps = measure_heartbeat(app, window, big, interval_ms)
         finally:
             window.shutdown()
@@ -279,13 +294,13 @@ def format_ui_bench(res: dict[str, Any]) -> str:
     spread = "; ".join(f"median {b['median_ms']:.1f}, p90 {b['p90_ms']:.1f}, max {b['max_ms']:.1f}"
                        for b in lat["batches"])
     load = " → ".join("/".join(f"{x:.2f}" for x in la) for la in lat["load_avg"] if la)
+    sizes = ", ".join(f"{k} {v}" for k, v in s.items() if v is not None)
     ok1 = "meets" if lat["median_ms"] <= lat["target_ms"] else "MISSES"
     ok2 = "meets" if gap["max_gap_in_flight_ms"] <= gap["target_ms"] else "MISSES"
     return "\n".join([
         f"ui bench on {res['adapter']} (Qt platform {res['platform']})",
         f"control change → plots updated, {len(lat['batches'])} × {lat['changes']} changes "
-        f"at batch {s['batch']}, "
-        f"seq_len {s['seq_len']}, d_inner {s['d_inner']}, d_state {s['d_state']}: "
+        f"on {lat.get('family', 's6')} at {sizes}: "
         f"median {lat['median_ms']:.1f} ms, p90 {lat['p90_ms']:.1f} ms, max "
         f"{lat['max_ms']:.1f} ms ({ok1} the {lat['target_ms']:.0f} ms target)",
         f"  batches of {lat['changes']} (ms): {spread}",
@@ -307,10 +322,10 @@ def format_ui_bench(res: dict[str, Any]) -> str:
       + ([f"long run error: {gap['error']}"] if gap["error"] else []))
 
 
-def run_ui_bench(json_path: str | None, view: str | None = None) -> int:
-    """``ssmviz bench --ui [--view NAME] [--json PATH]``: print both figures, write JSON;
-    exit code 0."""
-    res = ui_bench(view=view)
+def run_ui_bench(json_path: str | None, view: str | None = None, family: str = "s6") -> int:
+    """``ssmviz bench --ui [--family NAME] [--view NAME] [--json PATH]``: print both
+    figures, write JSON; exit code 0."""
+    res = ui_bench(view=view, family=family)
     print(format_ui_bench(res))
     if json_path:
         from ssmviz.core.fileio import write_text

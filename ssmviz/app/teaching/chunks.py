@@ -20,6 +20,7 @@ from ssmviz.app.scales import ColourBar, integer_axes
 from ssmviz.app.teaching import teaching_for
 from ssmviz.app.teaching.base import CURSOR_COLOUR, GPU_COLOUR, REF_COLOUR, TeachingView
 from ssmviz.app.teaching.items import (
+    BOUND_DETAIL,
     MAX_MATRIX_SIDE,
     Blocks,
     ChunkGrid,
@@ -32,6 +33,8 @@ from ssmviz.app.viewdata import DIFF_CMAP, ImageView, image_view, robust_levels
 from ssmviz.core import operator as op
 from ssmviz.core.check import FORWARD_TOL, element_bound
 
+STATE_TITLES = {"ref": "ref chunk states", "gpu": "GPU chunk states",
+                "diff": "GPU − reference"}
 DIAG_COLOUR = (44, 160, 44)
 OFF_COLOUR = (148, 103, 189)
 
@@ -57,6 +60,8 @@ class ChunksData:
     states: dict[str, ImageView]
     bad_slots: tuple[int, ...]
     summary: str
+    #: check.compare's element bound: the difference map spans at least ± it.
+    diff_bound: float = 0.0
 
 
 def block_rects(blocks: np.ndarray, block: int, seq_len: int
@@ -93,6 +98,7 @@ def chunks_data(result: RunResult, sel: Selection) -> ChunksData:
         bad_slots = tuple(int(k) for k in np.flatnonzero(bad.reshape(bad.shape[0], -1).any(1)))
     ref_img = image_view(cs.ref[:, pos, :], symmetric=True)
     states = {"ref": ref_img}
+    bound = 0.0
     if cs.gpu is not None and cs.diff is not None:
         states["gpu"] = image_view(cs.gpu[:, pos, :], levels=ref_img.levels, symmetric=True)
         # At least ±check.compare's element bound: a right kernel's rounding stays pale.
@@ -118,7 +124,7 @@ def chunks_data(result: RunResult, sel: Selection) -> ChunksData:
                       block_rects(dec.diag_blocks, Q, L), block_rects(dec.off_blocks, Q, L),
                       matrix_view(M, cmap=DIFF_CMAP, symmetric=True, extent=(L, L)), states,
                       bad_slots,
-                      "; ".join(parts))
+                      "; ".join(parts), bound)
 
 
 class ChunksView(TeachingView):
@@ -149,7 +155,10 @@ class ChunksView(TeachingView):
         self.curves_plot.addItem(self.cursor_line, ignoreBounds=True)
         self.curves_plot.sigClicked.connect(lambda x: self.cursorRequested.emit(round(x)))
 
-        self.matrix_plot = MatrixPlot(title="M: Y_diag's blocks (green), Y_off's (purple)")
+        self.matrix_plot = MatrixPlot(title="M: Y_diag (green), Y_off (purple)")
+        self.matrix_plot.titleLabel.set_detail(
+            "the blocks of M each part uses: Y_diag the diagonal blocks (green), Y_off the "
+            "blocks below them (purple)")
         self.matrix_plot.setLabel("left", "output step t")
         ci.addItem(self.matrix_plot, row=1, col=0, rowspan=3)
         self.matrix = MatrixImage()
@@ -165,9 +174,7 @@ class ChunksView(TeachingView):
 
         self.state_plots: dict[str, Plot] = {}
         self.state_images: dict[str, pg.ImageItem] = {}
-        for row, (key, title) in enumerate((("ref", "ref chunk states"),
-                                            ("gpu", "GPU chunk states"),
-                                            ("diff", "GPU − reference")), start=1):
+        for row, (key, title) in enumerate(STATE_TITLES.items(), start=1):
             p = Plot(title=title)
             ci.addItem(p, row=row, col=1)
             p.setLabel("left", "state")
@@ -225,7 +232,10 @@ class ChunksView(TeachingView):
         self.matrix_plot.setRange(xRange=(0, L), yRange=(0, L), padding=0.0)
         for key, img in self.state_images.items():
             iv = data.states.get(key)
-            self.bars[key].show_view(iv)
+            bounded = key == "diff" and iv is not None and iv.levels[1] <= data.diff_bound
+            self.bars[key].show_view(iv, STATE_TITLES[key] + (f" ({BOUND_DETAIL})" if bounded
+                                                              else ""))
+            self.state_plots[key].titleLabel.set_detail(BOUND_DETAIL if bounded else "")
             if iv is None:
                 img.clear()
                 continue

@@ -36,9 +36,14 @@ DIFF_PEN = pg.mkPen(DIFF_COLOUR, width=1.5)
 ABAR_PEN = pg.mkPen("#8c564b", width=1.5)
 BILINEAR_PEN = pg.mkPen("#2ca02c", width=1.5)
 #: The sweep's titles of the left column (rule colours as the pens).
-SWEEP_TITLES = {"a_map": "Ā vs Δ: Euler 1+ΔA (blue), ZOH exp(ΔA) (brown), bilinear (green)",
-                "b_map": "log10 B̄/B vs Δ: Euler (blue), ZOH (orange), bilinear (green)",
-                "d_map": "Ā − ZOH's Ā: Euler (red), bilinear (green)"}
+SWEEP_TITLES = {"a_map": "Ā vs Δ, three rules", "b_map": "log10 B̄/B vs Δ, three rules",
+                "d_map": "Ā − ZOH's Ā vs Δ"}
+#: Their colours (the short titles fit half a laptop's dock): tooltips and the message.
+SWEEP_DETAILS = {"a_map": "Euler 1+ΔA (blue), ZOH exp(ΔA) (brown), bilinear (green)",
+                 "b_map": "Euler (blue), ZOH (orange), bilinear (green)",
+                 "d_map": "Euler (red), bilinear (green)"}
+SWEEP_COLOURS = ("sweep: Euler blue (red in Ā − ZOH's Ā), ZOH orange (brown in Ā), "
+                 "bilinear green")
 CONVENTION_RULE = {"mamba": "Euler", "builderforce": "zero-order hold"}
 
 
@@ -78,10 +83,11 @@ class DiscretisationView(TeachingView):
         ci = self.plots.ci
         titles = (("a_map", "Ā = exp(ΔA) vs Δ", 0, 0),
                   ("a_time", "Ā_t over time", 0, 1),
-                  ("b_map", "B̄/B vs Δ: Euler (blue), ZOH (orange)", 1, 0),
+                  ("b_map", "B̄/B: Euler (blue), ZOH (orange)", 1, 0),
                   ("b_time", "B̄_t: Euler (blue), ZOH (orange)", 1, 1),
                   ("d_map", "(ZOH − Euler)/B vs Δ", 2, 0),
                   ("d_time", "B̄_t: ZOH − Euler", 2, 1))
+        self.about = ""  # the message without the sweep's colours
         self.sweep_box = QCheckBox("sweep Δ 1e-4 … 10")
         self.sweep_box.setToolTip("the left column over Δ from 1e-4 to 10 (not the data's "
                                   "own steps) under Euler, zero-order hold and bilinear: "
@@ -158,11 +164,11 @@ class DiscretisationView(TeachingView):
         self.c["euler_time"].setData(t, d.B_bar_euler)
         self.c["zoh_time"].setData(t, d.B_bar_zoh)
         self.c["d_time"].setData(t, d.diff)
-        self._show_maps()
-        self.show_message(
+        self.about = (
             f"channel {data.channel}, state {data.state}: A = {d.A:.4g}. Euler: B̄ = Δ·B; "
             "zero-order hold: B̄ = (exp(ΔA) − 1)/A·B; this problem's convention "
             f"({data.convention}) is {CONVENTION_RULE.get(data.convention, '?')}")
+        self._show_maps()
         for key in ("a_time", "b_time", "d_time"):
             self.p[key].enableAutoRange()
         self.set_cursor(self.cursor)
@@ -192,7 +198,7 @@ class DiscretisationView(TeachingView):
             self.c["d_map"].setData(x, a_e - a_z)
             self.c["d_bil"].setData(x, a_b - a_z)
             for key, title in SWEEP_TITLES.items():
-                self.p[key].setTitle(title)
+                self.p[key].set_title(title, SWEEP_DETAILS[key])
             self.p["a_map"].setYRange(-1.2, 1.2, padding=0.0)
             self.p["d_map"].setYRange(-1.0, 1.0, padding=0.0)
             self.p["b_map"].enableAutoRange()
@@ -206,8 +212,9 @@ class DiscretisationView(TeachingView):
             for key in ("a_euler", "a_bil", "b_bil", "d_bil"):
                 self.c[key].setData(empty, empty)
             for key in ("a_map", "b_map", "d_map"):
-                self.p[key].setTitle(self.titles[key])
+                self.p[key].set_title(self.titles[key], "over the data's own Δ_t")
                 self.p[key].enableAutoRange()
+        self.show_message(self.about + (f". {SWEEP_COLOURS}" if self.sweeping else ""))
         labelled = (1,) if x[-1] - x[0] > 2.5 else (1, 2, 5)  # decades: 1× labels only
         self.p["d_map"].getAxis("bottom").setTicks(log_ticks(float(x[0]), float(x[-1]),
                                                              labelled))

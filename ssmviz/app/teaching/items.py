@@ -25,6 +25,10 @@ from ssmviz.app.viewdata import (
 MAX_MATRIX_SIDE = 512
 #: Log-magnitude colours show this many decades below the largest |value|.
 LOG_DECADES = 12.0
+#: A difference map whose colours check.compare's element bound sets (a kernel within
+#: the bound then shows a pale map): said in its title's and colour bar's tooltips.
+BOUND_DETAIL = ("colours span ± the bound (check.compare's element bound): a difference "
+                "within it stays pale")
 
 
 def downsample_2d(a: np.ndarray, max_side: int = MAX_MATRIX_SIDE) -> np.ndarray:

@@ -33,6 +33,7 @@ from ssmviz.app.teaching.base import (
     TeachingView,
 )
 from ssmviz.app.teaching.items import (
+    BOUND_DETAIL,
     LOG_DECADES,
     ChunkGrid,
     MatrixImage,
@@ -75,7 +76,8 @@ def measured_columns(seq_len: int) -> np.ndarray:
 
 
 #: The fourth heatmap's titles by the kind of system it shows (op.contrast_arrays).
-CONTRAST_TITLES = {"lti": "LTI M: Δ, B, C of step 0", "selective": "selective M: Δ, B, C per step"}
+CONTRAST_TITLES = {"lti": "LTI M", "selective": "selective M"}
+CONTRAST_DETAILS = {"lti": "Δ, B, C of step 0", "selective": "Δ, B, C per step"}
 
 #: The heatmaps' title size, in points: four of them share a row.
 MAP_TITLE_PT = 9.5
@@ -196,6 +198,8 @@ class OperatorData:
     #: The other kind of system's M beside it ("lti" / "selective"; "" with none).
     contrast_kind: str = ""
     contrast: np.ndarray | None = None
+    #: check.compare's element bound: the difference map spans at least ± it.
+    diff_bound: float = 0.0
 
 
 def _images(ref: np.ndarray, gpu: np.ndarray | None, bound: float,
@@ -226,11 +230,14 @@ def _images(ref: np.ndarray, gpu: np.ndarray | None, bound: float,
         wide = max(robust_levels(downsample_2d(diff), symmetric=True)[1], bound)
         out[("diff", False)] = matrix_view(diff, cmap=DIFF_CMAP, levels=(-wide, wide),
                                            extent=ext)
-        # |GPU − ref| from LOG_DIFF_DECADES below max |M| up to max |M|.
+        # |GPU − ref| from LOG_DIFF_DECADES below max |M| up to its own largest.
         floor = log_top - LOG_DIFF_DECADES
+        mag = np.abs(diff[np.isfinite(diff)])
+        worst = float(mag.max()) if mag.size else 0.0
+        log_worst = float(np.log10(worst)) if worst > 0 else floor
         out[("diff", True)] = matrix_view(
             log_magnitude(diff, top * 10.0 ** (LOG_DECADES - LOG_DIFF_DECADES)),
-            cmap=LOG_DIFF_CMAP, levels=(floor, log_top), extent=ext)
+            cmap=LOG_DIFF_CMAP, levels=(floor, max(log_worst, floor + 1.0)), extent=ext)
     return out
 
 
@@ -273,7 +280,7 @@ def operator_data(result: RunResult, sel: Selection, measure: str = "y") -> Oper
     data = OperatorData(p.family, p.convention, index, what, sel.state, measure, L,
                         run_sizes(p).get("chunk_len"), cols, ref, gpu, note,
                         _images(ref, gpu, bound, contrast), dict(result.inputs),
-                        contrast_kind=kind, contrast=contrast)
+                        contrast_kind=kind, contrast=contrast, diff_bound=bound)
     parts = [f"batch element 0, {what}"]
     if gpu is not None:
         alone = "" if measure == "states" else f", this {what.split()[0]} run alone"
@@ -284,7 +291,7 @@ def operator_data(result: RunResult, sel: Selection, measure: str = "y") -> Oper
                      "shifted, a plain convolution)" if gap < 1e-9 else
                      "M is not Toeplitz (selective)")
         if kind:
-            parts.append(f"beside it, {CONTRAST_TITLES[kind]}"
+            parts.append(f"beside it, {CONTRAST_TITLES[kind]}: {CONTRAST_DETAILS[kind]}"
                          + (" (Toeplitz)" if kind == "lti" else ""))
     if contrast_note:
         parts.append(contrast_note)
@@ -455,20 +462,25 @@ class OperatorView(TeachingView):
         if d is None:
             return
         other = CONTRAST_TITLES.get(d.contrast_kind, "no contrast")
+        # Short: four maps share a row of a laptop's dock; "log10" is on their bars.
         if self.log_colour:
-            # what each map is first: the row's maps are narrow on a laptop's dock
-            titles = ("ref: log10 |M|", "GPU: log10 |M|", "GPU − ref: log10 |·|",
-                      f"{other.split(' M')[0]}: log10 |M|")
+            titles = ("ref |M|", "GPU |M|", "|GPU − ref|", other.replace(" M", " |M|"))
         else:
             titles = ("ref M", "GPU M", "GPU − ref", other)
+        details = {"contrast": CONTRAST_DETAILS.get(d.contrast_kind, "")}
         for (key, img), title in zip(self.images.items(), titles, strict=True):
             iv = d.images.get((key, self.log_colour))
             if iv is None:
                 img.clear()
             else:
                 img.show(iv)
-            self.bars[key].show_view(iv, title)
-            self.maps[key].setTitle(title)
+            detail = details.get(key, "")
+            if self.log_colour:
+                detail = f"colours: log10 {title}" + (f"; {detail}" if detail else "")
+            elif key == "diff" and iv is not None and iv.levels[1] <= d.diff_bound:
+                detail = BOUND_DETAIL
+            self.bars[key].show_view(iv, title + (f" ({detail})" if detail else ""))
+            self.maps[key].set_title(title, detail)
 
     def set_cursor(self, t: int) -> None:
         super().set_cursor(t)
@@ -491,8 +503,11 @@ class OperatorView(TeachingView):
         self.terms.set_highlight(d.state)
         tc = registry.teaching(d.family)
         u = tc.signal
-        self.row_plot.setTitle(f"row t = {t} (orange: reference, blue dots: GPU): "
-                               f"y_{t} = Σ_j M[{t}, j]·{u}_j + D·{u}_{t}")
+        self.row_plot.set_title(f"row t = {t} (orange: ref, blue dots: GPU): "
+                                f"y_t = Σ_j M[t, j]·{u}_j + D·{u}_t",
+                                "row t of M, the convolution kernel at step t: the float64 "
+                                "reference (orange) over every input step j, the GPU's M "
+                                "(blue dots) at the measured columns")
         self.terms_plot.setTitle(f"its terms per state n (n = {d.state} bold): {tc.row_term}")
         for p in (self.row_plot, self.terms_plot):
             p.enableAutoRange(axis="y")
