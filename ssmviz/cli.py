@@ -222,20 +222,23 @@ def _refuse_without_kernel(args: argparse.Namespace) -> None:
 
 
 #: Every family's teaching views, each once (bench --ui --view).
-UI_VIEWS = tuple(dict.fromkeys(v for f in registry.names() for v in registry.views_of(f)))
+UI_VIEWS = tuple(dict.fromkeys(v for f in registry.every() for v in registry.views_of(f)))
 
 
-def _ui_family(family: str | None, view: str | None) -> str:
-    """The family ``bench --ui`` runs: ``family``, else the first (S6 first) with ``view``
-    among its teaching views; a view the family lacks is refused."""
-    if family is not None and family not in registry.names():
-        raise SsmvizError(f"--family {family} does not apply to bench --ui (name one family: "
+def _ui_family(name: str | None, view: str | None) -> registry.Family:
+    """The family ``bench --ui`` runs: the one ``--family`` names, else the first (S6
+    first) with ``view`` among its teaching views; a view the family lacks is refused."""
+    if name is not None and name not in registry.names():
+        raise SsmvizError(f"--family {name} does not apply to bench --ui (name one family: "
                           f"{', '.join(registry.names())})")
-    if view is None:
-        return family or "s6"
-    family = family or next(f for f in registry.names() if view in registry.views_of(f))
-    if view not in registry.views_of(family):
-        raise SsmvizError(f"--view {view}: the {family} family has no {view} view (its "
+    if name is not None:
+        family = registry.get(name)
+    elif view is None:
+        return registry.default()
+    else:
+        family = next(f for f in registry.every() if view in registry.views_of(f))
+    if view is not None and view not in registry.views_of(family):
+        raise SsmvizError(f"--view {view}: the {family.name} family has no {view} view (its "
                           f"views: {', '.join(registry.views_of(family)) or 'none'})")
     return family
 
@@ -248,12 +251,13 @@ def _given(args: argparse.Namespace, dests) -> list[str]:
     return [d for d in dests if getattr(args, d, None) is not None]
 
 
-def _refuse_foreign_sizes(args: argparse.Namespace, families: Sequence[str], what: str) -> None:
+def _refuse_foreign_sizes(args: argparse.Namespace, families: Sequence[registry.Family],
+                          what: str) -> None:
     """Refuse a size flag that none of ``families`` uses."""
-    used = {k for f in families for k in registry.get(f).size_names}
+    used = {k for f in families for k in f.size_names}
     for dest in _given(args, SIZE_FLAGS):
         if dest not in used:
-            fams = " or ".join(families)
+            fams = " or ".join(f.name for f in families)
             raise SsmvizError(
                 f"{_flag(dest)} does not apply to {what} ({fams} sizes: "
                 + ", ".join(_flag(k) for k in SIZE_FLAGS if k in used) + ")"
@@ -279,7 +283,7 @@ def _problem_from_args(args: argparse.Namespace):
     from ssmviz.core.signals import SignalSpec
 
     problem = Problem(
-        family=args.family,
+        family=registry.get(args.family),  # --family's name: looked up here
         convention=args.convention,
         **{name: getattr(args, name) for name in SIZE_FLAGS},
         signal=SignalSpec(name=args.signal),
@@ -314,8 +318,10 @@ def _resolve_inputs(args: argparse.Namespace, *, device: bool, run_defaults: boo
                               f"read from {args.inputs}, not generated")
     f = open_inputs(args.inputs)
     path = args.inputs
-    family = _agree("family", f.meta_family, args.family, path) or f.guess_family()
-    _refuse_foreign_sizes(args, [family], f"the {family} inputs of {path}")
+    meta = f.meta_family
+    name = _agree("family", meta.name if meta else None, args.family, path)
+    family = registry.get(name) if name else f.guess_family()
+    _refuse_foreign_sizes(args, [family], f"the {family.name} inputs of {path}")
     sizes = f.sizes(family)
     meta_sizes = f.meta_sizes
     for k, v in sizes.items():
@@ -325,7 +331,7 @@ def _resolve_inputs(args: argparse.Namespace, *, device: bool, run_defaults: boo
     for k, v in sizes.items():
         _agree(k, v, getattr(args, k, None), path)
     run: dict[str, int | None] = {}
-    for name in registry.get(family).run_sizes:  # sizes the arrays' shapes do not carry
+    for name in family.run_sizes:  # sizes the arrays' shapes do not carry
         value = _agree(name, meta_sizes.get(name), getattr(args, name), path)
         sizes[name] = value or CHECK_DEFAULTS[name]
         run[name] = value if value is not None or not run_defaults else sizes[name]
@@ -361,15 +367,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         case = Case.of_arrays(family, arrays, convention=convention or CHECK_DEFAULTS[
             "convention"], run=run)
     else:
-        family = args.family or CHECK_DEFAULTS["family"]
-        _refuse_foreign_sizes(args, [family], f"--family {family}")
+        family = registry.get(args.family or CHECK_DEFAULTS["family"])
+        _refuse_foreign_sizes(args, [family], f"--family {family.name}")
         args = _with_defaults(args)
         problem = _problem_from_args(args)
         from ssmviz.core.check import preflight
 
-        preflight(problem.sizes(), args.family, runs=args.runs)
+        preflight(problem.sizes(), problem.family, runs=args.runs)
         case = Case.of_problem(problem)
-    family, convention = case.name, case.convention
+    family, convention = case.family, case.convention
     from ssmviz.core.check import check_arrays, check_steps, is_long_check
     from ssmviz.core.progress import Progress
 
@@ -388,7 +394,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         from ssmviz.core.operator import own_forward
 
         if "operator" not in registry.views_of(family):
-            print(f"--export: no ref_M / gpu_M: the {family} family has no operator view")
+            print(f"--export: no ref_M / gpu_M: the {family.name} family has no operator "
+                  "view")
             report.export_npz(path)
             return
         forward = own_forward(family, convention=convention, run_sizes=case.run)
@@ -401,7 +408,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_PASS if report.passed else EXIT_FAIL
 
 
-def _operators(family: str, inputs: dict, forward: Any, convention: str) -> dict:
+def _operators(family: registry.Family, inputs: dict, forward: Any, convention: str) -> dict:
     """ref_M and gpu_M of batch element 0 for ``--export`` (a note says when not)."""
     from ssmviz.core.operator import operator_export_arrays
 
@@ -447,7 +454,7 @@ def _check_kernel(args: argparse.Namespace) -> int:
         arrays, family, convention, run, notes = _resolve_inputs(args, device=False,
                                                                  run_defaults=False)
         # The archive's run sizes (its meta's) run, not the profile's defaults.
-        args.family, args.convention = family, convention
+        args.family, args.convention = family.name, convention
         for name, value in run.items():
             setattr(args, name, value)
         for note in notes:
@@ -462,8 +469,8 @@ def _check_kernel(args: argparse.Namespace) -> int:
             args.abi = families[args.family]  # check that family's profile only
         checked = [args.family] if args.family else list(families)
         if not args.inputs:
-            _refuse_foreign_sizes(args, checked, f"the {' and '.join(checked)} kernels of "
-                                  f"{args.kernel}")
+            _refuse_foreign_sizes(args, [registry.get(f) for f in checked],
+                                  f"the {' and '.join(checked)} kernels of {args.kernel}")
             sizes = {k: getattr(args, k) for k in SIZE_FLAGS if getattr(args, k, None) is not None}
             for fam in checked:
                 run = base_sizes(fam, sizes)
@@ -473,7 +480,7 @@ def _check_kernel(args: argparse.Namespace) -> int:
                             f"{_flag(k)} {v}: the {fam} kernel of {args.kernel} would run at "
                             f"{k} {run[k]} (derived from the other sizes); set those instead"
                             + (", or choose --family" if len(checked) > 1 else ""))
-                check_memory(fam, run, runs=args.runs)
+                check_memory(registry.get(fam), run, runs=args.runs)
         if args.export and len(checked) > 1:
             raise SsmvizError(f"--export: {args.kernel} holds {' and '.join(checked)} kernels; "
                               "choose one with --family")
@@ -515,17 +522,18 @@ def _file_operators(args: argparse.Namespace, result: Any) -> dict:
     from ssmviz.core.problem import CONVENTIONS
 
     rep, prof = result.report, result.profile
-    if "operator" not in registry.views_of(prof.family):
+    family = registry.get(prof.family)  # the profile names its family
+    if "operator" not in registry.views_of(family):
         print(f"--export: no ref_M / gpu_M: the {prof.family} family has no operator view")
         return {}
     if rep.convention not in CONVENTIONS:  # e.g. a clamp: the operator view takes presets
         print(f"--export: no ref_M / gpu_M: the operator view takes the "
               f"{' or '.join(CONVENTIONS)} convention, not {rep.convention}")
         return {}
-    run_sizes = {k: rep.sizes[k] for k in registry.get(prof.family).run_sizes if k in rep.sizes}
-    forward = file_forward(args.kernel, family=prof.family, convention=rep.convention,
+    run_sizes = {k: rep.sizes[k] for k in family.run_sizes if k in rep.sizes}
+    forward = file_forward(args.kernel, family=family, convention=rep.convention,
                            run_sizes=run_sizes, abi=prof.name, analysed=result.analysed)
-    return _operators(prof.family, rep.inputs, forward, rep.convention)
+    return _operators(family, rep.inputs, forward, rep.convention)
 
 
 #: The benches that run no GPU kernel, and what they time.
@@ -583,13 +591,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 note = ("  (a CPU adapter: --size small by default; --size full forces the "
                         "full sizes)")
     custom = bench.custom_problems(args.sizes, size) if args.sizes else None
-    if custom and family != "all" and set(custom) != {family}:
-        other = next(f for f in custom if f != family)
+    if custom and family != "all" and {f.name for f in custom} != {family}:
+        other = next(f.name for f in custom if f.name != family)
         raise SsmvizError(f"--sizes names {other} but --family is {family}")
+    # --family's name: a family, or one of bench's groups (all, reference, tint).
+    chosen = family if family in bench.GROUPS else registry.get(family)
     # The adapter first: the figures can take minutes.
     print(bench.header_line(adapter, size) + note, flush=True)
-    with Progress(bench.step_count(family, size, args.reference, custom), "bench") as progress:
-        results = bench.run_bench(family=family, size=size, repeats=args.repeats or 5,
+    with Progress(bench.step_count(chosen, size, args.reference, custom), "bench") as progress:
+        results = bench.run_bench(family=chosen, size=size, repeats=args.repeats or 5,
                                   reference=args.reference, custom=custom,
                                   step=progress.step)
     print(bench.format_results(results, passes=args.passes, header=False))
@@ -653,8 +663,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     _refuse_without_kernel(args)
     if args.kernel:
         return _sweep_kernel(args)
-    family = args.family or CHECK_DEFAULTS["family"]
-    with Progress(len(cases(family, args.quick)), f"sweep {family}") as progress:
+    family = registry.get(args.family or CHECK_DEFAULTS["family"])
+    with Progress(len(cases(family, args.quick)), f"sweep {family.name}") as progress:
         result = run_sweep(family, quick=args.quick, runs=args.runs, out=progress.write,
                            step=progress.step)
     if args.json:

@@ -82,7 +82,7 @@ def test_the_builderforce_convention_builds_and_refuses_the_own_kernel() -> None
     with pytest.raises(SsmvizError, match=r"^the mamba3 kernels run the mamba convention; "
                                           r"got 'builderforce' \(builderforce's is "
                                           r"complex_ssd\.js: ssmviz check --kernel FILE\)$"):
-        check_arrays(Case.of_arrays("mamba3", a, convention="builderforce",
+        check_arrays(Case.of_arrays(families.get("mamba3"), a, convention="builderforce",
                                     run={"chunk_len": 4}))
 
 
@@ -195,10 +195,12 @@ def test_mamba3_conventions_are_presets_only() -> None:
     never ignored."""
     from ssmviz.core.reference.conventions import parse_convention
 
-    assert parse_convention("p", {"preset": "builderforce"}, "mamba3").name == "builderforce"
+    assert parse_convention("p", {"preset": "builderforce"},
+                            families.get("mamba3").conventions).name == "builderforce"
     with pytest.raises(SsmvizError, match=r"^p: convention\.dt is S6's and SSD's; mamba3 "
                                           r"takes a preset"):
-        parse_convention("p", {"preset": "builderforce", "dt": "none"}, "mamba3")
+        parse_convention("p", {"preset": "builderforce", "dt": "none"},
+                         families.get("mamba3").conventions)
 
 
 def test_complex_ssd_under_the_mamba_convention_is_refused(kernel_path) -> None:

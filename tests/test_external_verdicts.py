@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ssmviz.core import families
 from ssmviz.core.check import compare
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.expr import evaluate
@@ -283,7 +284,8 @@ def test_size_probe_reuses_the_given_inputs(runtime):
                      seed=7).build()
     arrays["A_log"] = arrays["A_log"] + 0.7  # not what the seed makes
     arrays["D"] = arrays["D"] * -2.0
-    res = check_kernel(str(KERNELS / "builderforce_reference.js"), arrays=arrays, family="s6",
+    res = check_kernel(str(KERNELS / "builderforce_reference.js"), arrays=arrays,
+                       family=families.get("s6"),
                        runs=1)
     assert res.exit_code == 0, res.render()
     assert not [ln for ln in res.probe_lines if "causal scan" in ln], res.probe_lines

@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from ssmviz.app.events import wait_until
+from ssmviz.core import families
+from ssmviz.core.families import Family
 
 LATENCY_TARGET_MS = 50.0
 GAP_TARGET_MS = 50.0
@@ -170,7 +172,7 @@ def measure_latency(app, window, problem, changes: int, batches: int = 1,
     ms = lambda xs: [round(x * 1e3, 3) for x in xs]  # noqa: E731
     med = lambda xs: round(statistics.median(xs) * 1e3, 3)  # noqa: E731
     return {
-        "family": problem.family,
+        "family": problem.family.name,
         "sizes": problem.sizes(),
         "changes": changes,
         "batches": per_batch,
@@ -233,7 +235,7 @@ def measure_heartbeat(app, window, problem, interval_ms: int = HEARTBEAT_MS) -> 
     cpu_after = [cb - ca for (a, b), ca, cb in zip(itertools.pairwise(ticks), cpu, cpu[1:],
                                                     strict=False) if b > t_arrived]
     return {
-        "family": problem.family,
+        "family": problem.family.name,
         "sizes": problem.sizes(),
         "heartbeat_ms": interval_ms,
         "run_seconds": round(r.finished_at - r.started_at, 3),
@@ -252,7 +254,7 @@ def measure_heartbeat(app, window, problem, interval_ms: int = HEARTBEAT_MS) -> 
 
 def ui_bench(*, small: Any = None, big: Any = None, changes: int = 20, batches: int = 3,
              interval_ms: int = HEARTBEAT_MS, view: str | None = None,
-             family: str = "s6") -> dict[str, Any]:
+             family: Family | None = None) -> dict[str, Any]:
     """Both measurements on a fresh, shown window with private settings.
 
     ``small`` / ``big`` are Problems (default: ``family``'s :data:`FAMILY_SMALL`, and it
@@ -266,7 +268,8 @@ def ui_bench(*, small: Any = None, big: Any = None, changes: int = 20, batches: 
     from ssmviz.app.window import MainWindow
     from ssmviz.core.problem import Problem
 
-    small = small or Problem(family=family, **FAMILY_SMALL[family])
+    family = family or families.default()
+    small = small or Problem(family=family, **FAMILY_SMALL[family.name])
     big = big or small.with_(seq_len=DEFAULT_BIG_SEQ_LEN)
     with tempfile.TemporaryDirectory(prefix="ssmviz-uibench-") as tmp:
         settings = QSettings(str(Path(tmp) / "settings.ini"), QSettings.Format.IniFormat)
@@ -322,7 +325,8 @@ def format_ui_bench(res: dict[str, Any]) -> str:
       + ([f"long run error: {gap['error']}"] if gap["error"] else []))
 
 
-def run_ui_bench(json_path: str | None, view: str | None = None, family: str = "s6") -> int:
+def run_ui_bench(json_path: str | None, view: str | None = None,
+                 family: Family | None = None) -> int:
     """``ssmviz bench --ui [--family NAME] [--view NAME] [--json PATH]``: print both
     figures, write JSON; exit code 0."""
     res = ui_bench(view=view, family=family)

@@ -108,7 +108,7 @@ def run_live(
     text: str | None,
     arrays: Mapping[str, np.ndarray],
     *,
-    family: str,
+    family: families.Family,
     run_sizes: Mapping[str, int] | None = None,
     race_probe: bool = True,
     runtime: Any = None,

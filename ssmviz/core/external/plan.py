@@ -82,21 +82,22 @@ def fill_template(kf: KernelFile, abi: str | None, sizes_in: Mapping[str, int] |
     return apply_defines(kf, defines)
 
 
-def pick_profile(abi: str | None, family: str | None, entries: set[str], exports: list[str],
-                 path: str) -> tuple[AbiProfile, list[AbiProfile]]:
+def pick_profile(abi: str | None, family: families.Family | None, entries: set[str],
+                 exports: list[str], path: str) -> tuple[AbiProfile, list[AbiProfile]]:
     """(profile to check, the other families' profiles the file also matches)."""
     if abi:
         prof = get_profile(abi)
-        if family and prof.family != family:
-            raise SsmvizError(f"profile '{prof.name}' is {prof.family}; the problem is {family}")
+        if family and prof.family != family.name:
+            raise SsmvizError(f"profile '{prof.name}' is {prof.family}; the problem is "
+                              f"{family.name}")
         return prof, []
     found = detect_profiles(entries, exports) or [detect_profile(entries, exports)]
     if family is None:
         return found[0], found[1:]
-    same = [f for f in found if f.family == family]
+    same = [f for f in found if f.family == family.name]
     if not same:
         names = ", ".join(f"{f.name} ({f.family})" for f in found)
-        raise SsmvizError(f"{path} holds no {family} kernels (it matches {names}): "
+        raise SsmvizError(f"{path} holds no {family.name} kernels (it matches {names}): "
                           f"set the family to {found[0].family} or choose another kernel")
     return same[0], []
 

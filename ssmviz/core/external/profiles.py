@@ -132,10 +132,12 @@ def parse_profile(data: Any, *, origin: str = "profile") -> AbiProfile:
     if not isinstance(family, str) or family not in families.names():
         raise SsmvizError(f"{origin}: family must be {' or '.join(families.names())}; got "
                           f"{family!r}"[:200])
+    fam = families.get(family)  # the profile names its family: looked up here
     conv_raw = data.get("convention")
-    conv_params = None if conv_raw is None else parse_convention(origin, conv_raw, family)
+    conv_params = None if conv_raw is None else parse_convention(origin, conv_raw,
+                                                                 fam.conventions)
     convention = None if conv_params is None else conv_params.name
-    names = set(families.get(family).roles.sizes)
+    names = set(fam.roles.sizes)
     sizes_raw = data.get("sizes", {})
     if not isinstance(sizes_raw, Mapping):
         raise SsmvizError(f"{origin}: sizes must be a table of name = formula")
@@ -443,7 +445,7 @@ def builtin_profiles() -> dict[str, AbiProfile]:
     """Every built-in profile by name: each family's builderforce profile, then ssmviz's
     own kernels' ABIs (copies: a caller may restrict their stages)."""
     out = {}
-    fams = [families.get(n) for n in families.names()]
+    fams = families.every()
     for fam in fams:
         if fam.builderforce is not None:
             data = fam.builderforce()

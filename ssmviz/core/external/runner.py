@@ -48,7 +48,7 @@ from ssmviz.core.gpu import with_device_retry
 class _Options:
     text: str | None
     arrays: Mapping[str, np.ndarray] | None
-    family: str | None
+    family: families.Family | None
     probe: bool
     size_probe: bool
     timed: int = 0
@@ -101,7 +101,7 @@ def check_kernel(
     probe: bool = True,
     text: str | None = None,
     arrays: Mapping[str, np.ndarray] | None = None,
-    family: str | None = None,
+    family: families.Family | None = None,
     size_probe: bool = True,
     timed: int = 0,
     loaded: KernelFile | None = None,

@@ -34,11 +34,12 @@ from ssmviz.core.reference.scan import linear_recurrence
 def convention_of(prof: AbiProfile, asked: str | None) -> Convention:
     """The convention a check runs: ``asked`` (a preset's name, ``--convention``), else the
     profile's parameters, else its named preset, else mamba."""
+    rules = families.get(prof.family).conventions
     if asked in CONVENTIONS:  # a preset asked for; else a name the profile gave itself
-        return preset(asked, prof.family)
+        return preset(asked, rules)
     if prof.convention_params is not None:
         return prof.convention_params
-    return preset(prof.convention or "mamba", prof.family)
+    return preset(prof.convention or "mamba", rules)
 
 
 def roles_used(prof: AbiProfile) -> set[str]:
@@ -73,11 +74,11 @@ def problem_arrays(prof: AbiProfile, sizes: Mapping[str, int], conv: Convention 
                    seed: int) -> dict[str, np.ndarray]:
     """The seeded problem's inputs as the kernel under ``prof`` sees them (``conv``: a
     preset's name or the parameters)."""
-    conv = resolve(conv, prof.family)
     fam = families.get(prof.family)
+    conv = resolve(conv, fam.conventions)
     kw = {k: sizes[k] for k in fam.roles.defaults}
-    problem = Problem(family=prof.family, convention=conv.base, seed=seed, **kw)
-    arrays = adapt_inputs(problem.build(), conv, prof.family)
+    problem = Problem(family=fam, convention=conv.base, seed=seed, **kw)
+    arrays = adapt_inputs(problem.build(), conv, fam.conventions)
     return prepare(prof, arrays, sizes, seed)
 
 
