@@ -6,6 +6,11 @@ file hung or raced), 2 the kernel cannot be built (a compiler crash included), a
 argument is invalid or the problem does not fit (device limits, RAM), 130 interrupted
 (Ctrl-C). Every error is one line. No option is ignored: one that cannot apply to what
 runs is refused (exit 2) before any work.
+
+The CLI imports no app module: for the commands that run Qt (the app itself, ``tour``,
+``bench --ui``) :func:`main` returns a typed request (:data:`QtRequest`) once the
+arguments are checked, and the launcher (:mod:`ssmviz.entry`) hands it to the app's entry
+point, under the same exit-code policy (:func:`guarded`).
 """
 
 from __future__ import annotations
@@ -15,12 +20,13 @@ import json
 import os
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ssmviz.cli_help import document_options
 from ssmviz.core import families as registry
-from ssmviz.core.cliargs import Parser
+from ssmviz.core.cliargs import Parser, build_app_parser
 from ssmviz.core.errors import SsmvizError, Terminated
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -34,6 +40,42 @@ OUT_OF_MEMORY = (
 
 #: Every parser refuses an empty value and a repeated option (see ssmviz.core.cliargs).
 _Parser = Parser
+
+
+@dataclass(frozen=True)
+class AppRun:
+    """Start the desktop app with its own arguments (``[session.json] [--screenshot
+    PATH.png] [--cpu]``, parsed by the app)."""
+
+    argv: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TourRun:
+    """``ssmviz tour --out DIR``: every tour step as a PNG into ``out``."""
+
+    out: str
+
+
+@dataclass(frozen=True)
+class UiBenchRun:
+    """``ssmviz bench --ui``: the app's control-to-plot latency on a problem of ``family``
+    (``view``: a teaching view open meanwhile; ``json``: where to write the figures)."""
+
+    json: str | None
+    view: str | None
+    family: registry.Family
+
+
+#: What :func:`main` returns for a command that runs Qt: the launcher runs it in the app.
+QtRequest = AppRun | TourRun | UiBenchRun
+
+
+def needs_qt(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` runs Qt (the app, ``tour``, ``bench --ui``): its signal policy
+    must be installed before PySide6 loads."""
+    return (not argv or argv[0] not in (*COMMANDS, "-h", "--help") or argv[0] == "tour"
+            or (argv[0] == "bench" and "--ui" in argv))
 
 
 def _int_at_least(minimum: int, name: str):
@@ -104,8 +146,6 @@ def _with_defaults(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ssmviz.app.main import build_app_parser
-
     app_help = build_app_parser().format_help().replace("usage: ", "", 1)
     parser = _Parser(
         prog="ssmviz",
@@ -116,7 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="the app:\n" + textwrap.indent(app_help.strip(), "  "),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    # prog: each command's usage line reads "ssmviz bench [-h] ...", not the top usage.
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser, prog="ssmviz")
 
     check = sub.add_parser("check", help="run a kernel against the float64 reference")
     _add_problem_args(check)
@@ -543,7 +584,7 @@ _CPU_BENCHES = {
 }
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
+def cmd_bench(args: argparse.Namespace) -> int | UiBenchRun:
     from ssmviz.core import bench
     from ssmviz.core.fileio import check_output_path, write_text
     from ssmviz.core.progress import Progress
@@ -562,10 +603,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise SsmvizError(f"{given[0]} does not apply to bench --ui (it times the app's "
                               "own live run; only --family, --view, --json and --cpu go with "
                               "it)")
-        family = _ui_family(args.family, args.view)
-        from ssmviz.app.uibench import run_ui_bench
-
-        return run_ui_bench(args.json, args.view, family)
+        return UiBenchRun(args.json, args.view, _ui_family(args.family, args.view))
     _refuse_without_kernel(args)
     if args.kernel:
         return _bench_kernel(args, given)
@@ -672,19 +710,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return EXIT_PASS if result["passed"] else EXIT_FAIL
 
 
-def cmd_tour(args: argparse.Namespace) -> int:
+def cmd_tour(args: argparse.Namespace) -> TourRun:
     """``ssmviz tour --out DIR``: one PNG per tour step, named after its session file."""
-    from ssmviz.app.tour_run import write_tour
-
-    for path in write_tour(args.out):
-        print(path)
-    return EXIT_PASS
-
-
-def cmd_app(argv: Sequence[str]) -> int:
-    from ssmviz.app.main import run_app
-
-    return run_app(list(argv))
+    return TourRun(args.out)
 
 
 def _quiet_runtime_dir() -> None:
@@ -719,15 +747,33 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return EXIT_USAGE if found.errors else 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``ssmviz`` command (:func:`ssmviz.entry.entry` runs it)."""
-    from ssmviz.core.stdout import EXIT_CLOSED, StdoutClosed
-
+def main(argv: Sequence[str] | None = None) -> int | QtRequest:
+    """The ``ssmviz`` command line (:func:`ssmviz.entry.entry` runs it): a command's exit
+    code, or the request of a command that runs Qt, for the launcher to run."""
     argv = list(sys.argv[1:] if argv is None else argv)
     _quiet_runtime_dir()
+    return guarded(lambda: _run_command(argv))
+
+
+def guarded(run: Callable[[], int | QtRequest]) -> int | QtRequest:
+    """``run()`` under ssmviz's exit policy: a one-line error is exit 2 (running out of
+    memory too), Ctrl-C 130, SIGTERM 143, a closed stdout ends quietly; stdout is flushed
+    after a command, so a full one fails here at the latest, not at exit."""
+    from ssmviz.core.stdout import EXIT_CLOSED, StdoutClosed
+
     try:
-        code = _main(argv)
-        sys.stdout.flush()  # a full stdout fails here at the latest, not at exit
+        try:
+            code = run()
+        except SsmvizError as exc:
+            print(f"ssmviz: error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except MemoryError:
+            print(OUT_OF_MEMORY, file=sys.stderr)
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            print("ssmviz: interrupted (Ctrl-C)", file=sys.stderr)
+            return 130
+        sys.stdout.flush()
         return code
     except StdoutClosed:  # the reader went away (`| head`): end quietly
         return EXIT_CLOSED
@@ -739,40 +785,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 143
 
 
-def _interrupted_meanwhile() -> None:
-    """Raise for a signal a Qt command recorded but did not act on yet
-    (:mod:`ssmviz.app.interrupt`): an interrupted run never exits 0."""
-    if "ssmviz.app.interrupt" in sys.modules:
-        from ssmviz.app.interrupt import raise_if_interrupted
-
-        raise_if_interrupted()
-
-
-def _main(argv: list[str]) -> int:
-    try:
-        code = _run_command(argv)
-        _interrupted_meanwhile()
-        return code
-    except KeyboardInterrupt:
-        print("ssmviz: interrupted (Ctrl-C)", file=sys.stderr)
-        return 130
-
-
-def _run_command(argv: list[str]) -> int:
-    if not argv or argv[0] not in (*COMMANDS, "-h", "--help") or argv[0] == "tour" or (
-            argv[0] == "bench" and "--ui" in argv):
-        from ssmviz.app import interrupt
-
-        interrupt.install()  # the Qt commands' signal policy, before PySide6 loads
+def _run_command(argv: list[str]) -> int | QtRequest:
     if not argv or argv[0] not in (*COMMANDS, "-h", "--help"):
-        try:
-            return cmd_app(argv)
-        except KeyboardInterrupt:
-            print("ssmviz: interrupted (Ctrl-C)", file=sys.stderr)
-            return 130
-        except MemoryError:
-            print(OUT_OF_MEMORY, file=sys.stderr)
-            return EXIT_USAGE
+        return AppRun(tuple(argv))
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -780,33 +795,19 @@ def _run_command(argv: list[str]) -> int:
         if not exc.code:
             raise  # --help
         return int(exc.code)
-    try:
-        if getattr(args, "cpu", False):  # every subcommand has --cpu
-            from ssmviz.core import gpu
+    if getattr(args, "cpu", False):  # every subcommand has --cpu
+        from ssmviz.core import gpu
 
-            gpu.configure(force_cpu=True)
-        if args.command == "check":
-            return cmd_check(args)
-        if args.command == "bench":
-            return cmd_bench(args)
-        if args.command == "sweep":
-            return cmd_sweep(args)
-        if args.command == "tour":
-            return cmd_tour(args)
-        if args.command == "profile":
-            return cmd_profile(args)
-    except SsmvizError as exc:
-        print(f"ssmviz: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except MemoryError:
-        print(OUT_OF_MEMORY, file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("ssmviz: interrupted (Ctrl-C)", file=sys.stderr)
-        return 130
+        gpu.configure(force_cpu=True)
+    if args.command == "check":
+        return cmd_check(args)
+    if args.command == "bench":
+        return cmd_bench(args)
+    if args.command == "sweep":
+        return cmd_sweep(args)
+    if args.command == "tour":
+        return cmd_tour(args)
+    if args.command == "profile":
+        return cmd_profile(args)
     parser.print_help()
     return EXIT_USAGE
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -21,6 +21,7 @@ from ssmviz import cli
 from ssmviz.app import main as app_main
 from ssmviz.core.check import TensorVerdict
 from ssmviz.core.problem import Problem
+from ssmviz.entry import launch
 
 KERNEL = str(Path(__file__).resolve().parent.parent / "assets/kernels/builderforce_reference.js")
 K = ["check", "--kernel", KERNEL]
@@ -321,7 +322,7 @@ class Recorder:
 def _run(argv: list[str], rec: Recorder, folder: Path, capsys) -> tuple[int, list, str]:
     rec.calls.clear()
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
-    code = cli.main(argv)
+    code = launch(argv)  # the launcher: the Qt commands run in the app
     err = capsys.readouterr().err
     after = {p.name: p.read_bytes() for p in folder.iterdir()}
     written = sorted(n for n in after if before.get(n) != after[n])
