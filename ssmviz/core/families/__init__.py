@@ -16,10 +16,9 @@ without editing any module here.
 
 from __future__ import annotations
 
+import importlib
+
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.families import mamba3 as _mamba3
-from ssmviz.core.families import s6 as _s6
-from ssmviz.core.families import ssd as _ssd
 from ssmviz.core.families.family import Family, KernelRunner, RoleSpec
 from ssmviz.core.families.sizes import Size, SizeSet, union
 from ssmviz.core.families.teaching import Teaching
@@ -28,8 +27,16 @@ __all__ = ["Family", "KernelRunner", "RoleSpec", "Size", "SizeSet", "Teaching",
            "declarations", "default", "every", "get", "names", "problem_defaults", "register",
            "sizes", "teaching", "views_of"]
 
-_BUILT_IN = (_s6.FAMILY.name, _ssd.FAMILY.name, _mamba3.FAMILY.name)
-_REGISTRY: dict[str, Family] = {f.name: f for f in (_s6.FAMILY, _ssd.FAMILY, _mamba3.FAMILY)}
+#: The built-in families' packages, one line each: adding a family is its folder
+#: ``core/families/<name>/`` (whose ``FAMILY`` is its record), its WGSL and this line.
+_PACKAGES = (
+    "s6",
+    "ssd",
+    "mamba3",
+)
+_REGISTRY: dict[str, Family] = {
+    f.name: f for f in (importlib.import_module(f"{__name__}.{p}").FAMILY for p in _PACKAGES)}
+_BUILT_IN = tuple(_REGISTRY)
 union(f.sizes for f in _REGISTRY.values())  # one limit per size name
 
 
