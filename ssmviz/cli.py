@@ -503,27 +503,28 @@ def _check_kernel(args: argparse.Namespace) -> int:
     loaded = None if args.watch else load_if_readable(args.kernel)  # once for the check
     families = kernel_families(args.kernel, args.abi, loaded)
     if families is not None:
-        if args.family is not None and args.family not in families:
-            have = ", ".join(f"{f} (profile {p})" for f, p in families.items())
+        wanted = registry.get(args.family) if args.family is not None else None
+        if wanted is not None and wanted not in families:
+            have = ", ".join(f"{f.name} (profile {p})" for f, p in families.items())
             raise SsmvizError(f"--family {args.family}: {args.kernel} is checked as {have}")
-        if args.family is not None and args.abi is None and len(families) > 1:
-            args.abi = families[args.family]  # check that family's profile only
-        checked = [args.family] if args.family else list(families)
+        if wanted is not None and args.abi is None and len(families) > 1:
+            args.abi = families[wanted]  # check that family's profile only
+        checked = [wanted] if wanted is not None else list(families)
+        names = " and ".join(f.name for f in checked)
         if not args.inputs:
-            _refuse_foreign_sizes(args, [registry.get(f) for f in checked],
-                                  f"the {' and '.join(checked)} kernels of {args.kernel}")
+            _refuse_foreign_sizes(args, checked, f"the {names} kernels of {args.kernel}")
             sizes = {k: getattr(args, k) for k in SIZE_FLAGS if getattr(args, k, None) is not None}
             for fam in checked:
                 run = base_sizes(fam, sizes)
                 for k, v in sizes.items():  # a size the family derives must agree
                     if k in run and run[k] != v:
                         raise SsmvizError(
-                            f"{_flag(k)} {v}: the {fam} kernel of {args.kernel} would run at "
-                            f"{k} {run[k]} (derived from the other sizes); set those instead"
+                            f"{_flag(k)} {v}: the {fam.name} kernel of {args.kernel} would run "
+                            f"at {k} {run[k]} (derived from the other sizes); set those instead"
                             + (", or choose --family" if len(checked) > 1 else ""))
-                check_memory(registry.get(fam), run, runs=args.runs)
+                check_memory(fam, run, runs=args.runs)
         if args.export and len(checked) > 1:
-            raise SsmvizError(f"--export: {args.kernel} holds {' and '.join(checked)} kernels; "
+            raise SsmvizError(f"--export: {args.kernel} holds {names} kernels; "
                               "choose one with --family")
     if args.seed is None:
         args.seed = CHECK_DEFAULTS["seed"]
@@ -563,9 +564,9 @@ def _file_operators(args: argparse.Namespace, result: Any) -> dict:
     from ssmviz.core.problem import CONVENTIONS
 
     rep, prof = result.report, result.profile
-    family = registry.get(prof.family)  # the profile names its family
+    family = prof.family
     if "operator" not in registry.views_of(family):
-        print(f"--export: no ref_M / gpu_M: the {prof.family} family has no operator view")
+        print(f"--export: no ref_M / gpu_M: the {family.name} family has no operator view")
         return {}
     if rep.convention not in CONVENTIONS:  # e.g. a clamp: the operator view takes presets
         print(f"--export: no ref_M / gpu_M: the operator view takes the "

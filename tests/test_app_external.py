@@ -95,7 +95,7 @@ def test_planted_fault_fails_in_the_app_as_the_cli_reports_it(qtbot, make_window
                                                               problem):
     # The problem is the CLI's default one (sizes, seed 0): the same inputs on both sides.
     path = KERNELS / name
-    cli = next(c for c in check_kernel_file(str(path)) if c.profile.family == problem.family.name)
+    cli = next(c for c in check_kernel_file(str(path)) if c.profile.family is problem.family)
     assert cli.exit_code == 1
     w = make_window(problem)
     _run(qtbot, w, lambda: w.shader_panel.open_file(path))

@@ -108,7 +108,7 @@ def test_the_profile_matches_the_shipped_kernel(kernel_path) -> None:
     an = analyze(kf)  # static: no device
     entries = {e for m in an.modules.values() for e in m.entry_points}
     (found,) = detect_profiles(entries, [s.name for s in kf.sources])
-    assert found.name == "builderforce-complex-ssd" and found.family == "mamba3"
+    assert found.name == "builderforce-complex-ssd" and found.family.name == "mamba3"
     prof = get_profile(found.name)
     for p in prof.passes:
         (src,) = [s for s in kf.sources if p.entry in parse_module(s.text).entry_points]

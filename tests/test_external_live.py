@@ -32,7 +32,7 @@ REFERENCE = KERNELS / "builderforce_reference.js"
 def _cli(path: Path, family: str):
     """The CLI's result for ``family`` (a module may hold both families)."""
     results = check_kernel_file(str(path), runs=1)
-    return next(r for r in results if r.profile is not None and r.profile.family == family)
+    return next(r for r in results if r.profile is not None and r.profile.family.name == family)
 
 
 def _app(path: Path, family: str, arrays, sizes):

@@ -301,7 +301,7 @@ def test_probe_inputs_come_from_the_given_ones():
 
     given = Problem(family="s6", seq_len=5, d_inner=2, d_state=3, seed=1).build()
     sizes2 = {"batch": 1, "seq_len": 12, "d_inner": 3, "d_state": 2}
-    out = probe_inputs("s6", given, sizes2)
+    out = probe_inputs(families.get("s6"), given, sizes2)
     assert out["A_log"].shape == (3, 2) and out["u"].shape == (1, 12, 3)
     np.testing.assert_array_equal(out["A_log"], given["A_log"][[0, 1, 1]][:, :2])
     # Along seq_len: the 5 steps, then back: never a copy of the first steps at t = 5.

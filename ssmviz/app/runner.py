@@ -175,7 +175,7 @@ def kernel_profile(choice: KernelChoice, family: Family) -> object:
     """The profile a run of ``family`` uses for ``choice``: the file's profile of that
     family, else its best one (None when nothing matches)."""
     _, profs = _analysis(choice)
-    same = [pr for pr in profs if pr.family == family.name]
+    same = [pr for pr in profs if pr.family is family]
     return same[0] if same else (profs[0] if profs else None)
 
 
@@ -201,8 +201,8 @@ def _custom_source(p: Problem, choice: KernelChoice, prof: object, result: RunRe
         result.kernel_note = (f"{choice.path}: no ABI profile matches its entry points; "
                               "the plots use the built-in kernel")
         return None
-    if prof.family != p.family.name:
-        result.kernel_note = (f"{choice.path} is a {prof.family} kernel; the problem is "
+    if prof.family is not p.family:
+        result.kernel_note = (f"{choice.path} is a {prof.family.name} kernel; the problem is "
                               f"{p.family.name}: the plots use the built-in kernel")
         return None
     return choice.text
@@ -220,7 +220,7 @@ def _run_external(request: RunRequest, arrays: dict[str, np.ndarray], prof: obje
     result.kernel = choice
     result.diagnostics = _analysis(choice)[0]
     conv = judged = p.convention
-    if getattr(prof, "family", None) == p.family.name:
+    if getattr(prof, "family", None) is p.family:
         # The kernel implements its profile's convention: judge in that one, and teach in
         # its preset (the problem's convention is a preset; the check takes the parameters).
         params = getattr(prof, "convention_params", None)

@@ -48,14 +48,13 @@ def judge_host(prof: AbiProfile, an: Analysis, kf: KernelFile,
     size probe too)."""
     src = planned[0][1]
     mod = an.modules[src.name]
-    family = prof.family
-    fam = families.get(family)  # the profile names its family
-    sizes = base_sizes(family, sizes_in)
+    fam = prof.family
+    sizes = base_sizes(fam, sizes_in)
     arrays = values_mod.problem_arrays(prof, sizes, conv, seed) if given is None \
         else abi_inputs(prof, given)
     run = {k: sizes.get(k) for k in fam.run_sizes}
     kernel = fam.kernel(rt, source=src.text)
-    progress.report("run", f"the {family} host code's passes of `{src.name}`")
+    progress.report("run", f"the {fam.name} host code's passes of `{src.name}`")
     # The race probe below rewrites the user's source itself, so none from check_arrays.
     report = check_arrays(Case.of_arrays(fam, arrays, convention=conv, run=run), runs=runs,
                           kernel=kernel, runtime=rt, store_states=True, race_probe=False)
@@ -88,11 +87,11 @@ def judge_host(prof: AbiProfile, an: Analysis, kf: KernelFile,
         for sizes2 in plans:
             fresh = None if given is not None else values_mod.problem_arrays(prof, sizes2, conv,
                                                                              seed)
-            arrays2 = probe_inputs(family, report.inputs, sizes2, fresh)
+            arrays2 = probe_inputs(fam, report.inputs, sizes2, fresh)
             rep2 = check_arrays(Case.of_arrays(fam, arrays2, convention=conv, run=run),
                                 runs=1, kernel=kernel, runtime=rt, store_states=True,
                                 race_probe=False)
-            name = probe_name(sizes, sizes2, family)
+            name = probe_name(sizes, sizes2, fam)
             bad = [v for v in rep2.verdicts if v.checked and not v.passed]
             for v in bad:
                 v.name = f"{v.name} @ {name.split(',')[0]}"

@@ -42,9 +42,9 @@ def problem_elements(sizes: Mapping[str, int] | None) -> int:
     best = 0
     for fam in families.every():
         try:
-            s = base_sizes(fam.name, sizes)
+            s = base_sizes(fam, sizes)
         except SsmvizError:
-            s = base_sizes(fam.name, None)  # the worker reports the bad size itself
+            s = base_sizes(fam, None)  # the worker reports the bad size itself
         best = max(best, fam.state_elements(s))
     return best
 
