@@ -86,10 +86,9 @@ class Trace:
 
 def family_view(family: Family) -> FamilyView:
     """The registered family's view; a one-line SsmvizError when it has none."""
-    fam = family
-    if fam.view is None:
+    if family.view is None:
         raise SsmvizError(f"family '{family.name}' has no view for the app's plots")
-    return fam.view()
+    return family.view()
 
 
 def sizes_of(family: Family, inputs: Mapping[str, np.ndarray]) -> dict[str, int]:

@@ -44,18 +44,17 @@ class Case:
         """The case of given input arrays; ``run``: the family's run sizes (SSD's chunk
         length), which the shapes do not carry. A one-line SsmvizError names the first bad
         convention, missing key, mismatched shape or missing run size."""
-        fam = family
         if convention not in CONVENTIONS:
             raise SsmvizError(f"convention must be mamba or builderforce; got '{convention}'")
-        sizes = fam.infer_sizes(arrays)
+        sizes = family.infer_sizes(arrays)
         given = run or {}
-        for name in fam.run_sizes:
+        for name in family.run_sizes:
             value = given.get(name)
             if value is None or isinstance(value, bool) or int(value) < 1:
                 raise SsmvizError(f"{name} must be an integer ≥ 1; got {value!r}")
             sizes[name] = int(value)
-        return cls(fam, convention, sizes,
-                   {k: np.asarray(arrays[k]) for k in fam.inputs_of(convention)})
+        return cls(family, convention, sizes,
+                   {k: np.asarray(arrays[k]) for k in family.inputs_of(convention)})
 
     @classmethod
     def of_problem(cls, problem: Problem) -> Case:

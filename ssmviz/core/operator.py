@@ -360,15 +360,14 @@ def own_forward(
     family's ``run_sizes`` (all required: SSD's chunk length); SSD returns chunk_states
     too."""
     registry.teaching(family)
-    fam = family
     given = dict(run_sizes or {})
-    for name in fam.run_sizes:
+    for name in family.run_sizes:
         if given.get(name) is None:
-            raise SsmvizError(f"the {fam.name.upper()} operator needs {name}")
-    kernel = fam.kernel(runtime, source=source)
+            raise SsmvizError(f"the {family.name.upper()} operator needs {name}")
+    kernel = family.kernel(runtime, source=source)
     name = f"ssmviz {family.name}" + (" (edited)" if source is not None else "")
     return OwnForward(family, name, kernel, convention,
-                      {k: int(given[k]) for k in fam.run_sizes})
+                      {k: int(given[k]) for k in family.run_sizes})
 
 
 def file_forward(

@@ -49,10 +49,9 @@ RATE_ENTRY = {op: entry for entry, op in bench.THROUGHPUT_KERNELS.items()}
 def problem_sizes(family: families.Family, size: str) -> dict[str, int]:
     """The problem of size class ``size``: "tiny" is ``check --kernel``'s default problem,
     the others the family's benchmark problem of that class (its first: S6's "wide")."""
-    fam = family
     if size == "tiny":
-        return dict(fam.roles.defaults)
-    table = fam.bench_sizes.get(size)
+        return dict(family.roles.defaults)
+    table = family.bench_sizes.get(size)
     if not table:
         raise SsmvizError(f"family {family.name} has no {size} benchmark problem")
     return dict(next(iter(table.values())))

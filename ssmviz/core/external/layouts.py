@@ -47,8 +47,7 @@ _PARAMS_REF = re.compile(r"params\[(\d+)\]")
 
 def input_roles(family: families.Family) -> set[str]:
     """Roles a buffer uploads by default: the family's inputs and its extra inputs."""
-    fam = family
-    return fam.every_input | set(fam.roles.extra_inputs)
+    return family.every_input | set(family.roles.extra_inputs)
 
 
 def uploaded(prof: AbiProfile, spec: BufferSpec) -> list[str]:

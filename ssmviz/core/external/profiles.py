@@ -61,9 +61,8 @@ def role_note(family: families.Family, role: str) -> str:
 def forward_roles(family: families.Family) -> set[str]:
     """The roles the forward produces: forward keys, the roles derived from them and the
     stage roles (the forward's intermediates)."""
-    fam = family
-    derived = {r for r, d in fam.roles.derived.items() if d.key in fam.forward_keys}
-    return set(fam.forward_keys) | derived | set(fam.roles.stage_roles)
+    derived = {r for r, d in family.roles.derived.items() if d.key in family.forward_keys}
+    return set(family.forward_keys) | derived | set(family.roles.stage_roles)
 
 
 # -- parsing -------------------------------------------------------------------------------------
