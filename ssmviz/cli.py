@@ -6,6 +6,11 @@ file hung or raced), 2 the kernel cannot be built (a compiler crash included), a
 argument is invalid or the problem does not fit (device limits, RAM), 130 interrupted
 (Ctrl-C). Every error is one line. No option is ignored: one that cannot apply to what
 runs is refused (exit 2) before any work.
+
+The CLI imports no app module: for the commands that run Qt (the app itself, ``tour``,
+``bench --ui``) :func:`main` returns a typed request (:data:`QtRequest`) once the
+arguments are checked, and the launcher (:mod:`ssmviz.entry`) hands it to the app's entry
+point, under the same exit-code policy (:func:`guarded`).
 """
 
 from __future__ import annotations
@@ -15,12 +20,13 @@ import json
 import os
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ssmviz.cli_help import document_options
 from ssmviz.core import families as registry
-from ssmviz.core.cliargs import Parser
+from ssmviz.core.cliargs import Parser, build_app_parser
 from ssmviz.core.errors import SsmvizError, Terminated
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -34,6 +40,42 @@ OUT_OF_MEMORY = (
 
 #: Every parser refuses an empty value and a repeated option (see ssmviz.core.cliargs).
 _Parser = Parser
+
+
+@dataclass(frozen=True)
+class AppRun:
+    """Start the desktop app with its own arguments (``[session.json] [--screenshot
+    PATH.png] [--cpu]``, parsed by the app)."""
+
+    argv: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TourRun:
+    """``ssmviz tour --out DIR``: every tour step as a PNG into ``out``."""
+
+    out: str
+
+
+@dataclass(frozen=True)
+class UiBenchRun:
+    """``ssmviz bench --ui``: the app's control-to-plot latency on a problem of ``family``
+    (``view``: a teaching view open meanwhile; ``json``: where to write the figures)."""
+
+    json: str | None
+    view: str | None
+    family: registry.Family
+
+
+#: What :func:`main` returns for a command that runs Qt: the launcher runs it in the app.
+QtRequest = AppRun | TourRun | UiBenchRun
+
+
+def needs_qt(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` runs Qt (the app, ``tour``, ``bench --ui``): its signal policy
+    must be installed before PySide6 loads."""
+    return (not argv or argv[0] not in (*COMMANDS, "-h", "--help") or argv[0] == "tour"
+            or (argv[0] == "bench" and "--ui" in argv))
 
 
 def _int_at_least(minimum: int, name: str):
@@ -104,8 +146,6 @@ def _with_defaults(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ssmviz.app.main import build_app_parser
-
     app_help = build_app_parser().format_help().replace("usage: ", "", 1)
     parser = _Parser(
         prog="ssmviz",
@@ -116,7 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="the app:\n" + textwrap.indent(app_help.strip(), "  "),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    # prog: each command's usage line reads "ssmviz bench [-h] ...", not the top usage.
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser, prog="ssmviz")
 
     check = sub.add_parser("check", help="run a kernel against the float64 reference")
     _add_problem_args(check)
@@ -222,20 +263,23 @@ def _refuse_without_kernel(args: argparse.Namespace) -> None:
 
 
 #: Every family's teaching views, each once (bench --ui --view).
-UI_VIEWS = tuple(dict.fromkeys(v for f in registry.names() for v in registry.views_of(f)))
+UI_VIEWS = tuple(dict.fromkeys(v for f in registry.every() for v in registry.views_of(f)))
 
 
-def _ui_family(family: str | None, view: str | None) -> str:
-    """The family ``bench --ui`` runs: ``family``, else the first (S6 first) with ``view``
-    among its teaching views; a view the family lacks is refused."""
-    if family is not None and family not in registry.names():
-        raise SsmvizError(f"--family {family} does not apply to bench --ui (name one family: "
+def _ui_family(name: str | None, view: str | None) -> registry.Family:
+    """The family ``bench --ui`` runs: the one ``--family`` names, else the first (S6
+    first) with ``view`` among its teaching views; a view the family lacks is refused."""
+    if name is not None and name not in registry.names():
+        raise SsmvizError(f"--family {name} does not apply to bench --ui (name one family: "
                           f"{', '.join(registry.names())})")
-    if view is None:
-        return family or "s6"
-    family = family or next(f for f in registry.names() if view in registry.views_of(f))
-    if view not in registry.views_of(family):
-        raise SsmvizError(f"--view {view}: the {family} family has no {view} view (its "
+    if name is not None:
+        family = registry.get(name)
+    elif view is None:
+        return registry.default()
+    else:
+        family = next(f for f in registry.every() if view in registry.views_of(f))
+    if view is not None and view not in registry.views_of(family):
+        raise SsmvizError(f"--view {view}: the {family.name} family has no {view} view (its "
                           f"views: {', '.join(registry.views_of(family)) or 'none'})")
     return family
 
@@ -248,12 +292,13 @@ def _given(args: argparse.Namespace, dests) -> list[str]:
     return [d for d in dests if getattr(args, d, None) is not None]
 
 
-def _refuse_foreign_sizes(args: argparse.Namespace, families: Sequence[str], what: str) -> None:
+def _refuse_foreign_sizes(args: argparse.Namespace, families: Sequence[registry.Family],
+                          what: str) -> None:
     """Refuse a size flag that none of ``families`` uses."""
-    used = {k for f in families for k in registry.get(f).size_names}
+    used = {k for f in families for k in f.size_names}
     for dest in _given(args, SIZE_FLAGS):
         if dest not in used:
-            fams = " or ".join(families)
+            fams = " or ".join(f.name for f in families)
             raise SsmvizError(
                 f"{_flag(dest)} does not apply to {what} ({fams} sizes: "
                 + ", ".join(_flag(k) for k in SIZE_FLAGS if k in used) + ")"
@@ -279,7 +324,7 @@ def _problem_from_args(args: argparse.Namespace):
     from ssmviz.core.signals import SignalSpec
 
     problem = Problem(
-        family=args.family,
+        family=registry.get(args.family),  # --family's name: looked up here
         convention=args.convention,
         **{name: getattr(args, name) for name in SIZE_FLAGS},
         signal=SignalSpec(name=args.signal),
@@ -314,8 +359,10 @@ def _resolve_inputs(args: argparse.Namespace, *, device: bool, run_defaults: boo
                               f"read from {args.inputs}, not generated")
     f = open_inputs(args.inputs)
     path = args.inputs
-    family = _agree("family", f.meta_family, args.family, path) or f.guess_family()
-    _refuse_foreign_sizes(args, [family], f"the {family} inputs of {path}")
+    meta = f.meta_family
+    name = _agree("family", meta.name if meta else None, args.family, path)
+    family = registry.get(name) if name else f.guess_family()
+    _refuse_foreign_sizes(args, [family], f"the {family.name} inputs of {path}")
     sizes = f.sizes(family)
     meta_sizes = f.meta_sizes
     for k, v in sizes.items():
@@ -325,7 +372,7 @@ def _resolve_inputs(args: argparse.Namespace, *, device: bool, run_defaults: boo
     for k, v in sizes.items():
         _agree(k, v, getattr(args, k, None), path)
     run: dict[str, int | None] = {}
-    for name in registry.get(family).run_sizes:  # sizes the arrays' shapes do not carry
+    for name in family.run_sizes:  # sizes the arrays' shapes do not carry
         value = _agree(name, meta_sizes.get(name), getattr(args, name), path)
         sizes[name] = value or CHECK_DEFAULTS[name]
         run[name] = value if value is not None or not run_defaults else sizes[name]
@@ -361,15 +408,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         case = Case.of_arrays(family, arrays, convention=convention or CHECK_DEFAULTS[
             "convention"], run=run)
     else:
-        family = args.family or CHECK_DEFAULTS["family"]
-        _refuse_foreign_sizes(args, [family], f"--family {family}")
+        family = registry.get(args.family or CHECK_DEFAULTS["family"])
+        _refuse_foreign_sizes(args, [family], f"--family {family.name}")
         args = _with_defaults(args)
         problem = _problem_from_args(args)
         from ssmviz.core.check import preflight
 
-        preflight(problem.sizes(), args.family, runs=args.runs)
+        preflight(problem.sizes(), problem.family, runs=args.runs)
         case = Case.of_problem(problem)
-    family, convention = case.name, case.convention
+    family, convention = case.family, case.convention
     from ssmviz.core.check import check_arrays, check_steps, is_long_check
     from ssmviz.core.progress import Progress
 
@@ -388,7 +435,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         from ssmviz.core.operator import own_forward
 
         if "operator" not in registry.views_of(family):
-            print(f"--export: no ref_M / gpu_M: the {family} family has no operator view")
+            print(f"--export: no ref_M / gpu_M: the {family.name} family has no operator "
+                  "view")
             report.export_npz(path)
             return
         forward = own_forward(family, convention=convention, run_sizes=case.run)
@@ -401,7 +449,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_PASS if report.passed else EXIT_FAIL
 
 
-def _operators(family: str, inputs: dict, forward: Any, convention: str) -> dict:
+def _operators(family: registry.Family, inputs: dict, forward: Any, convention: str) -> dict:
     """ref_M and gpu_M of batch element 0 for ``--export`` (a note says when not)."""
     from ssmviz.core.operator import operator_export_arrays
 
@@ -447,7 +495,7 @@ def _check_kernel(args: argparse.Namespace) -> int:
         arrays, family, convention, run, notes = _resolve_inputs(args, device=False,
                                                                  run_defaults=False)
         # The archive's run sizes (its meta's) run, not the profile's defaults.
-        args.family, args.convention = family, convention
+        args.family, args.convention = family.name, convention
         for name, value in run.items():
             setattr(args, name, value)
         for note in notes:
@@ -455,27 +503,28 @@ def _check_kernel(args: argparse.Namespace) -> int:
     loaded = None if args.watch else load_if_readable(args.kernel)  # once for the check
     families = kernel_families(args.kernel, args.abi, loaded)
     if families is not None:
-        if args.family is not None and args.family not in families:
-            have = ", ".join(f"{f} (profile {p})" for f, p in families.items())
+        wanted = registry.get(args.family) if args.family is not None else None
+        if wanted is not None and wanted not in families:
+            have = ", ".join(f"{f.name} (profile {p})" for f, p in families.items())
             raise SsmvizError(f"--family {args.family}: {args.kernel} is checked as {have}")
-        if args.family is not None and args.abi is None and len(families) > 1:
-            args.abi = families[args.family]  # check that family's profile only
-        checked = [args.family] if args.family else list(families)
+        if wanted is not None and args.abi is None and len(families) > 1:
+            args.abi = families[wanted]  # check that family's profile only
+        checked = [wanted] if wanted is not None else list(families)
+        names = " and ".join(f.name for f in checked)
         if not args.inputs:
-            _refuse_foreign_sizes(args, checked, f"the {' and '.join(checked)} kernels of "
-                                  f"{args.kernel}")
+            _refuse_foreign_sizes(args, checked, f"the {names} kernels of {args.kernel}")
             sizes = {k: getattr(args, k) for k in SIZE_FLAGS if getattr(args, k, None) is not None}
             for fam in checked:
                 run = base_sizes(fam, sizes)
                 for k, v in sizes.items():  # a size the family derives must agree
                     if k in run and run[k] != v:
                         raise SsmvizError(
-                            f"{_flag(k)} {v}: the {fam} kernel of {args.kernel} would run at "
-                            f"{k} {run[k]} (derived from the other sizes); set those instead"
+                            f"{_flag(k)} {v}: the {fam.name} kernel of {args.kernel} would run "
+                            f"at {k} {run[k]} (derived from the other sizes); set those instead"
                             + (", or choose --family" if len(checked) > 1 else ""))
                 check_memory(fam, run, runs=args.runs)
         if args.export and len(checked) > 1:
-            raise SsmvizError(f"--export: {args.kernel} holds {' and '.join(checked)} kernels; "
+            raise SsmvizError(f"--export: {args.kernel} holds {names} kernels; "
                               "choose one with --family")
     if args.seed is None:
         args.seed = CHECK_DEFAULTS["seed"]
@@ -515,17 +564,18 @@ def _file_operators(args: argparse.Namespace, result: Any) -> dict:
     from ssmviz.core.problem import CONVENTIONS
 
     rep, prof = result.report, result.profile
-    if "operator" not in registry.views_of(prof.family):
-        print(f"--export: no ref_M / gpu_M: the {prof.family} family has no operator view")
+    family = prof.family
+    if "operator" not in registry.views_of(family):
+        print(f"--export: no ref_M / gpu_M: the {family.name} family has no operator view")
         return {}
     if rep.convention not in CONVENTIONS:  # e.g. a clamp: the operator view takes presets
         print(f"--export: no ref_M / gpu_M: the operator view takes the "
               f"{' or '.join(CONVENTIONS)} convention, not {rep.convention}")
         return {}
-    run_sizes = {k: rep.sizes[k] for k in registry.get(prof.family).run_sizes if k in rep.sizes}
-    forward = file_forward(args.kernel, family=prof.family, convention=rep.convention,
+    run_sizes = {k: rep.sizes[k] for k in family.run_sizes if k in rep.sizes}
+    forward = file_forward(args.kernel, family=family, convention=rep.convention,
                            run_sizes=run_sizes, abi=prof.name, analysed=result.analysed)
-    return _operators(prof.family, rep.inputs, forward, rep.convention)
+    return _operators(family, rep.inputs, forward, rep.convention)
 
 
 #: The benches that run no GPU kernel, and what they time.
@@ -535,7 +585,7 @@ _CPU_BENCHES = {
 }
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
+def cmd_bench(args: argparse.Namespace) -> int | UiBenchRun:
     from ssmviz.core import bench
     from ssmviz.core.fileio import check_output_path, write_text
     from ssmviz.core.progress import Progress
@@ -554,10 +604,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise SsmvizError(f"{given[0]} does not apply to bench --ui (it times the app's "
                               "own live run; only --family, --view, --json and --cpu go with "
                               "it)")
-        family = _ui_family(args.family, args.view)
-        from ssmviz.app.uibench import run_ui_bench
-
-        return run_ui_bench(args.json, args.view, family)
+        return UiBenchRun(args.json, args.view, _ui_family(args.family, args.view))
     _refuse_without_kernel(args)
     if args.kernel:
         return _bench_kernel(args, given)
@@ -583,13 +630,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 note = ("  (a CPU adapter: --size small by default; --size full forces the "
                         "full sizes)")
     custom = bench.custom_problems(args.sizes, size) if args.sizes else None
-    if custom and family != "all" and set(custom) != {family}:
-        other = next(f for f in custom if f != family)
+    if custom and family != "all" and {f.name for f in custom} != {family}:
+        other = next(f.name for f in custom if f.name != family)
         raise SsmvizError(f"--sizes names {other} but --family is {family}")
+    # --family's name: a family, or one of bench's groups (all, reference, tint).
+    chosen = family if family in bench.GROUPS else registry.get(family)
     # The adapter first: the figures can take minutes.
     print(bench.header_line(adapter, size) + note, flush=True)
-    with Progress(bench.step_count(family, size, args.reference, custom), "bench") as progress:
-        results = bench.run_bench(family=family, size=size, repeats=args.repeats or 5,
+    with Progress(bench.step_count(chosen, size, args.reference, custom), "bench") as progress:
+        results = bench.run_bench(family=chosen, size=size, repeats=args.repeats or 5,
                                   reference=args.reference, custom=custom,
                                   step=progress.step)
     print(bench.format_results(results, passes=args.passes, header=False))
@@ -653,8 +702,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     _refuse_without_kernel(args)
     if args.kernel:
         return _sweep_kernel(args)
-    family = args.family or CHECK_DEFAULTS["family"]
-    with Progress(len(cases(family, args.quick)), f"sweep {family}") as progress:
+    family = registry.get(args.family or CHECK_DEFAULTS["family"])
+    with Progress(len(cases(family, args.quick)), f"sweep {family.name}") as progress:
         result = run_sweep(family, quick=args.quick, runs=args.runs, out=progress.write,
                            step=progress.step)
     if args.json:
@@ -662,19 +711,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return EXIT_PASS if result["passed"] else EXIT_FAIL
 
 
-def cmd_tour(args: argparse.Namespace) -> int:
+def cmd_tour(args: argparse.Namespace) -> TourRun:
     """``ssmviz tour --out DIR``: one PNG per tour step, named after its session file."""
-    from ssmviz.app.tour_run import write_tour
-
-    for path in write_tour(args.out):
-        print(path)
-    return EXIT_PASS
-
-
-def cmd_app(argv: Sequence[str]) -> int:
-    from ssmviz.app.main import run_app
-
-    return run_app(list(argv))
+    return TourRun(args.out)
 
 
 def _quiet_runtime_dir() -> None:
@@ -709,15 +748,33 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return EXIT_USAGE if found.errors else 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``ssmviz`` command (:func:`ssmviz.entry.entry` runs it)."""
-    from ssmviz.core.stdout import EXIT_CLOSED, StdoutClosed
-
+def main(argv: Sequence[str] | None = None) -> int | QtRequest:
+    """The ``ssmviz`` command line (:func:`ssmviz.entry.entry` runs it): a command's exit
+    code, or the request of a command that runs Qt, for the launcher to run."""
     argv = list(sys.argv[1:] if argv is None else argv)
     _quiet_runtime_dir()
+    return guarded(lambda: _run_command(argv))
+
+
+def guarded(run: Callable[[], int | QtRequest]) -> int | QtRequest:
+    """``run()`` under ssmviz's exit policy: a one-line error is exit 2 (running out of
+    memory too), Ctrl-C 130, SIGTERM 143, a closed stdout ends quietly; stdout is flushed
+    after a command, so a full one fails here at the latest, not at exit."""
+    from ssmviz.core.stdout import EXIT_CLOSED, StdoutClosed
+
     try:
-        code = _main(argv)
-        sys.stdout.flush()  # a full stdout fails here at the latest, not at exit
+        try:
+            code = run()
+        except SsmvizError as exc:
+            print(f"ssmviz: error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except MemoryError:
+            print(OUT_OF_MEMORY, file=sys.stderr)
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            print("ssmviz: interrupted (Ctrl-C)", file=sys.stderr)
+            return 130
+        sys.stdout.flush()
         return code
     except StdoutClosed:  # the reader went away (`| head`): end quietly
         return EXIT_CLOSED
@@ -729,40 +786,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 143
 
 
-def _interrupted_meanwhile() -> None:
-    """Raise for a signal a Qt command recorded but did not act on yet
-    (:mod:`ssmviz.app.interrupt`): an interrupted run never exits 0."""
-    if "ssmviz.app.interrupt" in sys.modules:
-        from ssmviz.app.interrupt import raise_if_interrupted
-
-        raise_if_interrupted()
-
-
-def _main(argv: list[str]) -> int:
-    try:
-        code = _run_command(argv)
-        _interrupted_meanwhile()
-        return code
-    except KeyboardInterrupt:
-        print("ssmviz: interrupted (Ctrl-C)", file=sys.stderr)
-        return 130
-
-
-def _run_command(argv: list[str]) -> int:
-    if not argv or argv[0] not in (*COMMANDS, "-h", "--help") or argv[0] == "tour" or (
-            argv[0] == "bench" and "--ui" in argv):
-        from ssmviz.app import interrupt
-
-        interrupt.install()  # the Qt commands' signal policy, before PySide6 loads
+def _run_command(argv: list[str]) -> int | QtRequest:
     if not argv or argv[0] not in (*COMMANDS, "-h", "--help"):
-        try:
-            return cmd_app(argv)
-        except KeyboardInterrupt:
-            print("ssmviz: interrupted (Ctrl-C)", file=sys.stderr)
-            return 130
-        except MemoryError:
-            print(OUT_OF_MEMORY, file=sys.stderr)
-            return EXIT_USAGE
+        return AppRun(tuple(argv))
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -770,33 +796,19 @@ def _run_command(argv: list[str]) -> int:
         if not exc.code:
             raise  # --help
         return int(exc.code)
-    try:
-        if getattr(args, "cpu", False):  # every subcommand has --cpu
-            from ssmviz.core import gpu
+    if getattr(args, "cpu", False):  # every subcommand has --cpu
+        from ssmviz.core import gpu
 
-            gpu.configure(force_cpu=True)
-        if args.command == "check":
-            return cmd_check(args)
-        if args.command == "bench":
-            return cmd_bench(args)
-        if args.command == "sweep":
-            return cmd_sweep(args)
-        if args.command == "tour":
-            return cmd_tour(args)
-        if args.command == "profile":
-            return cmd_profile(args)
-    except SsmvizError as exc:
-        print(f"ssmviz: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except MemoryError:
-        print(OUT_OF_MEMORY, file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("ssmviz: interrupted (Ctrl-C)", file=sys.stderr)
-        return 130
+        gpu.configure(force_cpu=True)
+    if args.command == "check":
+        return cmd_check(args)
+    if args.command == "bench":
+        return cmd_bench(args)
+    if args.command == "sweep":
+        return cmd_sweep(args)
+    if args.command == "tour":
+        return cmd_tour(args)
+    if args.command == "profile":
+        return cmd_profile(args)
     parser.print_help()
     return EXIT_USAGE
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -91,7 +91,10 @@ def _reference(family: str, inputs: Mapping[str, np.ndarray], conv: str,
         from ssmviz.core.case import Case
     except ImportError:  # before the Case value
         return reference(family, inputs, conv, chunk_len)
-    return reference(Case.of_arrays(family, inputs, convention=conv, run={"chunk_len": chunk_len}))
+    from ssmviz.core import families  # a Case holds the family's record, not its name
+
+    return reference(Case.of_arrays(families.get(family), inputs, convention=conv,
+                                    run={"chunk_len": chunk_len}))
 
 
 def gpu_digests(size: str, with_reference: bool) -> dict[str, str]:

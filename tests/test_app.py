@@ -450,7 +450,7 @@ def test_shader_picker_names_the_kernel_the_editor_shows_in_ssd_mode(qtbot, make
     panel.sources.activated.emit(index)
     assert panel.path == "selective_scan.wgsl"
     assert panel.editor.toPlainText() == (ROOT / "shaders" / "selective_scan.wgsl").read_text()
-    panel.show_family("ssd")  # follows the problem's family again
+    panel.show_family(families.get("ssd"))  # follows the problem's family again
     assert panel.sources.currentText() == "built-in: ssd.wgsl" and panel.path == "ssd.wgsl"
     qtbot.waitUntil(lambda: not w.scheduler.waiting, timeout=RUN_TIMEOUT_MS)
 

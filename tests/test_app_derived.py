@@ -11,6 +11,7 @@ import pytest
 from ssmviz.app.derived import Selection, grad_views, readout, trace
 from ssmviz.app.runner import one_line
 from ssmviz.app.session import Session
+from ssmviz.core import families
 from ssmviz.core.case import Case
 from ssmviz.core.check import reference
 from ssmviz.core.errors import SsmvizError
@@ -23,9 +24,9 @@ from ssmviz.core.problem import Problem
 def test_s6_a_bar_and_bu_rebuild_the_reference_states(convention: str) -> None:
     p = Problem(family="s6", convention=convention, seq_len=37, d_inner=3, d_state=5, batch=2)
     inputs = p.build()
-    ref = reference(Case.of_arrays("s6", inputs, convention=convention))
+    ref = reference(Case.of_arrays(families.get("s6"), inputs, convention=convention))
     sel = Selection(batch=1, channel=2, state=3)
-    tr = trace("s6", convention, inputs, ref, {}, sel)
+    tr = trace(families.get("s6"), convention, inputs, ref, {}, sel)
     # Ā and B̄u as the app shows them, scanned, give the reference's h of that channel.
     np.testing.assert_allclose(scan(tr.a_bar, tr.bu), ref["h"][1, :, 2, :], rtol=1e-12)
     np.testing.assert_allclose(np.sum(tr.c * tr.h_ref, axis=1) + tr.d_skip, ref["y"][1, :, 2],
@@ -43,12 +44,13 @@ def test_ssd_trace_matches_the_recurrent_reference(convention: str) -> None:
     rec = ssd_forward_recurrent(*(inputs[k] for k in ("x", "dt", "A_log", "B", "C", "D",
                                                       "dt_bias")), convention=convention)
     ch = 2 * 3 + 1  # head 2, head dim 1 → group 1
-    tr = trace("ssd", convention, inputs, ref, {"chunk_states": ref["chunk_states"]},
+    tr = trace(families.get("ssd"), convention, inputs, ref, {"chunk_states": ref["chunk_states"]},
                Selection(0, ch, 0), {"chunk_len": p.chunk_len})
     np.testing.assert_allclose(tr.h_ref, rec.states[0, :, 2, 1, :], rtol=1e-10, atol=1e-14)
     np.testing.assert_array_equal(tr.chunk_t, [7, 15, 23, 29])
     np.testing.assert_allclose(tr.chunk_h_gpu, tr.h_ref[tr.chunk_t], rtol=1e-10, atol=1e-14)
-    views = {v.key: v for v in grad_views("ssd", inputs, ref, {}, Selection(0, ch, 0))}
+    views = {v.key: v for v in grad_views(families.get("ssd"), inputs, ref, {}, Selection(0, ch,
+                                                                                          0))}
     np.testing.assert_array_equal(views["dB"].ref, ref["dB"][0, :, 1, :])
     assert views["dx"].kind == "line" and views["dx"].gpu is None
 
@@ -56,7 +58,8 @@ def test_ssd_trace_matches_the_recurrent_reference(convention: str) -> None:
 def test_selection_is_clamped_to_the_sizes() -> None:
     p = Problem(family="s6", seq_len=8, d_inner=2, d_state=3)
     inputs = p.build()
-    tr = trace("s6", "mamba", inputs, reference(Case.of_problem(p)), {}, Selection(5, 9, 9))
+    tr = trace(families.get("s6"), "mamba", inputs, reference(Case.of_problem(p)), {},
+               Selection(5, 9, 9))
     assert tr.sel == Selection(0, 1, 2)
 
 
@@ -200,8 +203,8 @@ def test_tolerance_line_is_the_checks_element_bound() -> None:
 
     p = Problem(family="s6", seq_len=64, d_inner=3, d_state=4)
     arrays = p.build()
-    ref = reference(Case.of_arrays("s6", arrays, convention="mamba"))
-    tr = trace("s6", "mamba", arrays, ref, {}, Selection(channel=1))
+    ref = reference(Case.of_arrays(families.get("s6"), arrays, convention="mamba"))
+    tr = trace(families.get("s6"), "mamba", arrays, ref, {}, Selection(channel=1))
     y = ref["y"].astype(np.float32)
     y[0, 20, 1] += np.float32(0.99 * tr.tol_curve[20])
     assert compare("y", y, ref["y"], FORWARD_TOL, time_axis=1).first_bad is None

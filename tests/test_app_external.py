@@ -58,7 +58,7 @@ def test_builderforce_file_drives_the_plots_and_passes(qtbot, make_window, probl
     label = next(v.name for v in r.report.verdicts if r.external.keys.get(v.name) == "y")
     kernel_y = r.report.gpu[label]
     tr = w.trace
-    cut = (tr.sel.batch, slice(None), tr.sel.channel) if problem.family == "s6" else (
+    cut = (tr.sel.batch, slice(None), tr.sel.channel) if problem.family.name == "s6" else (
         tr.sel.batch, slice(None), tr.sel.channel // problem.d_head,
         tr.sel.channel % problem.d_head)
     plotted = w.time_plots.curves["y_gpu"].yData
@@ -71,7 +71,7 @@ def test_builderforce_file_drives_the_plots_and_passes(qtbot, make_window, probl
     # Badges are the CLI's verdict names; what the ABI lacks is grey, with the reason.
     assert all(w.status.badges[v.name] for v in r.report.verdicts)
     assert label in w.status.badges
-    absent = "dD" if problem.family == "s6" else "ddt_bias"
+    absent = "dD" if problem.family.name == "s6" else "ddt_bias"
     row = w.grad_plots.rows[absent]
     assert "absent" in row.title and r.external.absent[absent] in row.title
     heights = np.asarray(row.bars.opts["height"])
@@ -95,7 +95,7 @@ def test_planted_fault_fails_in_the_app_as_the_cli_reports_it(qtbot, make_window
                                                               problem):
     # The problem is the CLI's default one (sizes, seed 0): the same inputs on both sides.
     path = KERNELS / name
-    cli = next(c for c in check_kernel_file(str(path)) if c.profile.family == problem.family)
+    cli = next(c for c in check_kernel_file(str(path)) if c.profile.family is problem.family)
     assert cli.exit_code == 1
     w = make_window(problem)
     _run(qtbot, w, lambda: w.shader_panel.open_file(path))

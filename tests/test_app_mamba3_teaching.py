@@ -15,6 +15,7 @@ from ssmviz.app.readout import family_label
 from ssmviz.app.teaching import views_of
 from ssmviz.app.teaching.versus import M_PERCENTILE
 from ssmviz.app.viewdata import robust_levels
+from ssmviz.core import families
 from ssmviz.core import operator as op
 from ssmviz.core.families.mamba3 import reference as ref_mod
 from ssmviz.core.families.mamba3 import rules as rules_mod
@@ -33,9 +34,9 @@ VIEW_TIMEOUT_MS = 120_000
 
 
 def test_mamba3_has_its_views_and_runs_with_plots_against_the_reference(qtbot, make_window):
-    assert views_of("mamba3") == ("operator", "complex", "rules", "versus")
+    assert views_of(families.get("mamba3")) == ("operator", "complex", "rules", "versus")
     w, view = _shown(qtbot, make_window, SMALL_M3, "operator")
-    assert w.controls.problem().family == "mamba3" and w.result.ok
+    assert w.controls.problem().family.name == "mamba3" and w.result.ok
     # The read-out names the family as its display name does, not "MAMBA3".
     assert "<b>Mamba-3 / mamba</b>" in w.readout.header.text()
     assert w.readout.header.toolTip().startswith("Mamba-3 (SISO")
@@ -52,7 +53,8 @@ def test_mamba3_has_its_views_and_runs_with_plots_against_the_reference(qtbot, m
                                atol=1e-15)
     # The operator view: the reference M is the core's, the GPU M measured by impulses
     # through the Mamba-3 kernel agrees within the forward bound.
-    want = op.reference_operator("mamba3", w.result.inputs, convention="mamba", index=[0])
+    want = op.reference_operator(families.get("mamba3"), w.result.inputs, convention="mamba",
+                                 index=[0])
     np.testing.assert_array_equal(view.data.ref, want.M[0])
     assert view.data.gpu is not None and view.data.wrong == 0
     np.testing.assert_allclose(view.data.gpu, view.data.ref, rtol=0, atol=1e-5)
@@ -65,7 +67,8 @@ def test_mamba3_has_its_views_and_runs_with_plots_against_the_reference(qtbot, m
 
 
 def test_the_readout_names_each_family_by_its_display_name() -> None:
-    assert [family_label(f) for f in ("s6", "ssd", "mamba3")] == ["S6", "SSD", "Mamba-3"]
+    labels = [family_label(families.get(f)) for f in ("s6", "ssd", "mamba3")]
+    assert labels == ["S6", "SSD", "Mamba-3"]
 
 
 def test_complex_view_draws_the_pairs_spiral_and_its_angle(qtbot, make_window):
@@ -126,12 +129,12 @@ def test_choosing_mamba3_in_the_controls_runs_it_and_shows_its_tabs(qtbot, make_
     qtbot.waitExposed(w)
     combo = w.controls.widgets["family"]
     test_app._run(qtbot, w, lambda: combo.setCurrentText("mamba3"))
-    assert w.result.problem.family == "mamba3" and w.result.ok, w.result.error
+    assert w.result.problem.family.name == "mamba3" and w.result.ok, w.result.error
     sizes = set(w.controls.problem().to_dict())
     assert {"n_heads", "d_head", "n_groups", "chunk_len"} <= sizes
-    assert w.trace.family == "mamba3" and w.trace.y_gpu is not None
+    assert w.trace.family.name == "mamba3" and w.trace.y_gpu is not None
     # The teaching panel takes the new run after the plots' paint (a zero timer).
-    qtbot.waitUntil(lambda: w.teaching.panel.family == "mamba3", timeout=VIEW_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: w.teaching.panel.family.name == "mamba3", timeout=VIEW_TIMEOUT_MS)
     tabs = w.teaching.panel.tabs
     shown = [tabs.tabText(i) for i in range(tabs.count()) if tabs.isTabVisible(i)]
     assert shown == ["Operator M", "Complex state", "Euler · ZOH · trapezoid", "Mamba-2 vs 3"]

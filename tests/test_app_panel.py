@@ -214,7 +214,7 @@ def _check_fd(w, keys) -> None:
 
 def test_fd_points_match_gpu_gradients_s6(make_window) -> None:
     w = make_window()
-    assert fd_small_enough("s6", w.result.inputs)
+    assert fd_small_enough(families.get("s6"), w.result.inputs)
     _check_fd(w, families.get("s6").grad_keys)
 
 
@@ -228,7 +228,7 @@ def test_no_fd_points_for_large_problems(qtbot, make_window) -> None:
     assert any(len(row.fd.getData()[0]) for row in w.grad_plots.rows.values())
     assert not any("finite differences only" in row.title for row in w.grad_plots.rows.values())
     _run(qtbot, w, lambda: w.controls.set_value("seq_len", 700))  # 700·3 > 2000
-    assert not fd_small_enough("s6", w.result.inputs)
+    assert not fd_small_enough(families.get("s6"), w.result.inputs)
     assert w.view.fd == {}
     rows = w.grad_plots.rows.values()
     assert rows and all(len(row.fd.getData()[0]) == 0 for row in rows)  # cleared

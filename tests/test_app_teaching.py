@@ -20,6 +20,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from ssmviz.app.teaching import operator as operator_view
 from ssmviz.app.teaching.items import matrix_view
 from ssmviz.app.viewdata import DIFF_CMAP
+from ssmviz.core import families
 from ssmviz.core import operator as op
 from ssmviz.core.families.s6.teaching import s6_discretisation, s6_row_terms, s6_scan_tree
 from ssmviz.core.families.ssd.teaching import (
@@ -60,9 +61,10 @@ def test_s6_operator_view_draws_the_reference_and_the_measured_operator(qtbot, m
     sel = w.controls.selection()
     inputs = w.result.inputs
     d = view.data
-    assert d.family == "s6" and d.index == sel.channel and d.cols.size == SMALL.seq_len
-    ref = op.reference_operator("s6", inputs, convention="mamba", index=[sel.channel])
-    gpu = op.measure_operator("s6", inputs, op.own_forward("s6", convention="mamba"),
+    assert d.family.name == "s6" and d.index == sel.channel and d.cols.size == SMALL.seq_len
+    ref = op.reference_operator(families.get("s6"), inputs, convention="mamba", index=[sel.channel])
+    gpu = op.measure_operator(families.get("s6"), inputs, op.own_forward(families.get("s6"),
+                                                                         convention="mamba"),
                               index=[sel.channel], isolate=True)
     np.testing.assert_array_equal(d.ref, ref.M[0])
     np.testing.assert_array_equal(d.gpu, gpu.M[0])
@@ -109,9 +111,10 @@ def test_ssd_planted_fault_shows_as_the_wrong_blocks_of_the_difference(qtbot, ma
     view = w.teaching.panel.views["operator"]
     d = view.data
     assert d.measure == "states" and d.chunk_len == 16
-    fwd = op.file_forward(str(FAULT), family="ssd", convention="builderforce",
+    fwd = op.file_forward(str(FAULT), family=families.get("ssd"), convention="builderforce",
                           run_sizes={"chunk_len": 16})
-    ref = op.reference_operator("ssd", w.result.inputs, convention="builderforce", index=[0])
+    ref = op.reference_operator(families.get("ssd"), w.result.inputs, convention="builderforce",
+                                index=[0])
     st = op.states_operator(w.result.inputs, fwd, convention="builderforce", index=[0])
     np.testing.assert_array_equal(d.ref, ref.M[0])
     np.testing.assert_array_equal(d.gpu, st.M[0])
@@ -268,7 +271,8 @@ def test_operator_view_says_whether_m_is_toeplitz(qtbot, make_window):
     drawn = replace(lti, init=ParamInit(selection="selective")).build()
     # in the run's precision (its inputs are those the kernel got)
     selective = {k: v.astype(w.result.inputs[k].dtype) for k, v in drawn.items()}
-    want = op.reference_operator("s6", selective, convention="mamba", index=[d.index]).M[0]
+    want = op.reference_operator(families.get("s6"), selective, convention="mamba",
+                                 index=[d.index]).M[0]
     np.testing.assert_array_equal(d.contrast, want)
     assert op.toeplitz_gap(d.contrast) > 1e-2
     assert view.maps["contrast"].titleLabel.text.startswith("selective M")
@@ -295,7 +299,7 @@ def test_operator_view_says_whether_m_is_toeplitz(qtbot, make_window):
                     timeout=VIEW_TIMEOUT_MS)
     lti_now = op.contrast_arrays(w.result.problem, w.result.inputs)[1]
     np.testing.assert_array_equal(view.data.contrast, op.reference_operator(
-        "s6", lti_now, convention="mamba", index=[view.data.index]).M[0])
+        families.get("s6"), lti_now, convention="mamba", index=[view.data.index]).M[0])
 
 
 def test_discretisation_view_draws_the_cores_euler_and_zoh(qtbot, make_window):
@@ -367,7 +371,8 @@ def test_a_newer_run_replaces_the_views_older_work(qtbot, make_window):
     qtbot.waitUntil(lambda: panel.shown["operator"][0] == new.generation and not panel.busy,
                     timeout=VIEW_TIMEOUT_MS)
     assert old.generation not in shown
-    ref = op.reference_operator("s6", new.inputs, convention="mamba", index=[sel.channel])
+    ref = op.reference_operator(families.get("s6"), new.inputs, convention="mamba",
+                                index=[sel.channel])
     np.testing.assert_array_equal(view.data.ref, ref.M[0])
 
 
@@ -414,7 +419,7 @@ def test_a_long_problem_measures_evenly_spread_columns(qtbot, make_window):
     assert cols[-1] == 1023 and np.array_equal(d.cols, cols)
     assert d.ref.shape == d.gpu.shape == (1024, cols.size)
     ch = w.controls.selection().channel
-    ref = op.reference_operator("s6", w.result.inputs, convention="mamba", index=[ch],
+    ref = op.reference_operator(families.get("s6"), w.result.inputs, convention="mamba", index=[ch],
                                 cols=cols)
     np.testing.assert_array_equal(d.ref, ref.M[0])
     assert d.wrong == 0 and f"{cols.size} of 1024 columns measured" in view.message.text()

@@ -44,7 +44,7 @@ def test_the_app_offers_a_registered_family_and_plots_its_arrays(qtbot, toy, mak
     _run(qtbot, w, lambda: w.controls.set_problem(
         Problem(family="toy", batch=2, seq_len=40, d_inner=3)))
     r = w.result
-    assert r.problem.family == "toy" and r.error == "", r.error
+    assert r.problem.family.name == "toy" and r.error == "", r.error
     assert r.report is not None and r.report.passed, r.report.failures()
     assert set(w.status.badges) == {"y", "h", *toy.grad_keys} and all(w.status.badges.values())
 
@@ -78,7 +78,7 @@ def test_the_app_offers_a_registered_family_and_plots_its_arrays(qtbot, toy, mak
     # An inputs file of the toy's keys (x, as SSD's first input) is read as the toy's.
     np.savez(tmp_path / "toy.npz", **{k: r.inputs[k] for k in toy.input_keys})
     _run(qtbot, w, lambda: w.controls.load_inputs(str(tmp_path / "toy.npz")))
-    assert w.result.problem.family == "toy" and w.result.error == "", w.result.error
+    assert w.result.problem.family.name == "toy" and w.result.error == "", w.result.error
     assert "(toy, batch=2, seq_len=40, d_inner=3" in w.controls.inputs_label.text()
     w.controls.clear_inputs()
 

@@ -184,14 +184,16 @@ def test_both_paths_feed_the_reference_what_the_gpu_got(runtime, tmp_path: Path,
     from ssmviz.core.check import check_arrays
     from ssmviz.core.inputs import open_inputs
 
-    arrays = Problem(family=family, batch=1, **sizes).build()
+    problem = Problem(family=family, batch=1, **sizes)
+    arrays = problem.build()
     arrays["B"].flat[0] = 1 + 2.0**-30
     arrays["B"].flat[1] = 1e-310
     run = {k: v for k, v in sizes.items() if k == "chunk_len"}
-    direct = check_arrays(Case.of_arrays(family, arrays, run=run), runs=1, race_probe=False)
+    direct = check_arrays(Case.of_arrays(problem.family, arrays, run=run), runs=1, race_probe=False)
     np.savez(tmp_path / "in.npz", **arrays)
-    loaded = open_inputs(str(tmp_path / "in.npz")).load(family)
-    via_file = check_arrays(Case.of_arrays(family, loaded, run=run), runs=1, race_probe=False)
+    loaded = open_inputs(str(tmp_path / "in.npz")).load(problem.family)
+    via_file = check_arrays(Case.of_arrays(problem.family, loaded, run=run), runs=1,
+                            race_probe=False)
     assert set(direct.ref) == set(via_file.ref)
     for key, ref in via_file.ref.items():
         np.testing.assert_array_equal(direct.ref[key], ref, err_msg=key)

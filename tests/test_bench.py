@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ssmviz import cli
-from ssmviz.core import bench
+from ssmviz.core import bench, families
 from ssmviz.core.progress import Progress
 from tests.test_cli import ssmviz
 
@@ -62,7 +62,7 @@ def test_bench_passes_flag_prints_the_breakdown() -> None:
     assert lines[0].startswith("adapter: ") and lines[0].endswith("sizes: tiny")
     # Progress on stderr (not a terminal here): one line per timed row, in order.
     steps = [ln for ln in proc.stderr.splitlines() if ln.startswith("bench [")]
-    total = bench.step_count("s6", "tiny")
+    total = bench.step_count(families.get("s6"), "tiny")
     assert [ln.split("]")[0] for ln in steps] == [f"bench [{i}/{total}" for i in
                                                     range(1, total + 1)], proc.stderr
     assert steps[0].startswith(f"bench [1/{total}] copy vec4 (")

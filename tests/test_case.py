@@ -26,12 +26,12 @@ def test_a_problem_s_case_carries_the_record_and_every_size() -> None:
 def test_given_arrays_are_judged_once_with_one_message() -> None:
     arrays = Problem(family="ssd", seq_len=12).build()
     with pytest.raises(SsmvizError, match=r"^chunk_len must be an integer ≥ 1; got None$"):
-        Case.of_arrays("ssd", arrays)
+        Case.of_arrays(families.get("ssd"), arrays)
     with pytest.raises(SsmvizError, match=r"^convention must be mamba or builderforce"):
-        Case.of_arrays("ssd", arrays, convention="other", run={"chunk_len": 4})
+        Case.of_arrays(families.get("ssd"), arrays, convention="other", run={"chunk_len": 4})
     bad = dict(arrays, dt=np.zeros((1, 11, 4)))
     with pytest.raises(SsmvizError, match=r"^dt has shape \(1, 11, 4\)"):
-        Case.of_arrays("ssd", bad, run={"chunk_len": 4})
+        Case.of_arrays(families.get("ssd"), bad, run={"chunk_len": 4})
 
 
 def test_a_case_crosses_processes_by_its_family_s_name() -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from ssmviz.core import families
 from ssmviz.core.case import Case
 from ssmviz.core.check import check_arrays
 from ssmviz.core.families.s6.kernel import S6Kernel
@@ -31,10 +32,11 @@ class _OrderDependent:
 
 def test_reverse_order_difference_fails_the_tensor(runtime) -> None:
     arrays = Problem(family="s6", seq_len=300, d_inner=3, d_state=4).build()
-    honest = check_arrays(Case.of_arrays("s6", arrays), runs=2, runtime=runtime)
+    honest = check_arrays(Case.of_arrays(families.get("s6"), arrays), runs=2, runtime=runtime)
     assert honest.passed and honest.race_probe
     kernel = _OrderDependent(runtime)
-    report = check_arrays(Case.of_arrays("s6", arrays), runs=2, runtime=runtime, kernel=kernel)
+    report = check_arrays(Case.of_arrays(families.get("s6"), arrays), runs=2, runtime=runtime,
+                          kernel=kernel)
     assert kernel.reversed_calls == 1
     y = next(v for v in report.verdicts if v.name == "y")
     assert not y.passed and not y.deterministic and "reverse order" in y.note

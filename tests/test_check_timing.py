@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ssmviz.core import families
 from ssmviz.core.case import Case
 from ssmviz.core.check import check_arrays
 from ssmviz.core.families.s6.kernel import S6Kernel
@@ -33,7 +34,8 @@ class _Timed:
 def test_gpu_time_is_the_median_of_the_runs(runtime) -> None:
     arrays = Problem(family="s6", seq_len=200, d_inner=3, d_state=4).build()
     kernel = _Timed(runtime)
-    report = check_arrays(Case.of_arrays("s6", arrays), runs=3, runtime=runtime, kernel=kernel)
+    report = check_arrays(Case.of_arrays(families.get("s6"), arrays), runs=3, runtime=runtime,
+                          kernel=kernel)
     assert kernel.calls == 3
     assert set(report.gpu_seconds) == {"forward", "backward"}
     assert all(v == 2e-3 for v in report.gpu_seconds.values())

@@ -202,7 +202,7 @@ def test_sweep_shows_a_line_per_finished_case(monkeypatch, capsys) -> None:
     monkeypatch.setattr(sweep, "check_arrays", fake_check)
     assert cli.main(["sweep", "--family", "ssd", "--quick", "--runs", "1"]) == 0
     out = capsys.readouterr()
-    total = len(sweep.cases("ssd", quick=True))
+    total = len(sweep.cases(families.get("ssd"), quick=True))
     steps = [ln.split("] ")[0] + "]" for ln in out.err.splitlines()]
     assert steps == [f"sweep ssd [{i}/{total}]" for i in range(1, total + 1)], out.err
     assert out.out.count("PASS  ") == total and f"{total}/{total} cases passed" in out.out

@@ -44,3 +44,15 @@ def test_check_help_lists_the_sizes_defaults() -> None:
     for text in ("sequence length (default: 1024)", "state size N (default: 16)",
                  "(default: 4 for S6, n_heads·d_head for SSD)", "(default: 3)"):
         assert text in " ".join(out.split()), text
+
+
+def test_each_command_has_its_own_usage_line() -> None:
+    """``ssmviz bench --help`` reads ``usage: ssmviz bench [-h] ...``, not the top-level
+    usage with the command's name appended."""
+    for name, parser in _commands().items():
+        usage = parser.format_usage()
+        assert usage.startswith(f"usage: ssmviz {name} [-h]"), (name, usage)
+        assert "session.json" not in usage and usage.count("usage:") == 1, (name, usage)
+    out = subprocess.run([sys.executable, "-m", "ssmviz", "bench", "--help"],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    assert out.startswith("usage: ssmviz bench [-h] "), out.splitlines()[:2]

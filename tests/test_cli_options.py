@@ -21,6 +21,7 @@ from ssmviz import cli
 from ssmviz.app import main as app_main
 from ssmviz.core.check import TensorVerdict
 from ssmviz.core.problem import Problem
+from ssmviz.entry import launch
 
 KERNEL = str(Path(__file__).resolve().parent.parent / "assets/kernels/builderforce_reference.js")
 K = ["check", "--kernel", KERNEL]
@@ -321,7 +322,7 @@ class Recorder:
 def _run(argv: list[str], rec: Recorder, folder: Path, capsys) -> tuple[int, list, str]:
     rec.calls.clear()
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
-    code = cli.main(argv)
+    code = launch(argv)  # the launcher: the Qt commands run in the app
     err = capsys.readouterr().err
     after = {p.name: p.read_bytes() for p in folder.iterdir()}
     written = sorted(n for n in after if before.get(n) != after[n])
@@ -378,8 +379,9 @@ def test_option_changes_what_runs_or_is_refused(cmd, dest, base, extra, folder, 
 def test_bench_ui_runs_each_view_on_a_problem_of_its_family(monkeypatch, argv, family) -> None:
     ran = []
     monkeypatch.setattr("ssmviz.app.uibench.run_ui_bench",
-                        lambda json_path, view=None, family="s6": ran.append((view, family)) or 0)
-    assert cli.main(["bench", "--ui", *argv]) == 0
+                        lambda json_path, view=None, family=None: ran.append((view, family.name))
+                        or 0)
+    assert launch(["bench", "--ui", *argv]) == 0  # the launcher runs the CLI's request
     view = argv[argv.index("--view") + 1] if "--view" in argv else None
     assert ran == [(view, family)]
 

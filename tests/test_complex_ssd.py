@@ -82,7 +82,7 @@ def test_the_builderforce_convention_builds_and_refuses_the_own_kernel() -> None
     with pytest.raises(SsmvizError, match=r"^the mamba3 kernels run the mamba convention; "
                                           r"got 'builderforce' \(builderforce's is "
                                           r"complex_ssd\.js: ssmviz check --kernel FILE\)$"):
-        check_arrays(Case.of_arrays("mamba3", a, convention="builderforce",
+        check_arrays(Case.of_arrays(families.get("mamba3"), a, convention="builderforce",
                                     run={"chunk_len": 4}))
 
 
@@ -108,7 +108,7 @@ def test_the_profile_matches_the_shipped_kernel(kernel_path) -> None:
     an = analyze(kf)  # static: no device
     entries = {e for m in an.modules.values() for e in m.entry_points}
     (found,) = detect_profiles(entries, [s.name for s in kf.sources])
-    assert found.name == "builderforce-complex-ssd" and found.family == "mamba3"
+    assert found.name == "builderforce-complex-ssd" and found.family.name == "mamba3"
     prof = get_profile(found.name)
     for p in prof.passes:
         (src,) = [s for s in kf.sources if p.entry in parse_module(s.text).entry_points]
@@ -195,10 +195,12 @@ def test_mamba3_conventions_are_presets_only() -> None:
     never ignored."""
     from ssmviz.core.reference.conventions import parse_convention
 
-    assert parse_convention("p", {"preset": "builderforce"}, "mamba3").name == "builderforce"
+    assert parse_convention("p", {"preset": "builderforce"},
+                            families.get("mamba3").conventions).name == "builderforce"
     with pytest.raises(SsmvizError, match=r"^p: convention\.dt is S6's and SSD's; mamba3 "
                                           r"takes a preset"):
-        parse_convention("p", {"preset": "builderforce", "dt": "none"}, "mamba3")
+        parse_convention("p", {"preset": "builderforce", "dt": "none"},
+                         families.get("mamba3").conventions)
 
 
 def test_complex_ssd_under_the_mamba_convention_is_refused(kernel_path) -> None:

@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from ssmviz.core import families
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.s6.reference import s6_backward, s6_forward
 from ssmviz.core.families.ssd.chunked import ssd_backward_chunked, ssd_forward_chunked
@@ -108,10 +109,12 @@ def test_ssd_parameters() -> None:
          "dt_bias": rng.normal(size=h) * 0.2}
     for name in ("mamba", "builderforce"):
         a = ssd_forward_chunked(**x, chunk_len=4, convention=name).y
-        c = ssd_forward_chunked(**x, chunk_len=4, convention=preset(name, "ssd")).y
+        conv = preset(name, families.get("ssd").conventions)
+        c = ssd_forward_chunked(**x, chunk_len=4, convention=conv).y
         assert a.tobytes() == c.tobytes()
     # builderforce's SSD is mamba's with A = -softplus(A_log) and no dt on the input.
-    conv = replace(preset("mamba", "ssd"), name="custom", A="softplus", dt_input=False)
+    conv = replace(preset("mamba", families.get("ssd").conventions), name="custom", A="softplus",
+                   dt_input=False)
     np.testing.assert_array_equal(ssd_forward_chunked(**x, chunk_len=4, convention=conv).y,
                                   ssd_forward_chunked(**x, chunk_len=4,
                                                       convention="builderforce").y)
@@ -138,12 +141,14 @@ def test_ssd_parameters() -> None:
 ])
 def test_bad_convention_tables_name_the_key(raw: dict, words: str) -> None:
     with pytest.raises(SsmvizError, match=words.replace("(", r"\(").replace(".", r"\.")):
-        parse_convention("p.toml", raw, "s6")
+        parse_convention("p.toml", raw, families.get("s6").conventions)
 
 
 def test_a_table_equal_to_a_preset_is_that_preset() -> None:
-    assert parse_convention("p", {"preset": "builderforce"}, "s6") == preset("builderforce")
-    c = parse_convention("p", {"A": "exp_clamped", "A_clamp": [-10, 5], "B_bar": "zoh"}, "s6")
+    assert parse_convention("p", {"preset": "builderforce"},
+                            families.get("s6").conventions) == preset("builderforce")
+    c = parse_convention("p", {"A": "exp_clamped", "A_clamp": [-10, 5], "B_bar": "zoh"},
+                         families.get("s6").conventions)
     assert c.name == "custom" and c.zoh and c.A_clamp == (-10.0, 5.0)
     assert "A=exp_clamped" in c.describe()
 

@@ -21,7 +21,7 @@ from tests.hostile import REFERENCE
 pytestmark = pytest.mark.gpu
 
 _PRELUDE = """
-from ssmviz.core import gpu
+from ssmviz.core import families, gpu
 from ssmviz.core.case import Case
 from ssmviz.core.check import check_arrays
 from ssmviz.core.problem import Problem
@@ -41,7 +41,7 @@ def _run_script(body: str) -> list[str]:
 
 def test_a_destroyed_shared_device_is_rebuilt_and_the_check_retried():
     out = _run_script("""
-        report = check_arrays(Case.of_arrays("s6", arrays), runs=1)
+        report = check_arrays(Case.of_arrays(families.get("s6"), arrays), runs=1)
         print(report.passed, gpu.get_runtime() is not lost)
         print(gpu.get_runtime().device is not lost.device)
     """)
@@ -60,7 +60,7 @@ def test_a_device_lost_again_after_the_rebuild_says_the_gpu_was_lost():
 
         gpu.GpuRuntime._create = staticmethod(lost_again)
         try:
-            check_arrays(Case.of_arrays("s6", arrays), runs=1)
+            check_arrays(Case.of_arrays(families.get("s6"), arrays), runs=1)
         except SsmvizError as exc:
             print(type(exc).__name__, "|", exc)
     """)

@@ -32,7 +32,7 @@ REFERENCE = KERNELS / "builderforce_reference.js"
 def _cli(path: Path, family: str):
     """The CLI's result for ``family`` (a module may hold both families)."""
     results = check_kernel_file(str(path), runs=1)
-    return next(r for r in results if r.profile is not None and r.profile.family == family)
+    return next(r for r in results if r.profile is not None and r.profile.family.name == family)
 
 
 def _app(path: Path, family: str, arrays, sizes):
@@ -94,7 +94,7 @@ def test_app_run_path_and_cli_give_identical_verdicts(runtime, monkeypatch, name
 
 def test_outputs_carry_ssmviz_keys_and_absent_ones_say_why(runtime):
     p = Problem(family="s6", convention="builderforce", seq_len=40, d_inner=3, d_state=4)
-    live = run_live(str(REFERENCE), None, p.build(), family="s6")
+    live = run_live(str(REFERENCE), None, p.build(), family=p.family)
     assert live.report.passed
     assert set(live.gpu) == {"y", "h", "du", "ddelta", "dA_log", "dB", "dC"}
     raw = live.report.gpu  # by the ABI's labels, as the CLI judges them
@@ -118,7 +118,7 @@ def test_outputs_carry_ssmviz_keys_and_absent_ones_say_why(runtime):
 def test_a_file_without_a_backward_leaves_every_gradient_absent(runtime):
     p = Problem(family="ssd", convention="builderforce", seq_len=24, n_heads=2, d_head=2,
                 d_state=4, chunk_len=8)
-    live = run_live(str(KERNELS / "fault_off_by_one_ssd.js"), None, p.build(), family="ssd",
+    live = run_live(str(KERNELS / "fault_off_by_one_ssd.js"), None, p.build(), family=p.family,
                     run_sizes={"chunk_len": 8})
     assert set(live.gpu) == {"y", "chunk_states"}
     for key in ("dx", "ddt", "dA_log", "dB", "dC", "dD"):
@@ -134,7 +134,7 @@ def test_sizes_the_abi_cannot_take_are_refused_in_one_line(runtime, monkeypatch,
     monkeypatch.setitem(runtime.limits, limit, value)
     p = Problem(family="s6", convention="builderforce", seq_len=40, d_inner=4, d_state=4)
     with pytest.raises(SsmvizError) as err:
-        run_live(str(REFERENCE), None, p.build(), family="s6")
+        run_live(str(REFERENCE), None, p.build(), family=p.family)
     text = str(err.value)
     assert "\n" not in text
     assert text.startswith("profile 'builderforce-s6' cannot take these sizes: " + what)
@@ -161,7 +161,7 @@ def test_size_probe_prefix_is_judged_against_the_given_inputs(runtime):
     # With arrays given (and the size probe on), the probe's first seq_len steps are those
     # arrays, so a correct causal kernel's prefix agrees with the judged run's.
     p = Problem(family="s6", convention="builderforce", seq_len=24, d_inner=3, d_state=4, seed=7)
-    res = check_kernel(str(REFERENCE), arrays=p.build(), family="s6", runs=1)
+    res = check_kernel(str(REFERENCE), arrays=p.build(), family=p.family, runs=1)
     assert res.exit_code == 0, res.render()
     assert not [ln for ln in res.probe_lines if "causal scan" in ln], res.probe_lines
     assert ("size probe (seq_len=1155): every output within tolerance (inputs: the given "

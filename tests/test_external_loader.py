@@ -160,7 +160,7 @@ def test_builtin_profiles_and_aliases():
 
 def test_example_toml_profile_parses():
     prof = load_profile_file(str(ASSETS / "profiles" / "example.toml"))
-    assert prof.family == "s6" and prof.convention == "builderforce"
+    assert prof.family.name == "s6" and prof.convention == "builderforce"
     assert prof.passes[1].dispatch == ["ceil_div(seq_len, 64)", "d_inner", "batch"]
 
 

@@ -35,7 +35,7 @@ def test_every_profile_of_a_file_shares_one_load_and_one_analysis(runtime, monke
     analyses = _counting(monkeypatch, runner, "analyze")
     results = runner.check_kernel_file(str(REFERENCE), sizes=SMALL, runs=1, probe=False,
                                        runtime=runtime)
-    assert [r.profile.family for r in results] == ["s6", "ssd"]  # two profiles checked
+    assert [r.profile.family.name for r in results] == ["s6", "ssd"]  # two profiles checked
     assert all(r.report is not None for r in results)
     assert (len(loads), len(analyses)) == (1, 1)
     assert results[0].analysed and results[0].analysed == results[1].analysed
@@ -46,7 +46,7 @@ def test_the_exports_forward_reuses_the_checks_analysis(runtime, monkeypatch):
                               probe=False, runtime=runtime)
     assert res.report is not None and res.analysed
     analyses = _counting(monkeypatch, forward, "analyze")
-    kw = {"family": "s6", "convention": res.report.convention, "run_sizes": {},
+    kw = {"family": res.profile.family, "convention": res.report.convention, "run_sizes": {},
           "abi": res.profile.name}
     inputs = res.report.inputs
     out = forward.file_forward_outputs(str(REFERENCE), None, inputs, analysed=res.analysed,

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ssmviz.core import families
 from ssmviz.core.check import compare
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.expr import evaluate
@@ -283,7 +284,8 @@ def test_size_probe_reuses_the_given_inputs(runtime):
                      seed=7).build()
     arrays["A_log"] = arrays["A_log"] + 0.7  # not what the seed makes
     arrays["D"] = arrays["D"] * -2.0
-    res = check_kernel(str(KERNELS / "builderforce_reference.js"), arrays=arrays, family="s6",
+    res = check_kernel(str(KERNELS / "builderforce_reference.js"), arrays=arrays,
+                       family=families.get("s6"),
                        runs=1)
     assert res.exit_code == 0, res.render()
     assert not [ln for ln in res.probe_lines if "causal scan" in ln], res.probe_lines
@@ -299,7 +301,7 @@ def test_probe_inputs_come_from_the_given_ones():
 
     given = Problem(family="s6", seq_len=5, d_inner=2, d_state=3, seed=1).build()
     sizes2 = {"batch": 1, "seq_len": 12, "d_inner": 3, "d_state": 2}
-    out = probe_inputs("s6", given, sizes2)
+    out = probe_inputs(families.get("s6"), given, sizes2)
     assert out["A_log"].shape == (3, 2) and out["u"].shape == (1, 12, 3)
     np.testing.assert_array_equal(out["A_log"], given["A_log"][[0, 1, 1]][:, :2])
     # Along seq_len: the 5 steps, then back: never a copy of the first steps at t = 5.

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from ssmviz.core import families
 from ssmviz.core.external import watch_kernel
 from ssmviz.core.external.isolated import get_worker, nesting_depth
 from ssmviz.core.external.tasks import check_kernel_file_isolated
@@ -148,11 +149,12 @@ def test_check_kernel_isolated_takes_given_inputs_and_ends_a_hang(tmp_path):
 
     arrays = Problem(family="s6", convention="builderforce", seq_len=20, d_inner=3,
                      d_state=2).build()
-    res = check_kernel_isolated(str(REFERENCE), arrays=arrays, family="s6", runs=1)
+    res = check_kernel_isolated(str(REFERENCE), arrays=arrays, family=families.get("s6"), runs=1)
     assert res.exit_code == 0 and res.report.sizes["seq_len"] == 20
     path = tmp_path / "spin.js"
     path.write_text(spin_kernel(), encoding="utf-8")
-    res = check_kernel_isolated(str(path), arrays=arrays, family="s6", runs=1, timeout=2)
+    res = check_kernel_isolated(str(path), arrays=arrays, family=families.get("s6"), runs=1,
+                                timeout=2)
     assert res.exit_code == 1 and res.message.startswith("TIMEOUT") and res.watchdog
 
 

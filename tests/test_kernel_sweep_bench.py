@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ssmviz.cli import main
+from ssmviz.core import families
 from ssmviz.core.external.kernel_sweep import QUICK_SEQ_LENS, SEQ_LENS, refusal, size_matrix
 from ssmviz.core.external.profiles import get_profile
 from ssmviz.core.external.runner import check_kernel
@@ -34,15 +35,15 @@ def _cli(capsys, *argv: str) -> tuple[int, list[str], str]:
 
 
 def test_the_matrix_crosses_tiles_and_leaves_out_what_the_family_refuses() -> None:
-    s6 = size_matrix("s6")
+    s6 = size_matrix(families.get("s6"))
     assert {c["seq_len"] for c in s6} >= {1, 37, *SEQ_LENS} and 257 in SEQ_LENS
     assert 1030 in SEQ_LENS  # past a 1024-step tile too
     assert len(s6) == len({tuple(sorted(c.items())) for c in s6})  # no repeats
     assert {c["batch"] for c in s6} == {1, 2, 4}
-    quick = size_matrix("s6", quick=True)
+    quick = size_matrix(families.get("s6"), quick=True)
     assert [c["seq_len"] for c in quick] == [37, *QUICK_SEQ_LENS, 37]
     ssd = get_profile("builderforce-ssd")
-    cases = size_matrix("ssd")
+    cases = size_matrix(families.get("ssd"))
     refused = [c for c in cases if refusal(ssd, c)]
     # n_heads 1 with the default n_groups 2: "n_heads (1) must be divisible by n_groups (2)"
     assert refused == [c for c in cases if c["n_heads"] % c["n_groups"]] and refused

@@ -110,7 +110,7 @@ def test_kernel_matches_the_reference(runtime, changes: dict[str, int]) -> None:
 
 def test_kernel_with_fewer_angles_than_pairs(runtime) -> None:
     a = _inputs(batch=1, seq_len=30, n_heads=2, d_head=4, n_groups=1, d_state=8, n_angles=2)
-    report = check_arrays(Case.of_arrays("mamba3", a, run={"chunk_len": 8}), runs=1,
+    report = check_arrays(Case.of_arrays(families.get("mamba3"), a, run={"chunk_len": 8}), runs=1,
                           runtime=runtime)
     assert report.sizes["n_angles"] == 2
     assert report.passed, report.failures()

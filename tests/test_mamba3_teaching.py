@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ssmviz.core import families
 from ssmviz.core import operator as op
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.mamba3 import reference as ref_mod
@@ -37,7 +38,7 @@ def test_operator_m_times_x_plus_d_is_the_recurrent_y(arrays) -> None:
         np.testing.assert_allclose(got, y[b], rtol=0, atol=1e-12)
         assert np.all(np.triu(M, 1) == 0)
     # Through the registry, as the operator view asks for it
-    ref = op.reference_operator("mamba3", arrays, convention="mamba", index=[2])
+    ref = op.reference_operator(families.get("mamba3"), arrays, convention="mamba", index=[2])
     np.testing.assert_array_equal(ref.M[0], teach.mamba3_operator(arrays, heads=[2])[0])
 
 
@@ -131,4 +132,4 @@ def test_the_free_response_of_a_pair_is_a_decaying_spiral(arrays) -> None:
 def test_another_convention_is_refused_in_one_line(arrays) -> None:
     with pytest.raises(SsmvizError, match="show the mamba convention; this problem has "
                                           "'builderforce'"):
-        op.reference_operator("mamba3", arrays, convention="builderforce", index=[0])
+        op.reference_operator(families.get("mamba3"), arrays, convention="builderforce", index=[0])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ssmviz.core import impulse
+from ssmviz.core import families, impulse
 from ssmviz.core import operator as op
 from ssmviz.core.check import FORWARD_TOL, compare
 from ssmviz.core.errors import SsmvizError
@@ -22,7 +22,7 @@ FAULT = "assets/kernels/fault_off_by_one_ssd.js"
 
 def problem(family: str, convention: str, seq_len: int = 45, batch: int = 2
             ) -> dict[str, np.ndarray]:
-    return Problem(family=family, convention=convention, batch=batch, seq_len=seq_len,
+    return Problem(family=families.get(family), convention=convention, batch=batch, seq_len=seq_len,
                    **SIZES[family]).build()
 
 
@@ -30,9 +30,10 @@ def problem(family: str, convention: str, seq_len: int = 45, batch: int = 2
 @pytest.mark.parametrize("convention", ["mamba", "builderforce"])
 def test_gpu_operator_matches_reference(runtime, family: str, convention: str) -> None:
     arrays = problem(family, convention)
-    ref = op.reference_operator(family, arrays, convention=convention)
-    fwd = op.own_forward(family, convention=convention, run_sizes={"chunk_len": 8}, runtime=runtime)
-    gpu = op.measure_operator(family, arrays, fwd)
+    ref = op.reference_operator(families.get(family), arrays, convention=convention)
+    fwd = op.own_forward(families.get(family), convention=convention, run_sizes={"chunk_len": 8},
+                         runtime=runtime)
+    gpu = op.measure_operator(families.get(family), arrays, fwd)
     assert gpu.M.shape == ref.M.shape
     verdict = compare("M", gpu.M, ref.M, FORWARD_TOL)
     assert verdict.passed, verdict.reason()
@@ -47,9 +48,10 @@ def test_gpu_operator_matches_reference(runtime, family: str, convention: str) -
 ])
 def test_kernel_files_measure_m_in_the_worker(path: str, family: str, convention: str) -> None:
     arrays = problem(family, convention, seq_len=21, batch=1)
-    ref = op.reference_operator(family, arrays, convention=convention)
-    fwd = op.file_forward(path, family=family, convention=convention, run_sizes={"chunk_len": 8})
-    gpu = op.measure_operator(family, arrays, fwd)
+    ref = op.reference_operator(families.get(family), arrays, convention=convention)
+    fwd = op.file_forward(path, family=families.get(family), convention=convention,
+                          run_sizes={"chunk_len": 8})
+    gpu = op.measure_operator(families.get(family), arrays, fwd)
     verdict = compare("M", gpu.M, ref.M, FORWARD_TOL)
     assert verdict.passed, verdict.reason()
     assert gpu.source.startswith(path.rsplit("/", 1)[1])
@@ -59,13 +61,15 @@ def test_kernel_files_measure_m_in_the_worker(path: str, family: str, convention
 def test_subset_and_split_runs_measure_the_same_columns(runtime, family: str,
                                                         monkeypatch) -> None:
     arrays = problem(family, "mamba", seq_len=30)
-    fwd = op.own_forward(family, convention="mamba", run_sizes={"chunk_len": 8}, runtime=runtime)
-    full = op.measure_operator(family, arrays, fwd)
+    fwd = op.own_forward(families.get(family), convention="mamba", run_sizes={"chunk_len": 8},
+                         runtime=runtime)
+    full = op.measure_operator(families.get(family), arrays, fwd)
     cols, rows = np.array([29, 0, 8, 15]), op.select(30, 6)
     last = 2 if family == "s6" else 3  # SSD: head 3 reads group 1
-    one = op.measure_operator(family, arrays, fwd, index=[last], rows=rows, cols=cols)
+    one = op.measure_operator(families.get(family), arrays, fwd, index=[last], rows=rows, cols=cols)
     np.testing.assert_allclose(one.M[0], full.M[last][np.ix_(rows, cols)], rtol=1e-6, atol=1e-7)
-    alone = op.measure_operator(family, arrays, fwd, index=[last], rows=rows, cols=cols,
+    alone = op.measure_operator(families.get(family), arrays, fwd, index=[last], rows=rows,
+                                cols=cols,
                                 isolate=True)
     np.testing.assert_allclose(alone.M, one.M, rtol=1e-6, atol=1e-7)
     # a run budget of about two columns: the same columns over several runs
@@ -82,7 +86,8 @@ def test_subset_and_split_runs_measure_the_same_columns(runtime, family: str,
     monkeypatch.setattr(impulse, "impulse_inputs",
                         lambda f, a, c: runs.append(len(c)) or original(f, a, c))
     monkeypatch.setattr(fwd, "columns", counting)
-    split = op.measure_operator(family, arrays, fwd, index=[last], rows=rows, cols=cols)
+    split = op.measure_operator(families.get(family), arrays, fwd, index=[last], rows=rows,
+                                cols=cols)
     assert calls == [4] and len(runs) >= 2 and sum(runs) == 4
     np.testing.assert_allclose(split.M, one.M, rtol=1e-6, atol=1e-7)
 
@@ -94,7 +99,8 @@ def test_wrong_y_shape_is_one_line(runtime) -> None:
         return {"y": np.zeros((1, 10, 3))}
 
     with pytest.raises(SsmvizError, match="the kernel's y has shape"):
-        impulse.impulse_columns("s6", arrays, short, index=np.arange(3), cols=np.arange(10),
+        impulse.impulse_columns(families.get("s6"), arrays, short, index=np.arange(3),
+                                cols=np.arange(10),
                                 batch_elements=30)
 
 
@@ -107,9 +113,9 @@ def test_planted_fault_shows_in_the_chunk_states_only(runtime) -> None:
     impulse there is lost, earlier ones miss one step of decay); the diagonal blocks read
     no stored state."""
     arrays = problem("ssd", "builderforce", seq_len=37, batch=1)
-    ref = op.reference_operator("ssd", arrays, convention="builderforce")
-    fault = op.file_forward(FAULT, family="ssd", run_sizes={"chunk_len": 8})
-    through_y = op.measure_operator("ssd", arrays, fault)
+    ref = op.reference_operator(families.get("ssd"), arrays, convention="builderforce")
+    fault = op.file_forward(FAULT, family=families.get("ssd"), run_sizes={"chunk_len": 8})
+    through_y = op.measure_operator(families.get("ssd"), arrays, fault)
     assert not op.wrong_blocks(through_y, ref, 8).any()
     through_states = op.states_operator(arrays, fault, convention="builderforce")
     wrong = op.wrong_blocks(through_states, ref, 8)
@@ -122,7 +128,7 @@ def test_planted_fault_shows_in_the_chunk_states_only(runtime) -> None:
     assert np.all(fraction[np.tri(5, k=-1, dtype=bool)] > 0.5), fraction.round(2)
     assert np.all(share[:, ~np.tri(5, k=-1, dtype=bool)] == 0)
     # ssmviz's own kernel stores the right states
-    own = op.own_forward("ssd", convention="builderforce", run_sizes={"chunk_len": 8},
+    own = op.own_forward(families.get("ssd"), convention="builderforce", run_sizes={"chunk_len": 8},
                          runtime=runtime)
     assert not op.wrong_blocks(op.states_operator(arrays, own, convention="builderforce"),
                                ref, 8).any()
@@ -138,11 +144,12 @@ def test_a_carry_fault_shows_in_exactly_its_blocks(runtime) -> None:
     carry = "s = fma(exp(cum(b, h, tend)), s, chunk_local[state_idx(b, params.n_chunks, c"
     assert src.count(carry) == 1
     arrays = problem("ssd", "mamba", seq_len=37, batch=1)
-    ref = op.reference_operator("ssd", arrays, convention="mamba")
+    ref = op.reference_operator(families.get("ssd"), arrays, convention="mamba")
     half = carry.replace("exp(cum(", "exp(0.5 * cum(")
-    fwd = op.own_forward("ssd", convention="mamba", run_sizes={"chunk_len": 8}, runtime=runtime,
+    fwd = op.own_forward(families.get("ssd"), convention="mamba", run_sizes={"chunk_len": 8},
+                         runtime=runtime,
                          source=src.replace(carry, half))
-    wrong = op.wrong_blocks(op.measure_operator("ssd", arrays, fwd), ref, 8)
+    wrong = op.wrong_blocks(op.measure_operator(families.get("ssd"), arrays, fwd), ref, 8)
     assert np.array_equal(wrong, np.tri(5, k=-2, dtype=bool)), wrong.astype(int)
 
 
@@ -182,10 +189,10 @@ def test_export_stops_at_its_limits() -> None:
         raise AssertionError("no run past the limits")
 
     long = {"u": np.zeros((1, op.MAX_EXPORT_SEQ_LEN + 1, 1))}
-    data, note = op.operator_export_arrays("s6", long, never, convention="mamba")  # type: ignore[arg-type]
+    data, note = op.operator_export_arrays(families.get("s6"), long, never, convention="mamba")  # type: ignore[arg-type]
     assert data == {} and "up to seq_len 2048" in note
     wide = {"u": np.zeros((1, 2048, 17))}
-    data, note = op.operator_export_arrays("s6", wide, never, convention="mamba")  # type: ignore[arg-type]
+    data, note = op.operator_export_arrays(families.get("s6"), wide, never, convention="mamba")  # type: ignore[arg-type]
     assert data == {} and "d_inner·seq_len²" in note
 
 
@@ -197,11 +204,11 @@ def test_chunk_states_view_against_the_gpus_buffer(runtime) -> None:
 
     arrays = problem("ssd", "builderforce", seq_len=37, batch=1)
     kw = dict(convention="builderforce", chunk_len=8, head=3)
-    own = op.own_forward("ssd", convention="builderforce", run_sizes={"chunk_len": 8},
+    own = op.own_forward(families.get("ssd"), convention="builderforce", run_sizes={"chunk_len": 8},
                          runtime=runtime)
     good = ssd_chunk_states(arrays, **kw, gpu_chunk_states=own(arrays)["chunk_states"])
     assert good.gpu.shape == (6, 3, 5) and not op.bad_elements(good.gpu, good.ref).any()
-    fault = op.file_forward(FAULT, family="ssd", run_sizes={"chunk_len": 8})
+    fault = op.file_forward(FAULT, family=families.get("ssd"), run_sizes={"chunk_len": 8})
     bad = ssd_chunk_states(arrays, **kw, gpu_chunk_states=fault(arrays)["chunk_states"])
     wrong = op.bad_elements(bad.gpu, bad.ref).any(axis=(1, 2))
     assert wrong.tolist() == [False] + [True] * 5
@@ -235,6 +242,6 @@ def test_the_impulse_runs_take_the_code_path_of_the_problem_shown(runtime, monke
         return real(self, inputs, **kwargs)
 
     monkeypatch.setattr(S6Kernel, "run", spy)
-    fwd = op.own_forward("s6", convention="mamba", runtime=runtime)
-    op.measure_operator("s6", arrays, fwd, index=[1], cols=[0, 7], isolate=True)
+    fwd = op.own_forward(families.get("s6"), convention="mamba", runtime=runtime)
+    op.measure_operator(families.get("s6"), arrays, fwd, index=[1], cols=[0, 7], isolate=True)
     assert used and set(used) == {shown}

@@ -8,29 +8,31 @@ from types import SimpleNamespace
 
 import pytest
 
-from ssmviz.core import memory
+from ssmviz.core import families, memory
 from ssmviz.core.errors import LimitError, SsmvizError
 from ssmviz.core.problem import Problem
 
 
 def test_estimate_counts_the_float64_hidden_states() -> None:
     base = {"batch": 1, "seq_len": 1 << 16, "d_inner": 64, "d_state": 16}
-    one = memory.reference_bytes("s6", base)
+    one = memory.reference_bytes(families.get("s6"), base)
     # h alone, (batch, seq_len, d_inner, d_state) float64, is a floor of the estimate.
     assert one >= 8 * (1 << 16) * 64 * 16
-    assert memory.reference_bytes("s6", base | {"batch": 2}) > 1.9 * (one - memory.BASELINE)
+    assert memory.reference_bytes(families.get("s6"),
+                                  base | {"batch": 2}) > 1.9 * (one - memory.BASELINE)
     ssd = {"batch": 1, "seq_len": 4096, "n_heads": 8, "d_head": 16, "n_groups": 1,
            "d_state": 16, "chunk_len": 64}
-    small, big = (memory.reference_bytes("ssd", ssd | {"chunk_len": q}) for q in (64, 1024))
+    small, big = (memory.reference_bytes(families.get("ssd"),
+                                         ssd | {"chunk_len": q}) for q in (64, 1024))
     assert big > 4 * (small - memory.BASELINE)  # the (chunk_len, chunk_len) decay matrices
 
 
 def test_check_memory_refuses_in_one_line() -> None:
     sizes = {"batch": 1, "seq_len": 1 << 20, "d_inner": 64, "d_state": 16}
-    need = memory.reference_bytes("s6", sizes)
-    memory.check_memory("s6", sizes, available=need)
+    need = memory.reference_bytes(families.get("s6"), sizes)
+    memory.check_memory(families.get("s6"), sizes, available=need)
     with pytest.raises(LimitError, match=r"needs about .* GiB of RAM.*available") as err:
-        memory.check_memory("s6", sizes, available=need - 1)
+        memory.check_memory(families.get("s6"), sizes, available=need - 1)
     assert "\n" not in str(err.value) and "seq_len=1048576" in str(err.value)
 
 

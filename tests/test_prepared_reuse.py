@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from ssmviz.core import families
 from ssmviz.core.case import Case
 from ssmviz.core.check import check_arrays
 from ssmviz.core.dispatch import POISON_U32, Dispatch
@@ -216,10 +217,12 @@ def test_poison_check_reports_unwritten_on_a_reused_preparation(runtime, runtime
     arrays = _inputs("s6", 1, **sizes)
     faulty = S6Kernel(runtime, source=source)
     prepare = _CountingPrepare(faulty)
-    first = check_arrays(Case.of_arrays("s6", arrays), runs=1, race_probe=False, kernel=faulty)
+    first = check_arrays(Case.of_arrays(families.get("s6"), arrays), runs=1, race_probe=False,
+                         kernel=faulty)
     assert next(v for v in first.verdicts if v.name == "y").unwritten == 0
     arrays["u"][0, 50, 1] = 12345.0
-    second = check_arrays(Case.of_arrays("s6", arrays), runs=1, race_probe=False, kernel=faulty)
+    second = check_arrays(Case.of_arrays(families.get("s6"), arrays), runs=1, race_probe=False,
+                          kernel=faulty)
     assert prepare.calls == 1
     y = next(v for v in second.verdicts if v.name == "y")
     assert y.unwritten == 1 and not y.passed

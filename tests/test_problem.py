@@ -72,7 +72,7 @@ def test_build_is_deterministic_and_shaped(family: str, convention: str) -> None
     assert set(a) == set(keys)
     for k in keys:
         assert a[k].dtype == np.float64 and np.array_equal(a[k], b[k]), k
-    sizes = infer_sizes(family, a)
+    sizes = infer_sizes(families.get(family), a)
     assert sizes["seq_len"] == 33 and sizes["batch"] == 2 and sizes["d_state"] == 5
     other = p.with_(seed=8).build()
     assert not np.array_equal(a["B"], other["B"])
@@ -108,10 +108,10 @@ def test_infer_sizes_reports_missing_key_and_mismatch() -> None:
     a = Problem(family="s6", seq_len=8).build()
     missing = {k: v for k, v in a.items() if k != "dy"}
     with pytest.raises(SsmvizError, match="'dy'"):
-        infer_sizes("s6", missing)
+        infer_sizes(families.get("s6"), missing)
     bad = dict(a, C=a["C"][:, :4])
     with pytest.raises(SsmvizError, match=r"C has shape \(1, 4, 16\)"):
-        infer_sizes("s6", bad)
+        infer_sizes(families.get("s6"), bad)
     s = Problem(family="ssd", seq_len=8, n_heads=4, n_groups=2).build()
     with pytest.raises(SsmvizError, match="dt_bias"):
-        infer_sizes("ssd", dict(s, dt_bias=np.zeros(3)))
+        infer_sizes(families.get("ssd"), dict(s, dt_bias=np.zeros(3)))

@@ -10,7 +10,7 @@ import pytest
 
 import ssmviz.core.families.s6.reference as s6_ref
 import ssmviz.core.families.ssd.chunked as ssd_chunked
-from ssmviz.core import check
+from ssmviz.core import check, families
 from ssmviz.core.case import Case
 from ssmviz.core.problem import Problem
 
@@ -73,11 +73,11 @@ def test_reused_reference_equals_a_fresh_one_after_every_kind_of_change(family, 
 def test_a_changed_element_of_a_forward_input_is_never_reused():
     p = Problem(family="s6", batch=1, seq_len=16, d_inner=2, d_state=2)
     arrays = p.build()
-    first = check.reference(Case.of_arrays("s6", arrays), reuse=True)
+    first = check.reference(Case.of_arrays(families.get("s6"), arrays), reuse=True)
     changed = {k: np.array(v) for k, v in arrays.items()}
     changed["B"][0, 7, 1] += 1e-9  # one element, a tiny change
-    again = check.reference(Case.of_arrays("s6", changed), reuse=True)
-    _same(again, check.reference(Case.of_arrays("s6", changed)))
+    again = check.reference(Case.of_arrays(families.get("s6"), changed), reuse=True)
+    _same(again, check.reference(Case.of_arrays(families.get("s6"), changed)))
     assert not np.array_equal(again["y"], first["y"])
 
 

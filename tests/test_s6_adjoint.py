@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ssmviz.core import families
 from ssmviz.core.case import Case
 from ssmviz.core.check import reference
 from ssmviz.core.families.s6.adjoint import s6_adjoint
@@ -21,7 +22,7 @@ def arrays(convention: str) -> dict[str, np.ndarray]:
 @pytest.mark.parametrize("convention", ["mamba", "builderforce"])
 def test_the_adjoint_gives_the_reference_gradients(convention: str) -> None:
     a = arrays(convention)
-    ref = reference(Case.of_arrays("s6", a, convention=convention))
+    ref = reference(Case.of_arrays(families.get("s6"), a, convention=convention))
     adj = [s6_adjoint(a, convention=convention, channel=d, batch_index=1) for d in range(3)]
     for d, x in enumerate(adj):
         np.testing.assert_allclose(x.h, ref["h"][1, :, d], rtol=1e-12, atol=1e-14)

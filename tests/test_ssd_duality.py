@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ssmviz.core import families
 from ssmviz.core.case import Case
 from ssmviz.core.check import reference
 from ssmviz.core.errors import SsmvizError
@@ -32,7 +33,7 @@ def test_m_is_mask_times_cb_and_the_steps_sum_to_y(convention: str) -> None:
     np.testing.assert_array_equal(d.M, d.mask * d.cb)
     assert np.all(d.mask[np.triu_indices(45, 1)] == 0) and np.all(np.diag(d.mask) == 1)
     assert np.all((d.mask >= 0) & (d.mask <= 1))
-    case = Case.of_arrays("ssd", arrays, convention=convention, run={"chunk_len": 8})
+    case = Case.of_arrays(families.get("ssd"), arrays, convention=convention, run={"chunk_len": 8})
     y = reference(case)["y"][0, :, 2, 1]
     tol = 1e-12 * np.abs(y).max()
     np.testing.assert_allclose(d.y, y, rtol=0, atol=tol)

@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pytest
 
+from ssmviz.core import families
 from ssmviz.core.dispatch import POISON_U32
 from ssmviz.core.errors import LimitError, SsmvizError
 from ssmviz.core.external.wgsl import parse_module
@@ -255,11 +256,11 @@ def test_long_sequence_parameter_gradients(kernel: SSDKernel, case: tuple) -> No
 
     chunk_len, n_groups, convention = case
     problem = next(
-        p for p in cases("ssd")
+        p for p in cases(families.get("ssd"))
         if (p.seq_len, p.chunk_len, p.n_groups, p.convention)
         == (16384, chunk_len, n_groups, convention)
     )
-    rep = check_arrays(Case.of_arrays("ssd", problem.build(), convention=convention,
+    rep = check_arrays(Case.of_arrays(families.get("ssd"), problem.build(), convention=convention,
                                       run={"chunk_len": chunk_len}),
                        runs=1, race_probe=False, kernel=kernel)
     errs = {v.name: v.rel_err for v in rep.verdicts}

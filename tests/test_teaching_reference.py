@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ssmviz.core import families
 from ssmviz.core.case import Case
 from ssmviz.core.check import reference
 from ssmviz.core.families.s6.teaching import s6_discretisation
@@ -22,7 +23,7 @@ def ssd(convention: str, seq_len: int = 45) -> dict[str, np.ndarray]:
 def test_diag_and_off_parts_sum_to_y(convention: str) -> None:
     arrays = ssd(convention)
     dec = ssd_chunk_decomposition(arrays, convention=convention, chunk_len=8)
-    case = Case.of_arrays("ssd", arrays, convention=convention, run={"chunk_len": 8})
+    case = Case.of_arrays(families.get("ssd"), arrays, convention=convention, run={"chunk_len": 8})
     y = reference(case)["y"][0]
     assert dec.n_chunks == 6 and dec.y_diag.shape == y.shape
     np.testing.assert_allclose(dec.y_diag + dec.y_off, y, rtol=0, atol=1e-12 * np.abs(y).max())
@@ -47,7 +48,8 @@ def test_chunk_states_slots() -> None:
     cs = ssd_chunk_states(arrays, convention="mamba", chunk_len=8, head=2)
     assert cs.ref.shape == (7, 3, 5) and cs.gpu is None
     assert np.all(cs.ref[0] == 0) and np.all(np.abs(cs.ref[1:]).max(axis=(1, 2)) > 0)
-    ref = reference(Case.of_arrays("ssd", arrays, convention="mamba", run={"chunk_len": 8}))
+    ref = reference(Case.of_arrays(families.get("ssd"), arrays, convention="mamba",
+                                   run={"chunk_len": 8}))
     np.testing.assert_array_equal(cs.ref[-1], ref["final_state"][0, 2])
 
 
@@ -99,7 +101,7 @@ def test_the_textbook_kogge_stone_scan_ends_in_every_state() -> None:
     arrays = Problem(family="s6", seq_len=13, d_inner=2, d_state=3).build()
     tree = s6_kogge_stone_tree(arrays, convention="mamba", channel=1, state=2)
     assert [len(lv) for lv in tree.levels] == [13, 12, 11, 9, 5]  # t ≥ 2^(k−1) combine
-    h = reference(Case.of_arrays("s6", arrays, convention="mamba"))["h"][0, :, 1, 2]
+    h = reference(Case.of_arrays(families.get("s6"), arrays, convention="mamba"))["h"][0, :, 1, 2]
     last = {}
     for node in tree.nodes:
         last[node.stop - 1] = node
@@ -145,7 +147,7 @@ def test_the_textbook_blelloch_scan_level_by_level(seq_len: int) -> None:
     assert kinds == [["leaf"]] + [["up"]] * depth + [["down"]] * depth + [["state"]]
     if seq_len == 16:
         assert [len(lv) for lv in tree.levels] == [16, 8, 4, 2, 1, 2, 4, 8, 16, 16]
-    h = reference(Case.of_arrays("s6", arrays, convention="mamba"))["h"][0, :, 1, 2]
+    h = reference(Case.of_arrays(families.get("s6"), arrays, convention="mamba"))["h"][0, :, 1, 2]
     states = [tree.nodes[i] for i in tree.levels[-1]]
     assert [(s.start, s.stop) for s in states] == [(0, t + 1) for t in range(seq_len)]
     np.testing.assert_allclose([s.b_ref for s in states], h, rtol=1e-12, atol=1e-15)

@@ -59,8 +59,8 @@ def test_toy_reference_gradients_match_finite_differences(toy) -> None:
 
 def test_toy_family_gets_the_check(toy, runtime) -> None:
     arrays = _problem().build()
-    preflight({"batch": 2, "seq_len": 50, "d_inner": 5}, "toy", runtime=runtime)
-    report = check_arrays(Case.of_arrays("toy", arrays), runs=2, runtime=runtime)
+    preflight({"batch": 2, "seq_len": 50, "d_inner": 5}, families.get("toy"), runtime=runtime)
+    report = check_arrays(Case.of_arrays(families.get("toy"), arrays), runs=2, runtime=runtime)
     assert {v.name for v in report.verdicts} == {"y", "h", "dx", "da", "db", "dc"}
     assert report.passed, report.failures()
     assert report.race_probe and all(v.deterministic for v in report.verdicts)
@@ -79,7 +79,7 @@ def test_the_check_fails_a_wrong_toy_kernel(toy, runtime) -> None:
 
 def test_toy_family_gets_the_sweep(toy) -> None:
     lines: list[str] = []
-    result = run_sweep("toy", quick=True, runs=1, out=lines.append)
+    result = run_sweep(families.get("toy"), quick=True, runs=1, out=lines.append)
     assert result["passed"] and len(result["cases"]) == 6
     assert all(line.startswith("PASS") for line in lines[:-1])
     assert lines[-1].startswith("toy: 6/6 cases passed")
@@ -92,13 +92,14 @@ def test_a_family_without_teaching_has_no_views_and_no_operator(toy) -> None:
     from ssmviz.app.teaching import measures_of, views_of
     from ssmviz.core import operator as op
 
-    assert views_of("toy") == () and measures_of("toy") == ()
-    assert views_of("s6") == families.get("s6").teaching.views
-    assert "chunks" in views_of("ssd") and measures_of("ssd") == ("y", "states")
-    assert measures_of("s6") == ()
+    assert views_of(families.get("toy")) == () and measures_of(families.get("toy")) == ()
+    assert views_of(families.get("s6")) == families.get("s6").teaching.views
+    ssd = families.get("ssd")
+    assert "chunks" in views_of(ssd) and measures_of(ssd) == ("y", "states")
+    assert measures_of(families.get("s6")) == ()
     with pytest.raises(SsmvizError, match=r"^family must be one of s6, ssd, mamba3 \(those with "
                                           r"teaching views\); got 'toy'$"):
-        op.reference_operator("toy", _problem().build(), convention="mamba")
+        op.reference_operator(families.get("toy"), _problem().build(), convention="mamba")
 
 
 def test_check_export_of_a_family_without_an_operator_view_writes_the_rest(

@@ -38,6 +38,7 @@ from ssmviz.app.derived import Selection, sizes_of
 from ssmviz.core import families
 from ssmviz.core.check import load_inputs_npz
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families import Family
 from ssmviz.core.fields import FLOAT_LIMIT
 from ssmviz.core.problem import A_INITS, CONVENTIONS, DY_KINDS, SELECTIONS, Problem
 from ssmviz.core.signals import SIGNAL_NAMES
@@ -46,24 +47,28 @@ BAD_STYLE = "background-color: #ffd6d6;"
 INT_RANGE = (-(2**31) + 1, 2**31 - 1)
 
 
-def user_sizes(family: str) -> tuple[str, ...]:
-    """The sizes a user sets for ``family`` (its default sizes' names; none when the
-    family is not registered): one control each."""
-    if family not in families.names():
-        return ()
-    return tuple(families.get(family).default_sizes)
+def user_sizes(family: Family | None) -> tuple[str, ...]:
+    """The sizes a user sets for ``family`` (its default sizes' names; none for no
+    family): one control each."""
+    return () if family is None else tuple(family.default_sizes)
 
 
-def _family_of(keys: set[str]) -> str:
+def chosen_family(name: str) -> Family | None:
+    """The family the family combo box names (where the app looks a family up by its
+    name), None for a name no family has."""
+    return families.get(name) if name in families.names() else None
+
+
+def _family_of(keys: set[str]) -> Family:
     """The family of an inputs file with these keys: the first (registry order) whose
     inputs it all holds, else the first whose first input it holds (loading then names
     what is missing), else the first family."""
-    names = families.names()
+    every = families.every()
     for fits in (lambda f: set(f.input_keys) <= keys, lambda f: f.input_keys[0] in keys):
-        for name in names:
-            if fits(families.get(name)):
-                return name
-    return names[0]
+        for family in every:
+            if fits(family):
+                return family
+    return every[0]
 
 
 @dataclass(frozen=True)
@@ -81,7 +86,7 @@ class FieldSpec:
     def options(self) -> tuple[str, ...]:
         return self.choices() if callable(self.choices) else self.choices
 
-    def shown_for(self, family: str) -> bool:
+    def shown_for(self, family: Family | None) -> bool:
         """A size control shows for the families whose user sets that size."""
         return self.path not in families.sizes() or self.path in user_sizes(family)
 
@@ -312,7 +317,7 @@ class ControlsPanel(QWidget):
         data = Problem().to_dict()
         for spec in FIELDS:
             _set(data, spec.path, self._read(spec))
-        if "d_inner" not in user_sizes(data["family"]):
+        if "d_inner" not in user_sizes(chosen_family(data["family"])):
             data["d_inner"] = None  # derived (SSD: n_heads·d_head)
         return data
 
@@ -345,7 +350,7 @@ class ControlsPanel(QWidget):
         if self._loading:
             return
         data = self.candidate()
-        family = data["family"]
+        family = chosen_family(data["family"])
         for spec in FIELDS:
             form, w = self._rows[spec.path]
             form.setRowVisible(w, spec.shown_for(family))
@@ -405,10 +410,10 @@ class ControlsPanel(QWidget):
         arrays = load_inputs_npz(path, family)
         sizes = sizes_of(family, arrays)
         self.inputs_arrays, self.inputs_path = arrays, str(path)
-        self.inputs_label.setText(f"{path}  ({family}, " + ", ".join(
+        self.inputs_label.setText(f"{path}  ({family.name}, " + ", ".join(
             f"{k}={v}" for k, v in sizes.items()) + ")")
         self._lock_sizes(True)
-        base = self._valid.to_dict() | {"family": family}
+        base = self._valid.to_dict() | {"family": family.name}
         base |= {k: v for k, v in sizes.items() if k in SIZE_PATHS}
         if "d_inner" not in user_sizes(family):
             base["d_inner"] = None  # derived (SSD: n_heads·d_head)
@@ -431,8 +436,8 @@ class ControlsPanel(QWidget):
 
     def _check_inputs_match(self, problem: Problem) -> None:
         if self.inputs_arrays is not None and not set(
-                families.get(problem.family).input_keys) <= set(self.inputs_arrays):
-            raise SsmvizError(f"the inputs file {self.inputs_path} holds no {problem.family} "
+                problem.family.input_keys) <= set(self.inputs_arrays):
+            raise SsmvizError(f"the inputs file {self.inputs_path} holds no {problem.family.name} "
                               "inputs; close it to change the family")
         wanted = problem.sizes()
         for key, value in sizes_of(problem.family, self.inputs_arrays or {}).items():

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from ssmviz.core import families
 from ssmviz.core.check import FORWARD_TOL, element_bound
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families import Family
 from ssmviz.core.families.view import FamilyView, GradSlice
 
 #: Smallest value the log-scaled error plot shows (exact zeros would be -inf).
@@ -48,7 +48,7 @@ class Selection:
 class Trace:
     """Per-time quantities of one selection; 1-D arrays are ``(seq_len,)``."""
 
-    family: str
+    family: Family
     convention: str
     sel: Selection
     u: np.ndarray  # the channel's input (S6 u, SSD x)
@@ -84,20 +84,19 @@ class Trace:
         return np.maximum(np.abs(self.y_gpu - self.y_ref), LOG_FLOOR)
 
 
-def family_view(family: str) -> FamilyView:
+def family_view(family: Family) -> FamilyView:
     """The registered family's view; a one-line SsmvizError when it has none."""
-    fam = families.get(family)
-    if fam.view is None:
-        raise SsmvizError(f"family '{family}' has no view for the app's plots")
-    return fam.view()
+    if family.view is None:
+        raise SsmvizError(f"family '{family.name}' has no view for the app's plots")
+    return family.view()
 
 
-def sizes_of(family: str, inputs: Mapping[str, np.ndarray]) -> dict[str, int]:
+def sizes_of(family: Family, inputs: Mapping[str, np.ndarray]) -> dict[str, int]:
     """batch, seq_len, d_inner, d_state (and the family's own sizes) off the input shapes."""
     return family_view(family).sizes(inputs)
 
 
-def clamp_selection(family: str, inputs: Mapping[str, np.ndarray], sel: Selection) -> Selection:
+def clamp_selection(family: Family, inputs: Mapping[str, np.ndarray], sel: Selection) -> Selection:
     """``sel`` clamped to the batch, d_inner and d_state of ``inputs``."""
     s = sizes_of(family, inputs)
     return sel.clamped(s["batch"], s["d_inner"], s["d_state"])
@@ -110,7 +109,7 @@ def _threshold(y_ref_series: np.ndarray) -> np.ndarray:
 
 
 def trace(
-    family: str,
+    family: Family,
     convention: str,
     inputs: Mapping[str, np.ndarray],
     ref: Mapping[str, np.ndarray],
@@ -180,7 +179,7 @@ class GradView:
 
 
 def grad_slicers(
-    family: str, inputs: Mapping[str, np.ndarray], sel: Selection
+    family: Family, inputs: Mapping[str, np.ndarray], sel: Selection
 ) -> dict[str, GradSlice]:
     """key → (kind, cut, x_label, time_axis): how each gradient tensor is sliced for ``sel``.
 
@@ -193,7 +192,7 @@ def grad_slicers(
 
 
 def grad_views(
-    family: str,
+    family: Family,
     inputs: Mapping[str, np.ndarray],
     ref: Mapping[str, np.ndarray],
     gpu: Mapping[str, np.ndarray],

@@ -113,7 +113,7 @@ def export_npz(result: RunResult, path: str | Path) -> Path:
     data = {k: np.asarray(v) for k, v in result.inputs.items()}
     data |= {f"ref_{k}": np.asarray(v) for k, v in result.ref.items()}
     meta = {
-        "family": result.problem.family,
+        "family": result.problem.family.name,
         "convention": result.problem.convention,
         "sizes": result.problem.sizes(),
         "error": result.error,

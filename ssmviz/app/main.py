@@ -8,21 +8,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ssmviz.core.cliargs import build_app_parser
+
 #: The screenshot waits at most this long for the first run.
 SCREENSHOT_TIMEOUT_S = 300
-
-
-def build_app_parser() -> argparse.ArgumentParser:
-    """The app's options (``ssmviz --help`` lists them beside the commands)."""
-    from ssmviz.core.cliargs import Parser
-
-    p = Parser(prog="ssmviz", description="SSM kernel visualiser (desktop app).")
-    p.add_argument("session", nargs="?",
-                   help="a session .json to open (samples: assets/sessions/*.json)")
-    p.add_argument("--screenshot", metavar="PATH.png",
-                   help="open, wait for the first run, save the window as PNG and exit")
-    p.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
-    return p
 
 
 def _parse(argv: Sequence[str]) -> argparse.Namespace:

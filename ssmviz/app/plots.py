@@ -33,6 +33,7 @@ from ssmviz.app.viewdata import (
     finite_bounds,
     time_series,
 )
+from ssmviz.core.families import Family
 
 #: Draw chunk boundaries only up to this many chunks (more would just grey the plot).
 MAX_CHUNK_LINES = 256
@@ -656,16 +657,16 @@ class GradPlots(pg.GraphicsLayoutWidget):
         self.setBackground("w")
         unindexed(self)
         self._time_plot = time_plot
-        self.family: str | None = None
+        self.family: Family | None = None
         self.rows: dict[str, _GradRow] = {}
         #: What each row shows: (view, title); the same view object again needs no update.
         self._shown: dict[str, tuple[GradView, str]] = {}
 
-    def update_views(self, family: str, views: list[GradView], titles: dict[str, str]) -> None:
+    def update_views(self, family: Family, views: list[GradView], titles: dict[str, str]) -> None:
         for part in self.update_parts(family, views, titles):
             part()
 
-    def update_parts(self, family: str, views: list[GradView],
+    def update_parts(self, family: Family, views: list[GradView],
                      titles: dict[str, str]) -> list[Callable[[], None]]:
         """:meth:`update_views` as steps to run in order: the rows' (re)building, then one
         step per row, each with its own geometry settled, so that a long result can be

@@ -7,13 +7,13 @@ from PySide6.QtGui import QFontDatabase, QFontMetrics, QPainter, QShowEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from ssmviz.app.derived import Trace, readout
-from ssmviz.core import families
+from ssmviz.core.families import Family
 
 
-def family_label(name: str) -> str:
+def family_label(family: Family) -> str:
     """A family's name as people write it, its display name's first word: "S6", "SSD",
     "Mamba-3" (the whole display name is the header's tooltip)."""
-    return families.get(name).display_name.split(" (")[0]
+    return family.display_name.split(" (")[0]
 
 
 class _Table(QWidget):
@@ -94,7 +94,7 @@ class ReadoutPanel(QWidget):
             self.rows = readout(tr, t)
             self._set_header(f"<b>{family_label(tr.family)} / {tr.convention}</b> · batch "
                              f"{tr.sel.batch}, channel {tr.sel.channel}, state {tr.sel.state}",
-                             f"{families.get(tr.family).display_name}, convention "
+                             f"{tr.family.display_name}, convention "
                              f"{tr.convention}")
         if self.isVisible():
             self.table.set_rows(self.rows)

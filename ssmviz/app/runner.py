@@ -26,6 +26,7 @@ from ssmviz.core.case import Case
 from ssmviz.core.check import CheckReport, check_arrays, preflight, reference
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external.live import LiveRun
+from ssmviz.core.families import Family
 from ssmviz.core.memory import check_memory
 from ssmviz.core.problem import Problem, infer_sizes
 
@@ -33,7 +34,7 @@ from ssmviz.core.problem import Problem, infer_sizes
 def run_sizes(p: Problem) -> dict[str, int]:
     """``p``'s run sizes: those its family's runs take that the arrays' shapes do not
     carry (SSD's chunk length; none for S6)."""
-    return {k: getattr(p, k) for k in p.family_record.run_sizes}
+    return {k: getattr(p, k) for k in p.family.run_sizes}
 
 
 def one_line(exc: BaseException) -> str:
@@ -170,11 +171,11 @@ def _analysis(choice: KernelChoice) -> tuple[list, list]:
     return diags, profs
 
 
-def kernel_profile(choice: KernelChoice, family: str) -> object:
+def kernel_profile(choice: KernelChoice, family: Family) -> object:
     """The profile a run of ``family`` uses for ``choice``: the file's profile of that
     family, else its best one (None when nothing matches)."""
     _, profs = _analysis(choice)
-    same = [pr for pr in profs if pr.family == family]
+    same = [pr for pr in profs if pr.family is family]
     return same[0] if same else (profs[0] if profs else None)
 
 
@@ -200,9 +201,9 @@ def _custom_source(p: Problem, choice: KernelChoice, prof: object, result: RunRe
         result.kernel_note = (f"{choice.path}: no ABI profile matches its entry points; "
                               "the plots use the built-in kernel")
         return None
-    if prof.family != p.family:
-        result.kernel_note = (f"{choice.path} is a {prof.family} kernel; the problem is "
-                              f"{p.family}: the plots use the built-in kernel")
+    if prof.family is not p.family:
+        result.kernel_note = (f"{choice.path} is a {prof.family.name} kernel; the problem is "
+                              f"{p.family.name}: the plots use the built-in kernel")
         return None
     return choice.text
 
@@ -219,7 +220,7 @@ def _run_external(request: RunRequest, arrays: dict[str, np.ndarray], prof: obje
     result.kernel = choice
     result.diagnostics = _analysis(choice)[0]
     conv = judged = p.convention
-    if getattr(prof, "family", None) == p.family:
+    if getattr(prof, "family", None) is p.family:
         # The kernel implements its profile's convention: judge in that one, and teach in
         # its preset (the problem's convention is a preset; the check takes the parameters).
         params = getattr(prof, "convention_params", None)

@@ -28,6 +28,7 @@ from typing import Any
 
 from ssmviz.app.teaching import measures_of, views_of
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families import Family
 from ssmviz.core.fields import describe, require_object, typed_fields
 from ssmviz.core.problem import Problem
 
@@ -61,24 +62,25 @@ class Teaching:
     tree_chunk_len: int | None = None
 
     @classmethod
-    def from_dict(cls, data: Any, family: str) -> Teaching:
+    def from_dict(cls, data: Any, family: Family) -> Teaching:
         """Typed fields, then the view checked against ``family``'s views and the texts
         against their room; one-line SsmvizError naming the field."""
         out = cls(**typed_fields(cls, data, "session teaching"))
         if out.view is not None and out.view not in views_of(family):
             raise SsmvizError(f"session teaching.view {describe(out.view)} is not a view of "
-                              f"the {family} family (its views: {', '.join(views_of(family))})")
+                              f"the {family.name} family (its views: "
+                              f"{', '.join(views_of(family))})")
         measures = measures_of(family)
         if out.measure is not None and out.measure not in measures:
             allowed = " or ".join(["null", *(repr(m) for m in measures)])
-            raise SsmvizError(f"session teaching.measure must be {allowed} for the {family} "
+            raise SsmvizError(f"session teaching.measure must be {allowed} for the {family.name} "
                               f"family; got {describe(out.measure)}")
         chunk = out.tree_chunk_len
         tree = "scan_tree" in views_of(family)
         if chunk is not None and (not tree or not 1 <= chunk <= TREE_CHUNK_MAX):
             allowed = f"null or in [1, {TREE_CHUNK_MAX}]" if tree else "null"
             raise SsmvizError(f"session teaching.tree_chunk_len must be {allowed} for the "
-                              f"{family} family; got {describe(chunk)}")
+                              f"{family.name} family; got {describe(chunk)}")
         for key, top in (("title", TITLE_MAX), ("caption", CAPTION_MAX)):
             text = getattr(out, key)
             if text is not None and not 0 < len(text.strip()) <= top:
@@ -229,9 +231,9 @@ def _check_inputs_family(session: Session) -> None:
     path = str(regular_file(session.inputs_path or "", "session inputs_path"))
     found = open_inputs(path)
     family = found.meta_family or found.guess_family()
-    if family != session.problem.family:
-        raise SsmvizError(f"session inputs_path {path} holds {family} inputs, but the session's "
-                          f"problem.family is {session.problem.family}")
+    if family is not session.problem.family:
+        raise SsmvizError(f"session inputs_path {path} holds {family.name} inputs, but the "
+                          f"session's problem.family is {session.problem.family.name}")
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from ssmviz.core import families
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.external import Diagnostic, FileWatcher
 from ssmviz.core.external.loader import read_text
+from ssmviz.core.families import Family
 from ssmviz.core.resources import shaders_dir
 
 RECENT_KEY = "shader/recent"
@@ -51,10 +52,10 @@ POLL_MS = 150
 SEVERITY_COLOR = {"error": "#c62828", "warning": "#b26a00", "note": "#555555"}
 
 
-def builtin_shader(family: str) -> str:
+def builtin_shader(family: Family) -> str:
     """The file name of ``family``'s own shader in ssmviz's shaders folder; "" when its
     runner carries its own source (nothing to show)."""
-    return families.get(family).shader
+    return family.shader
 
 
 def source_key(kind: str, path: str) -> str:
@@ -109,7 +110,7 @@ class ShaderPanel(QWidget):
         layout.addWidget(self.note)
 
         self.kind = "builtin"  # or "file"
-        self.path = builtin_shader(families.names()[0])  # built-in name, or the file path
+        self.path = builtin_shader(families.default())  # built-in name, or the file path
         self._loaded_text = ""  # text as read from disk / the shaders folder
         self._applied_text = ""  # text the runs use
         self.watcher: FileWatcher | None = None
@@ -152,7 +153,7 @@ class ShaderPanel(QWidget):
     def _fill_sources(self) -> None:
         self.sources.blockSignals(True)
         self.sources.clear()
-        for name in filter(None, map(builtin_shader, families.names())):
+        for name in filter(None, map(builtin_shader, families.every())):
             self.sources.addItem(f"built-in: {name}", source_key("builtin", name))
         for path in self.recent_files():
             self.sources.addItem(f"file: {path}", source_key("file", path))
@@ -187,9 +188,9 @@ class ShaderPanel(QWidget):
         if emit:
             self.kernelChanged.emit()
 
-    def show_family(self, family: str) -> None:
+    def show_family(self, family: Family) -> None:
         """Follow the problem's family while a built-in kernel is shown (no re-run here)."""
-        name = builtin_shader(family) if family in families.names() else ""
+        name = builtin_shader(family)
         if self.kind == "builtin" and name and name != self.path:
             self.set_source("builtin", name, emit=False)
 

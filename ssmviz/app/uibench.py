@@ -37,18 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from ssmviz.app.events import wait_until
+from ssmviz.core import families
+from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families import Family
 
 LATENCY_TARGET_MS = 50.0
 GAP_TARGET_MS = 50.0
 HEARTBEAT_MS = 5
-DEFAULT_SMALL = {"batch": 1, "seq_len": 2048, "d_inner": 16, "d_state": 16}
-#: The latency problem of each family, at S6's scale: 16 channels (4 heads of d_head 4)
-#: and d_state 16 over 2048 steps (``bench --ui --family`` or a view of that family).
-FAMILY_SMALL = {"s6": DEFAULT_SMALL,
-                "ssd": {"batch": 1, "seq_len": 2048, "n_heads": 4, "d_head": 4,
-                        "n_groups": 1, "d_state": 16},
-                "mamba3": {"batch": 1, "seq_len": 2048, "n_heads": 4, "d_head": 4,
-                           "n_groups": 1, "d_state": 16}}
 DEFAULT_BIG_SEQ_LEN = 65536
 RUN_TIMEOUT_S = 600.0
 
@@ -170,7 +165,7 @@ def measure_latency(app, window, problem, changes: int, batches: int = 1,
     ms = lambda xs: [round(x * 1e3, 3) for x in xs]  # noqa: E731
     med = lambda xs: round(statistics.median(xs) * 1e3, 3)  # noqa: E731
     return {
-        "family": problem.family,
+        "family": problem.family.name,
         "sizes": problem.sizes(),
         "changes": changes,
         "batches": per_batch,
@@ -233,7 +228,7 @@ def measure_heartbeat(app, window, problem, interval_ms: int = HEARTBEAT_MS) -> 
     cpu_after = [cb - ca for (a, b), ca, cb in zip(itertools.pairwise(ticks), cpu, cpu[1:],
                                                     strict=False) if b > t_arrived]
     return {
-        "family": problem.family,
+        "family": problem.family.name,
         "sizes": problem.sizes(),
         "heartbeat_ms": interval_ms,
         "run_seconds": round(r.finished_at - r.started_at, 3),
@@ -250,15 +245,24 @@ def measure_heartbeat(app, window, problem, interval_ms: int = HEARTBEAT_MS) -> 
     }
 
 
+def _latency_sizes(family: Family) -> dict[str, int]:
+    """The family's latency problem (its ``bench_sizes["ui"]``); one line when none."""
+    table = family.bench_sizes.get("ui")
+    if not table:
+        raise SsmvizError(f"bench --ui: the {family.name} family declares no latency problem "
+                          "(bench_sizes[\"ui\"])")
+    return dict(next(iter(table.values())))
+
+
 def ui_bench(*, small: Any = None, big: Any = None, changes: int = 20, batches: int = 3,
              interval_ms: int = HEARTBEAT_MS, view: str | None = None,
-             family: str = "s6") -> dict[str, Any]:
+             family: Family | None = None) -> dict[str, Any]:
     """Both measurements on a fresh, shown window with private settings.
 
-    ``small`` / ``big`` are Problems (default: ``family``'s :data:`FAMILY_SMALL`, and it
-    at seq_len 65536); the latency is measured over ``batches`` batches of ``changes``
-    edits; ``view``: a teaching view of the problem's family open on top while measuring
-    (None: none shown).
+    ``small`` / ``big`` are Problems (default: ``family``'s latency problem, its
+    ``bench_sizes["ui"]``, and it at seq_len 65536); the latency is measured over
+    ``batches`` batches of ``changes`` edits; ``view``: a teaching view of the problem's
+    family open on top while measuring (None: none shown).
     """
     app = _app()
     from PySide6.QtCore import QSettings
@@ -266,7 +270,8 @@ def ui_bench(*, small: Any = None, big: Any = None, changes: int = 20, batches: 
     from ssmviz.app.window import MainWindow
     from ssmviz.core.problem import Problem
 
-    small = small or Problem(family=family, **FAMILY_SMALL[family])
+    family = family or families.default()
+    small = small or Problem(family=family, **_latency_sizes(family))
     big = big or small.with_(seq_len=DEFAULT_BIG_SEQ_LEN)
     with tempfile.TemporaryDirectory(prefix="ssmviz-uibench-") as tmp:
         settings = QSettings(str(Path(tmp) / "settings.ini"), QSettings.Format.IniFormat)
@@ -322,7 +327,8 @@ def format_ui_bench(res: dict[str, Any]) -> str:
       + ([f"long run error: {gap['error']}"] if gap["error"] else []))
 
 
-def run_ui_bench(json_path: str | None, view: str | None = None, family: str = "s6") -> int:
+def run_ui_bench(json_path: str | None, view: str | None = None,
+                 family: Family | None = None) -> int:
     """``ssmviz bench --ui [--family NAME] [--view NAME] [--json PATH]``: print both
     figures, write JSON; exit code 0."""
     res = ui_bench(view=view, family=family)

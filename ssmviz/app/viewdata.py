@@ -28,7 +28,7 @@ from ssmviz.app.derived import (
     grad_views,
     trace,
 )
-from ssmviz.core import families
+from ssmviz.core.families import Family
 from ssmviz.core.reference.gradcheck import finite_difference_grads
 
 #: Heatmaps keep at most this many rows along their first (time) axis.
@@ -324,15 +324,15 @@ def image_view(a: np.ndarray, *, symmetric: bool = False,
     return ImageView(rgba, levels, (float(a.shape[0]), float(a.shape[1])), cmap)
 
 
-def fd_small_enough(family: str, inputs: Mapping[str, np.ndarray]) -> bool:
+def fd_small_enough(family: Family, inputs: Mapping[str, np.ndarray]) -> bool:
     """True when the family's first input (batch·seq_len·d_inner elements: S6's u, SSD's
     x) has at most FD_MAX_ELEMENTS (finite differences stay cheap)."""
-    shape = inputs[families.get(family).input_keys[0]].shape
+    shape = inputs[family.input_keys[0]].shape
     return int(np.prod(shape)) <= FD_MAX_ELEMENTS
 
 
 def fd_points(
-    family: str,
+    family: Family,
     convention: str,
     inputs: Mapping[str, np.ndarray],
     views: list[GradView],
@@ -349,7 +349,7 @@ def fd_points(
     their reference and GPU values are read off the views. Float64 reference forward
     throughout.
     """
-    keys = families.get(family).input_keys[:-1]  # all but dy
+    keys = family.input_keys[:-1]  # all but dy
     fam_view = family_view(family)
     sizes = fam_view.sizes(inputs) | {k: v for k, v in (run_sizes or {}).items() if v}
 
@@ -388,7 +388,7 @@ def fd_points(
 
 
 def prepare_view(
-    family: str,
+    family: Family,
     convention: str,
     inputs: Mapping[str, np.ndarray],
     ref: Mapping[str, np.ndarray],
@@ -453,7 +453,7 @@ def _same_elements(a: np.ndarray, b: np.ndarray) -> bool:
             and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
 
 
-def _with_fd(data: ViewData, family: str, convention: str, inputs: Mapping[str, np.ndarray],
+def _with_fd(data: ViewData, family: Family, convention: str, inputs: Mapping[str, np.ndarray],
              has_ref: bool, fresh: list[GradView], run_sizes: Mapping[str, int] | None,
              with_fd: bool | None, t0: float) -> ViewData:
     """``data`` with the FD points of its gradient views (computed for ``fresh`` ones, the

@@ -22,6 +22,7 @@ device they were taken on; on lavapipe quote the ratios.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import statistics
 import time
@@ -67,15 +68,18 @@ TINT_ADAPTER = "Dawn null backend (Tint)"
 
 #: A family's problems to time: label -> sizes (None: its standard ones at the size class).
 Problems = Mapping[str, Mapping[str, int]] | None
-#: ``--sizes`` given: family name -> label -> sizes, in the order given.
-Custom = Mapping[str, Mapping[str, Mapping[str, int]]]
+#: ``--sizes`` given: family -> label -> sizes, in the order given.
+Custom = Mapping[families.Family, Mapping[str, Mapping[str, int]]]
+#: What ``ssmviz bench`` times: one family, or one of :data:`GROUPS`.
+Chosen = families.Family | str
 
 
-def _benched(family: str, custom: Custom | None = None) -> list[families.Family]:
-    """The families ``family`` ("all" or one name) benchmarks; with ``custom``, the
+def _benched(family: Chosen, custom: Custom | None = None) -> list[families.Family]:
+    """The families ``family`` ("all" or one family) benchmarks; with ``custom``, the
     families it names, in its order."""
-    chosen = tuple(custom) if custom else families.names() if family == "all" else (family,)
-    return [f for f in map(families.get, chosen) if f.bench is not None]
+    chosen = (tuple(custom) if custom else families.every() if family == "all"
+              else (family,) if isinstance(family, families.Family) else ())
+    return [f for f in chosen if f.bench is not None]
 
 
 def _takes_sizes(fam: families.Family) -> bool:
@@ -84,17 +88,18 @@ def _takes_sizes(fam: families.Family) -> bool:
     return fam.bench is not None and "problems" in inspect.signature(fam.bench).parameters
 
 
-def parse_sizes(spec: str, size: str = "full") -> tuple[str, str, dict[str, int]]:
+def parse_sizes(spec: str, size: str = "full"
+                ) -> tuple[families.Family, str, dict[str, int]]:
     """``family:name=value,...`` -> (family, label, sizes): the sizes named, the others
     those of the family's first benchmark problem at ``size``; the label lists the names
     given. A one-line SsmvizError names what is wrong."""
     head, sep, body = spec.partition(":")
     name = head.strip()
-    benched = [n for n in families.names() if _takes_sizes(families.get(n))]
+    benched = {f.name: f for f in families.every() if _takes_sizes(f)}
     if not sep or name not in benched or not body.strip():
         raise SsmvizError(f"--sizes takes family:name=value,... with family one of "
                           f"{', '.join(benched)}; got '{spec}'")
-    fam = families.get(name)
+    fam = benched[name]  # the --sizes text names it: looked up here
     sizes = dict(next(iter(fam.bench_sizes[size].values())))
     given: dict[str, int] = {}
     for item in body.split(","):
@@ -110,21 +115,23 @@ def parse_sizes(spec: str, size: str = "full") -> tuple[str, str, dict[str, int]
         given[key] = int(value)
     sizes.update(given)
     try:
-        Problem(family=name, **sizes).validate()
+        Problem(family=fam, **sizes).validate()
     except SsmvizError as exc:
         raise SsmvizError(f"--sizes {name}: {exc}") from None
-    return name, " ".join(f"{k}={v}" for k, v in given.items()), sizes
+    return fam, " ".join(f"{k}={v}" for k, v in given.items()), sizes
 
 
-def custom_problems(specs: list[str], size: str = "full") -> dict[str, dict[str, dict[str, int]]]:
+def custom_problems(specs: list[str], size: str = "full"
+                    ) -> dict[families.Family, dict[str, dict[str, int]]]:
     """Every ``--sizes`` spec parsed (:func:`parse_sizes`), grouped by family in the order
     the families first appear; the same problem twice is refused."""
-    out: dict[str, dict[str, dict[str, int]]] = {}
+    out: dict[families.Family, dict[str, dict[str, int]]] = {}
     for spec in specs:
-        name, label, sizes = parse_sizes(spec, size)
-        if any(s == sizes for s in out.get(name, {}).values()):
-            raise SsmvizError(f"--sizes {name}: the same problem is given twice ('{spec}')")
-        out.setdefault(name, {})[label] = sizes
+        fam, label, sizes = parse_sizes(spec, size)
+        if any(s == sizes for s in out.get(fam, {}).values()):
+            raise SsmvizError(f"--sizes {fam.name}: the same problem is given twice "
+                              f"('{spec}')")
+        out.setdefault(fam, {})[label] = sizes
     return out
 
 
@@ -132,12 +139,12 @@ def _reference_cases() -> list[tuple[families.Family, str, dict[str, int]]]:
     """(family, label, sizes) of every family's reference benchmark."""
     return [
         (f, label, dict(s))
-        for f in map(families.get, families.names())
+        for f in families.every()
         for label, s in f.bench_sizes.get("reference", {}).items()
     ]
 
 
-def step_count(family: str = "all", size: str = "full", reference: bool = False,
+def step_count(family: Chosen = "all", size: str = "full", reference: bool = False,
                custom: Custom | None = None) -> int:
     """How many rows :func:`run_bench` times (each is one progress step)."""
     if family == "reference":
@@ -145,15 +152,21 @@ def step_count(family: str = "all", size: str = "full", reference: bool = False,
     if family == "tint":
         return len(_tint_files())
     benched = _benched(family, custom)
-    rows = sum(f.bench_steps(size, custom[f.name]) if custom else f.bench_steps(size)
+    rows = sum(f.bench_steps(size, custom[f]) if custom else f.bench_steps(size)
                for f in benched)
     rates = len(THROUGHPUT_KERNELS) if benched else 0
     return 1 + rates + rows + (len(_reference_cases()) if reference else 0)
 
 
-def _arrays(family: str, sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
+def _arrays(family: families.Family, sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
     """A benchmark problem's inputs (the noise signal)."""
     return Problem(family=family, signal=NOISE, **sizes).build()
+
+
+def _bound_arrays(own: families.Family, sizes: Mapping[str, int],
+                  family: families.Family | None = None) -> dict[str, np.ndarray]:
+    """A family's benchmark inputs (``own``'s, or ``family``'s: SSD times S6 beside it)."""
+    return _arrays(family or own, sizes)
 
 
 def copy_pass(rt: GpuRuntime, nbytes: int) -> tuple[Dispatch, Any, Any]:
@@ -221,7 +234,7 @@ def bench_reference(repeats: int, step: Step = no_step) -> list[dict[str, Any]]:
     (each family's ``bench_sizes["reference"]``)."""
     out = []
     for fam, label, s in _reference_cases():
-        case = Case.of_problem(Problem(family=fam.name, **s))
+        case = Case.of_problem(Problem(family=fam, **s))
         samples = []
         for _ in range(repeats):
             t0 = time.perf_counter()
@@ -281,7 +294,7 @@ def header_line(adapter: str, size: str) -> str:
 
 
 def run_bench(
-    *, family: str = "all", size: str = "full", repeats: int = 5, reference: bool = False,
+    *, family: Chosen = "all", size: str = "full", repeats: int = 5, reference: bool = False,
     custom: Custom | None = None, step: Step = no_step,
 ) -> dict[str, Any]:
     """Run the benchmarks; returns a JSON-ready dict. ``custom`` (from
@@ -305,8 +318,9 @@ def run_bench(
         rates[op] = row["ops_per_s"]
         step(row["name"])
     for fam in benched:
-        kw = {"problems": custom[fam.name]} if custom else {}
-        results["results"] += fam.bench(rt, size, repeats, arrays=_arrays,
+        kw = {"problems": custom[fam]} if custom else {}
+        arrays = functools.partial(_bound_arrays, fam)
+        results["results"] += fam.bench(rt, size, repeats, arrays=arrays,
                                         copy_bw=copy["bandwidth"], rates=rates, step=step, **kw)
     if reference:
         results["results"] += bench_reference(repeats, step)

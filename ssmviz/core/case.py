@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ssmviz.core import families
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.family import Family
 from ssmviz.core.reference._common import CONVENTIONS
@@ -39,36 +38,30 @@ class Case:
     arrays: Mapping[str, np.ndarray]
 
     @classmethod
-    def of_arrays(cls, family: str | Family, arrays: Mapping[str, np.ndarray], *,
+    def of_arrays(cls, family: Family, arrays: Mapping[str, np.ndarray], *,
                   convention: str = "mamba", run: Mapping[str, int | None] | None = None,
                   ) -> Case:
         """The case of given input arrays; ``run``: the family's run sizes (SSD's chunk
         length), which the shapes do not carry. A one-line SsmvizError names the first bad
         convention, missing key, mismatched shape or missing run size."""
-        fam = families.get(family) if isinstance(family, str) else family
         if convention not in CONVENTIONS:
             raise SsmvizError(f"convention must be mamba or builderforce; got '{convention}'")
-        sizes = fam.infer_sizes(arrays)
+        sizes = family.infer_sizes(arrays)
         given = run or {}
-        for name in fam.run_sizes:
+        for name in family.run_sizes:
             value = given.get(name)
             if value is None or isinstance(value, bool) or int(value) < 1:
                 raise SsmvizError(f"{name} must be an integer ≥ 1; got {value!r}")
             sizes[name] = int(value)
-        return cls(fam, convention, sizes,
-                   {k: np.asarray(arrays[k]) for k in fam.inputs_of(convention)})
+        return cls(family, convention, sizes,
+                   {k: np.asarray(arrays[k]) for k in family.inputs_of(convention)})
 
     @classmethod
     def of_problem(cls, problem: Problem) -> Case:
         """The case a Problem builds (validated once, by :meth:`Problem.build`)."""
-        fam = problem.family_record
+        fam = problem.family
         return cls.of_arrays(fam, problem.build(), convention=problem.convention,
                              run={k: v for k, v in problem.sizes().items() if k in fam.run_sizes})
-
-    def __reduce__(self) -> tuple:
-        # Across processes (the kernel worker) by the family's name: a record holds code.
-        return (_rebuild, (self.family.name, self.convention, dict(self.sizes),
-                           dict(self.arrays)))
 
     @property
     def name(self) -> str:
@@ -85,8 +78,3 @@ class Case:
         and run sizes."""
         return Case.of_arrays(self.family, arrays, convention=self.convention, run=self.run)
 
-
-def _rebuild(family: str, convention: str, sizes: Mapping[str, int],
-             arrays: Mapping[str, np.ndarray]) -> Case:
-    """A pickled :class:`Case` again, its family looked up in this process's registry."""
-    return Case(families.get(family), convention, sizes, arrays)

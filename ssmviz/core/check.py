@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from ssmviz.core import families
 from ssmviz.core.case import Case
 from ssmviz.core.dispatch import POISON_U32
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families import Family
 from ssmviz.core.families.family import MAX_STORED_STATES
 from ssmviz.core.fileio import write_file
 from ssmviz.core.gpu import get_runtime, with_device_retry
@@ -628,12 +628,12 @@ def reference(case: Case, *, reuse: bool = False) -> dict[str, np.ndarray]:
     return dict(out)
 
 
-def _can_store_states(family: str, sizes: Mapping[str, int]) -> bool:
+def _can_store_states(family: Family, sizes: Mapping[str, int]) -> bool:
     """Whether every hidden state (the family's ``state_elements``) fits MAX_STORED_STATES."""
-    return families.get(family).state_elements(sizes) <= MAX_STORED_STATES
+    return family.state_elements(sizes) <= MAX_STORED_STATES
 
 
-def preflight(sizes: Mapping[str, int], family: str, *, runtime: Any = None, runs: int = 3,
+def preflight(sizes: Mapping[str, int], family: Family, *, runtime: Any = None, runs: int = 3,
               device: bool = True) -> None:
     """Check a problem's sizes against the RAM the float64 reference and the results
     need, then (``device``) against the device limits, before any array is built. The RAM
@@ -646,8 +646,8 @@ def preflight(sizes: Mapping[str, int], family: str, *, runtime: Any = None, run
         return
     rt = runtime or get_runtime()
     store = _can_store_states(family, sizes)
-    need = families.get(family).kernel(rt).requirements_for(sizes, store_states=store)
-    rt.require(**need, what=f"{family} at " + ", ".join(f"{k}={v}" for k, v in sizes.items()))
+    need = family.kernel(rt).requirements_for(sizes, store_states=store)
+    rt.require(**need, what=f"{family.name} at " + ", ".join(f"{k}={v}" for k, v in sizes.items()))
 
 
 #: A check of at least this many hidden-state elements (the family's ``state_elements``,
@@ -660,9 +660,9 @@ def check_steps(runs: int, race_probe: bool = True) -> int:
     return 1 + runs + int(race_probe)
 
 
-def is_long_check(family: str, sizes: Mapping[str, int]) -> bool:
+def is_long_check(family: Family, sizes: Mapping[str, int]) -> bool:
     """Whether a check of these sizes takes long enough to show progress."""
-    return families.get(family).state_elements(sizes) >= LONG_CHECK_STATES
+    return family.state_elements(sizes) >= LONG_CHECK_STATES
 
 
 def check_arrays(
@@ -727,7 +727,7 @@ def _check_arrays(
     reuse_reference: bool,
     reuse_forward: bool,
 ) -> CheckReport:
-    fam, family, convention = case.family, case.name, case.convention
+    fam, convention = case.family, case.convention
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise SsmvizError(f"runs must be an integer ≥ 1; got {runs!r}")
     sizes = dict(case.sizes)
@@ -737,7 +737,7 @@ def _check_arrays(
     rounding = to_float32(inputs)
     case = replace(case, arrays=inputs)
     if store_states is None:
-        store_states = _can_store_states(family, sizes)
+        store_states = _can_store_states(fam, sizes)
 
     rt = runtime
     kern = kernel or fam.kernel(rt)
@@ -829,7 +829,7 @@ def _check_arrays(
         verdicts.append(verdict)
     timing = results[0].timing
     return CheckReport(
-        family=family,
+        family=fam.name,
         convention=convention,
         sizes=sizes,
         adapter=rt.description(),
@@ -853,7 +853,7 @@ def _check_arrays(
     )
 
 
-def load_inputs_npz(path: str, family: str) -> dict[str, np.ndarray]:
+def load_inputs_npz(path: str, family: Family) -> dict[str, np.ndarray]:
     """Read an inputs archive's arrays for ``family`` (typed, see :mod:`ssmviz.core.inputs`);
     a missing key, a wrong dtype or a shape mismatch is a one-line error."""
     return open_inputs(path).load(family)

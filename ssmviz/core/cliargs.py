@@ -78,3 +78,15 @@ class Parser(argparse.ArgumentParser):
         parsed = super().parse_args(args, namespace)
         parsed.__dict__.pop("_given_options", None)
         return parsed
+
+
+def build_app_parser() -> argparse.ArgumentParser:
+    """The desktop app's options (``ssmviz [session.json] [--screenshot PATH.png]
+    [--cpu]``): the app parses them; ``ssmviz --help`` lists them beside the commands."""
+    p = Parser(prog="ssmviz", description="SSM kernel visualiser (desktop app).")
+    p.add_argument("session", nargs="?",
+                   help="a session .json to open (samples: assets/sessions/*.json)")
+    p.add_argument("--screenshot", metavar="PATH.png",
+                   help="open, wait for the first run, save the window as PNG and exit")
+    p.add_argument("--cpu", action="store_true", help="force the CPU adapter (lavapipe)")
+    return p

@@ -81,7 +81,8 @@ def check_number(name: str, value: float, *, positive: bool = False) -> None:
         raise SsmvizError(f"{name} must be {least}; got {value}")
 
 
-def _string(name: str, value: Any) -> str:
+def check_string(name: str, value: Any) -> str:
+    """``value`` itself when it is a string; else a one-line error naming ``name``."""
     if not isinstance(value, str):
         raise SsmvizError(f"{name} must be a string; got {describe(value)}")
     return value
@@ -104,10 +105,10 @@ def _optional(read):
 _READERS = {
     "int": _integer,
     "float": _number,
-    "str": _string,
+    "str": check_string,
     "bool": _boolean,
     "int | None": _optional(_integer),
-    "str | None": _optional(_string),
+    "str | None": _optional(check_string),
 }
 
 

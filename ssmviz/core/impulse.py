@@ -18,6 +18,7 @@ import numpy as np
 
 from ssmviz.core import families as registry
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families.family import Family
 from ssmviz.core.families.teaching import RunFn
 
 #: Most elements the largest buffer of one impulse run may hold (64 MiB of float32,
@@ -26,7 +27,7 @@ MAX_RUN_ELEMENTS = 1 << 24
 
 
 def impulse_inputs(
-    family: str, arrays: Mapping[str, np.ndarray], cols: Sequence[int]
+    family: Family, arrays: Mapping[str, np.ndarray], cols: Sequence[int]
 ) -> dict[str, np.ndarray]:
     """The batched impulse problem for columns ``cols``: batch = ceil(len(cols) / per),
     per = the unit's positions (``Teaching.positions``: S6 1, SSD d_head); every
@@ -37,7 +38,7 @@ def impulse_inputs(
     tc = registry.teaching(family)
     missing = [k for k in tc.per_step + tc.params[:2] if k not in arrays]
     if missing:
-        raise SsmvizError(f"{family} inputs lack {', '.join(missing)}")
+        raise SsmvizError(f"{family.name} inputs lack {', '.join(missing)}")
     cols = np.asarray(cols, dtype=np.int64)
     per = tc.positions(arrays)
     batch = -(-cols.size // per)
@@ -54,7 +55,7 @@ def impulse_inputs(
 
 
 def impulse_columns(
-    family: str,
+    family: Family,
     arrays: Mapping[str, np.ndarray],
     run: RunFn,
     *,

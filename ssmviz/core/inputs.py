@@ -64,8 +64,10 @@ class InputsFile:
     notes: list[str] = field(default_factory=list)
 
     @property
-    def meta_family(self) -> str | None:
-        return None if self.meta is None else self.meta.get("family")
+    def meta_family(self) -> families.Family | None:
+        """The family the meta names (checked when the archive was opened), or None."""
+        name = None if self.meta is None else self.meta.get("family")
+        return None if name is None else families.get(name)
 
     @property
     def meta_convention(self) -> str | None:
@@ -75,16 +77,16 @@ class InputsFile:
     def meta_sizes(self) -> dict[str, int]:
         return {} if self.meta is None else dict(self.meta.get("sizes") or {})
 
-    def guess_family(self) -> str:
+    def guess_family(self) -> families.Family:
         """The family the keys say: the first registered one whose input keys the archive
         holds most of (an SSD archive has ``x``, ``dt`` ... and no ``u``)."""
-        def held(name: str) -> int:
-            return sum(k in self.headers for k in families.get(name).input_keys)
+        def held(family: families.Family) -> int:
+            return sum(k in self.headers for k in family.input_keys)
 
-        return max(families.names(), key=held)  # the first of equal counts
+        return max(families.every(), key=held)  # the first of equal counts
 
-    def _checked_headers(self, family: str) -> dict[str, _Header]:
-        keys = families.get(family).inputs_of(self.meta_convention)
+    def _checked_headers(self, family: families.Family) -> dict[str, _Header]:
+        keys = family.inputs_of(self.meta_convention)
         for key in keys:
             if key not in self.headers:
                 raise SsmvizError(f"inputs {self.path} lack the key '{key}' "
@@ -95,7 +97,7 @@ class InputsFile:
                 raise SsmvizError(problem)
         return {k: self.headers[k] for k in keys}
 
-    def sizes(self, family: str) -> dict[str, int]:
+    def sizes(self, family: families.Family) -> dict[str, int]:
         """The sizes the input keys' shapes imply (no data read); shape and dtype
         mismatches are one-line errors."""
         stand_ins = {}
@@ -105,9 +107,9 @@ class InputsFile:
                 stand_ins[key] = np.broadcast_to(np.zeros((), h.dtype), h.shape)
             except (ValueError, MemoryError) as exc:
                 raise SsmvizError(f"inputs key '{key}' has an impossible shape {h.shape}") from exc
-        return families.get(family).infer_sizes(stand_ins)
+        return family.infer_sizes(stand_ins)
 
-    def load(self, family: str) -> dict[str, np.ndarray]:
+    def load(self, family: families.Family) -> dict[str, np.ndarray]:
         """The family's input arrays (float32 or float64); adds a note per float16 key and
         one for keys that are not used."""
         headers = self._checked_headers(family)
@@ -131,7 +133,7 @@ class InputsFile:
         unused = sorted(k for k in self.headers if k not in headers and k != "meta"
                         and not k.startswith(("gpu_", "ref_")))
         if unused:
-            self.notes.append(f"keys not used by {family}: {', '.join(unused)}")
+            self.notes.append(f"keys not used by {family.name}: {', '.join(unused)}")
         return arrays
 
 

@@ -11,22 +11,22 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from ssmviz.core import families
 from ssmviz.core.errors import LimitError, OutOfMemoryError
+from ssmviz.core.families import Family
 from ssmviz.core.families.family import MAX_STORED_STATES
 
 #: The process itself: Python, numpy, wgpu and the driver (lavapipe: ~250 MB resident).
 BASELINE = 256 << 20
 
 
-def reference_bytes(family: str, sizes: Mapping[str, int], *, runs: int = 3) -> int:
+def reference_bytes(family: Family, sizes: Mapping[str, int], *, runs: int = 3) -> int:
     """Bytes of RAM a check of this problem needs at its peak (estimate, high side).
 
     ``sizes`` holds the family's sizes by their paper names (with its run sizes, e.g.
     SSD's chunk_len); ``runs`` GPU results of every output are kept for the bitwise
     comparison.
     """
-    return BASELINE + families.get(family).reference_bytes(sizes, runs, MAX_STORED_STATES)
+    return BASELINE + family.reference_bytes(sizes, runs, MAX_STORED_STATES)
 
 
 def available_bytes() -> int | None:
@@ -49,7 +49,7 @@ def _gib(n: float) -> str:
     return f"{n / (1 << 30):.1f} GiB"
 
 
-def check_memory(family: str, sizes: Mapping[str, int], *, runs: int = 3,
+def check_memory(family: Family, sizes: Mapping[str, int], *, runs: int = 3,
                  available: int | None = None) -> None:
     """Raise LimitError (one line) when the problem's estimated RAM exceeds what is
     available (``available`` None: ask the system)."""
@@ -59,8 +59,8 @@ def check_memory(family: str, sizes: Mapping[str, int], *, runs: int = 3,
         return
     shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
     raise LimitError(
-        f"{family} at {shown} needs about {_gib(need)} of RAM (float64 reference and results); "
-        f"{_gib(have)} is available: shorten seq_len or reduce the sizes"
+        f"{family.name} at {shown} needs about {_gib(need)} of RAM (float64 reference and "
+        f"results); {_gib(have)} is available: shorten seq_len or reduce the sizes"
     )
 
 

@@ -35,6 +35,7 @@ import numpy as np
 from ssmviz.core import families as registry
 from ssmviz.core.check import FORWARD_TOL, element_bound
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families import Family
 from ssmviz.core.impulse import impulse_columns
 from ssmviz.core.reference._common import check_indices
 
@@ -54,7 +55,7 @@ class Operator:
     "ssmviz ssd", "file.js (ssd)").
     """
 
-    family: str
+    family: Family
     M: np.ndarray
     D: np.ndarray
     index: np.ndarray
@@ -69,7 +70,7 @@ class KernelForward:
     the kernel produces them); :meth:`columns` measures impulse columns of M.
     ``run_sizes``: the family's run sizes (SSD's chunk length; none for S6)."""
 
-    def __init__(self, family: str, name: str, run_sizes: Mapping[str, int]) -> None:
+    def __init__(self, family: Family, name: str, run_sizes: Mapping[str, int]) -> None:
         self.family, self.name, self.run_sizes = family, name, dict(run_sizes)
 
     def __call__(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -87,7 +88,7 @@ class KernelForward:
 class OwnForward(KernelForward):
     """ssmviz's own kernel (the family's runner, any source), run in this process."""
 
-    def __init__(self, family: str, name: str, kernel: Any, convention: str,
+    def __init__(self, family: Family, name: str, kernel: Any, convention: str,
                  run_sizes: Mapping[str, int]) -> None:
         super().__init__(family, name, run_sizes)
         self._kernel, self._convention = kernel, convention
@@ -110,10 +111,10 @@ class FileForward(KernelForward):
     """A kernel file's forward, every run in the isolated kernel worker (a hang or crash
     raises WatchdogError, a one-line SsmvizError)."""
 
-    def __init__(self, path: str, family: str, convention: str | None,
+    def __init__(self, path: str, family: Family, convention: str | None,
                  run_sizes: Mapping[str, int], text: str | None, timeout: float | None,
                  abi: str | None, analysed: str = "") -> None:
-        super().__init__(family, f"{Path(path).name} ({family})", run_sizes)
+        super().__init__(family, f"{Path(path).name} ({family.name})", run_sizes)
         self.path, self.text, self.timeout = path, text, timeout
         self.convention, self.abi, self.analysed = convention, abi, analysed
 
@@ -157,25 +158,25 @@ def select(seq_len: int, count: int | None) -> np.ndarray:
     return np.unique(np.round(np.linspace(0, seq_len - 1, count)).astype(np.int64))
 
 
-def _first(family: str, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _first(family: Family, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Batch element 0 of a problem alone (batch 1), without dy: what impulses measure."""
     per_step = registry.teaching(family).per_step
     return {k: np.asarray(v)[:1] if k in per_step else v
             for k, v in arrays.items() if k != "dy" and v is not None}
 
 
-def _shape(family: str, arrays: Mapping[str, np.ndarray]) -> tuple[int, int]:
+def _shape(family: Family, arrays: Mapping[str, np.ndarray]) -> tuple[int, int]:
     """(seq_len, channels or heads) of a problem."""
     tc = registry.teaching(family)
-    axes = registry.get(family).roles.axes[tc.signal]
+    axes = family.roles.axes[tc.signal]
     signal = arrays.get(tc.signal)
     if signal is None or np.ndim(signal) != len(axes):
-        raise SsmvizError(f"{family} inputs need {tc.signal} of shape ({', '.join(axes)})")
+        raise SsmvizError(f"{family.name} inputs need {tc.signal} of shape ({', '.join(axes)})")
     return int(np.shape(signal)[1]), int(np.shape(signal)[2])
 
 
 def reference_operator(
-    family: str,
+    family: Family,
     arrays: Mapping[str, np.ndarray],
     *,
     convention: str,
@@ -200,7 +201,7 @@ def reference_operator(
 
 
 def measure_operator(
-    family: str,
+    family: Family,
     arrays: Mapping[str, np.ndarray],
     forward: KernelForward,
     *,
@@ -254,7 +255,7 @@ def states_operator(
     family = forward.family
     tc = registry.teaching(family)
     if tc.states_operator is None:
-        raise SsmvizError(f"the {family} family stores no chunk states to measure M through")
+        raise SsmvizError(f"the {family.name} family stores no chunk states to measure M through")
     L, width = _shape(family, arrays)
     sel = check_indices(tc.unit, index, width)
     c = check_indices("column", cols, L)
@@ -276,7 +277,7 @@ def bad_elements(gpu: np.ndarray, ref: np.ndarray, *, tolerance: float = FORWARD
         return ~(np.abs(gpu - ref) <= element_bound(ref, tolerance))
 
 
-def _held(family: str, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _held(family: Family, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """``arrays`` with every per-step input but the signal taking step 0's value at every
     step (what init selection "lti" draws)."""
     tc = registry.teaching(family)
@@ -348,7 +349,7 @@ def wrong_blocks(gpu: Operator, ref: Operator, block: int, *,
 
 
 def own_forward(
-    family: str,
+    family: Family,
     *,
     convention: str,
     run_sizes: Mapping[str, int] | None = None,
@@ -359,21 +360,20 @@ def own_forward(
     family's ``run_sizes`` (all required: SSD's chunk length); SSD returns chunk_states
     too."""
     registry.teaching(family)
-    fam = registry.get(family)
     given = dict(run_sizes or {})
-    for name in fam.run_sizes:
+    for name in family.run_sizes:
         if given.get(name) is None:
-            raise SsmvizError(f"the {fam.name.upper()} operator needs {name}")
-    kernel = fam.kernel(runtime, source=source)
-    name = f"ssmviz {family}" + (" (edited)" if source is not None else "")
+            raise SsmvizError(f"the {family.name.upper()} operator needs {name}")
+    kernel = family.kernel(runtime, source=source)
+    name = f"ssmviz {family.name}" + (" (edited)" if source is not None else "")
     return OwnForward(family, name, kernel, convention,
-                      {k: int(given[k]) for k in fam.run_sizes})
+                      {k: int(given[k]) for k in family.run_sizes})
 
 
 def file_forward(
     path: str,
     *,
-    family: str,
+    family: Family,
     convention: str | None = None,
     run_sizes: Mapping[str, int] | None = None,
     text: str | None = None,
@@ -393,7 +393,7 @@ def file_forward(
 
 
 def operator_export_arrays(
-    family: str,
+    family: Family,
     arrays: Mapping[str, np.ndarray],
     forward: KernelForward,
     *,

@@ -1,8 +1,9 @@
 """One dataclass that describes an SSM problem, and the arrays it builds.
 
-A :class:`Problem` names the family (a registered one: ``s6``, ``ssd``, see
-:mod:`ssmviz.core.families`), the numerical convention (``mamba`` or ``builderforce``,
-see :mod:`ssmviz.core.reference._common`), the sizes, the input signal, the parameter
+A :class:`Problem` holds the family (its registry record: ``s6``, ``ssd``, ``mamba3``, see
+:mod:`ssmviz.core.families`; a problem made from a name looks it up once, when it is made),
+the numerical convention (``mamba`` or ``builderforce``, see
+:mod:`ssmviz.core.reference._common`), the sizes, the input signal, the parameter
 initialisation and the seed. ``build()`` turns it, deterministically, into every input
 array including the upstream gradient ``dy`` (the family's ``build_arrays``, with the
 seeded draws below). Arrays are float64; the GPU runners cast to float32. Each family's
@@ -14,14 +15,14 @@ from __future__ import annotations
 import functools
 import zlib
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, make_dataclass, replace
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, make_dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ssmviz.core import families
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.fields import SEED_MAX, check_int, check_number, typed_fields
+from ssmviz.core.fields import SEED_MAX, check_int, check_number, check_string, typed_fields
 from ssmviz.core.reference._common import CONVENTIONS
 from ssmviz.core.signals import SignalSpec
 
@@ -102,19 +103,19 @@ class _ProblemBase:
     """What every :class:`Problem` does (its fields are made below, from the families'
     size declarations)."""
 
-    family: str
+    family: families.Family
     convention: str
     signal: SignalSpec
     init: ParamInit
     dy: str
     seed: int
 
-    # -- sizes ----------------------------------------------------------------------------
-    @property
-    def family_record(self) -> families.Family:
-        """The registered family (a one-line SsmvizError when there is none)."""
-        return families.get(self.family)
+    def __post_init__(self) -> None:
+        # A problem made from a family's name (a test, a sweep case) holds its record.
+        if not isinstance(self.family, families.Family):
+            object.__setattr__(self, "family", families.get(self.family))
 
+    # -- sizes ----------------------------------------------------------------------------
     @property
     def inner(self) -> int:
         """d_inner: given, the family's default, or derived (SSD: n_heads·d_head)."""
@@ -122,11 +123,11 @@ class _ProblemBase:
 
     def sizes(self) -> dict[str, int]:
         """The sizes that matter for this family, by their paper names."""
-        return self.family_record.problem_sizes(self)
+        return self.family.problem_sizes(self)
 
     def validate(self) -> None:
         """Raise SsmvizError with a one-line message naming the first bad parameter."""
-        fam = self.family_record
+        fam = self.family
         if self.convention not in CONVENTIONS:
             raise SsmvizError(
                 f"convention must be one of {', '.join(CONVENTIONS)}; got '{self.convention}'"
@@ -180,12 +181,14 @@ class _ProblemBase:
     def build(self) -> dict[str, np.ndarray]:
         """Every input array of the problem, float64, keyed as the export writes them."""
         self.validate()
-        return self.family_record.build_arrays(self)
+        return self.family.build_arrays(self)
 
     # -- (de)serialisation ----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (sessions and export metadata)."""
-        return asdict(self)
+        """A JSON-ready dict (sessions and export metadata): the family by its name."""
+        return {f.name: (self.family.name if f.name == "family" else
+                         asdict(v) if is_dataclass(v := getattr(self, f.name)) else v)
+                for f in fields(self)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "problem") -> Problem:
@@ -193,6 +196,7 @@ class _ProblemBase:
         one-line SsmvizError naming the field (``where.signal.amplitude``); missing keys
         keep their defaults. Ranges are :meth:`validate`'s."""
         nested = {
+            "family": lambda v, name: families.get(check_string(name, v)),
             "signal": lambda v, name: SignalSpec(**typed_fields(SignalSpec, v, name)),
             "init": lambda v, name: ParamInit(**typed_fields(ParamInit, v, name)),
         }
@@ -214,7 +218,8 @@ def _size_fields() -> list[tuple[str, str, Any]]:
 
 Problem = make_dataclass(
     "Problem",
-    [("family", "str", field(default="s6")), ("convention", "str", field(default="mamba")),
+    [("family", "families.Family", field(default=families.default())),
+     ("convention", "str", field(default="mamba")),
      *_size_fields(),
      ("signal", "SignalSpec", field(default_factory=SignalSpec)),
      ("init", "ParamInit", field(default_factory=ParamInit)),
@@ -238,10 +243,10 @@ Problem.__module__ = __name__
 # -- user-supplied inputs (``--inputs PATH.npz``) --------------------------------------------
 
 
-def infer_sizes(family: str, arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
+def infer_sizes(family: families.Family, arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
     """Infer and cross-check the sizes of user-given inputs (the family's ``infer_sizes``).
 
     Raises SsmvizError naming the first missing key or the first array whose
     shape does not match the others.
     """
-    return families.get(family).infer_sizes(arrays)
+    return family.infer_sizes(arrays)

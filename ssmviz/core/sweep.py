@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ssmviz.core import families
 from ssmviz.core.case import Case
 from ssmviz.core.check import GRAD_TOL, CheckReport, check_arrays
+from ssmviz.core.families import Family
 from ssmviz.core.problem import Problem
 
 
@@ -22,13 +22,13 @@ def _worst(report: CheckReport, grads: bool) -> float:
     return max(vals) if vals else 0.0
 
 
-def cases(family: str, quick: bool = False) -> list[Problem]:
+def cases(family: Family, quick: bool = False) -> list[Problem]:
     """The problems of a family's matrix, in the order :func:`run_sweep` runs them."""
-    return [Problem(**fields) for fields in families.get(family).sweep_cases(quick)]
+    return [Problem(**(fields | {"family": family})) for fields in family.sweep_cases(quick)]
 
 
 def run_sweep(
-    family: str, *, quick: bool = False, runs: int = 3, out: Callable[[str], Any] = print,
+    family: Family, *, quick: bool = False, runs: int = 3, out: Callable[[str], Any] = print,
     step: Callable[[str], Any] | None = None,
 ) -> dict[str, Any]:
     """Run the matrix; returns ``{"adapter", "cases": [...], "passed"}``. ``out`` gets
@@ -56,5 +56,5 @@ def run_sweep(
         if step is not None:
             step(f"{p.convention} seq_len={p.seq_len}")
     passed = all(r["passed"] for r in rows)
-    out(f"{family}: {sum(r['passed'] for r in rows)}/{len(rows)} cases passed on {adapter}")
-    return {"adapter": adapter, "family": family, "cases": rows, "passed": passed}
+    out(f"{family.name}: {sum(r['passed'] for r in rows)}/{len(rows)} cases passed on {adapter}")
+    return {"adapter": adapter, "family": family.name, "cases": rows, "passed": passed}

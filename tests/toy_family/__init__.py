@@ -82,7 +82,7 @@ def _abi() -> AbiProfile:
         PassSpec("toy_backward", "backward", (64, 1, 1), ["1"],
                  {0: "params"} | {i: k for k, i in BINDINGS.items() if k != "y"}),
     ]
-    return AbiProfile(name="ssmviz-toy", family="toy", convention=None,
+    return AbiProfile(name="ssmviz-toy", family=None, convention=None,
                       params=["batch", "seq_len", "d_inner", "reverse"], params_binding=0,
                       sizes={}, buffers=buffers, passes=passes, host="toy",
                       description="the test suite's toy recurrence (tests/toy_family)")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ssmviz.core import families as registry
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.families import views_of
+from ssmviz.core.families import Family, views_of
 from ssmviz.core.families.teaching import Teaching
 
 __all__ = ["MEASURES", "VIEW_TITLES", "measures_of", "teaching_for", "views_of"]
@@ -37,7 +37,7 @@ VIEW_TITLES: dict[str, str] = {
 }
 
 
-def measures_of(family: str) -> tuple[str, ...]:
+def measures_of(family: Family) -> tuple[str, ...]:
     """The operator view's choices of GPU M for ``family``: :data:`MEASURES` when it has
     chunk states to measure through, else none (through y only)."""
     if "operator" not in views_of(family):
@@ -45,11 +45,11 @@ def measures_of(family: str) -> tuple[str, ...]:
     return MEASURES if registry.teaching(family).states_operator is not None else ()
 
 
-def teaching_for(family: str, view: str) -> Teaching:
+def teaching_for(family: Family, view: str) -> Teaching:
     """The teaching record of ``family``, which must have ``view``; a one-line SsmvizError
     names the family's views otherwise."""
     views = views_of(family)
     if view not in views:
-        raise SsmvizError(f"the {VIEW_TITLES[view].lower()} view is not one of the {family} "
+        raise SsmvizError(f"the {VIEW_TITLES[view].lower()} view is not one of the {family.name} "
                           f"family's (its views: {', '.join(views) or 'none'})")
     return registry.teaching(family)

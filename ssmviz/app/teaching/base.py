@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 from ssmviz.app.derived import Selection
 from ssmviz.app.plots import layout_minimum, release_menus, unindexed
 from ssmviz.app.runner import RunResult
+from ssmviz.core.families import Family
 
 #: Curves of the teaching views: GPU under reference, as in the time plots.
 GPU_COLOUR = "#1f77b4"
@@ -75,7 +76,7 @@ class TeachingView(QWidget):
     def set_options(self, **options: Any) -> None:
         """Options from a session (e.g. ``log_colour``); unknown ones do not apply here."""
 
-    def set_family(self, family: str) -> None:
+    def set_family(self, family: Family) -> None:
         """The problem's family changed (tools that only one family has)."""
 
     @staticmethod

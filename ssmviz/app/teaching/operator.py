@@ -48,6 +48,7 @@ from ssmviz.core import families as registry
 from ssmviz.core import operator as op
 from ssmviz.core.check import FORWARD_TOL, element_bound
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families import Family
 
 #: The view shows problems up to this seq_len (its matrices are seq_len² per channel).
 MAX_SEQ_LEN = 8192
@@ -177,7 +178,7 @@ class OperatorData:
     ``ref`` and ``gpu`` (seq_len, n_cols); images by (name, log) with name "ref", "gpu",
     "diff"."""
 
-    family: str
+    family: Family
     convention: str
     index: int
     what: str  # "channel 3" / "head 1"
@@ -426,7 +427,7 @@ class OperatorView(TeachingView):
     def options(self) -> str:
         return self.measure
 
-    def set_family(self, family: str) -> None:
+    def set_family(self, family: Family) -> None:
         self.measure_box.setVisible(bool(measures_of(family)))
 
     def set_options(self, **options: object) -> None:

@@ -22,6 +22,8 @@ from ssmviz.app.runner import RunResult, one_line
 from ssmviz.app.teaching import VIEW_TITLES, views_of
 from ssmviz.app.teaching.base import TeachingView
 from ssmviz.app.worker import JobThread
+from ssmviz.core import families
+from ssmviz.core.families import Family
 
 
 def view_classes() -> dict[str, type[TeachingView]]:
@@ -110,12 +112,12 @@ class TeachingPanel(QWidget):
         self.worker.finished.connect(self._on_prepared)
         self.cursor_worker = JobThread(cursor_job, "ssmviz-teach-cursor", self)
         self.cursor_worker.finished.connect(self._on_cursor_numbers)
-        self.family = ""
-        self.set_family("s6")
+        self.family: Family | None = None
+        self.set_family(families.default())
         self.tabs.currentChanged.connect(lambda _i: self.refresh())
 
     # -- state from the window -----------------------------------------------------------------
-    def set_family(self, family: str) -> None:
+    def set_family(self, family: Family) -> None:
         """Show the tabs of ``family``'s views only."""
         if family == self.family:
             return

@@ -32,9 +32,9 @@ from ssmviz.core.external.plan import (
     source_for,
 )
 from ssmviz.core.external.profiles import AbiProfile
+from ssmviz.core.families import Family
 from ssmviz.core.gpu import get_runtime
 from ssmviz.core.impulse import impulse_columns
-from ssmviz.core.problem import infer_sizes
 
 #: The forward roles handed back (C·h per state, a builderforce S6 output, is not one).
 FORWARD_KEYS = ("y", "h", "last_state", "final_state", "chunk_states")
@@ -47,9 +47,10 @@ class _FileKernel:
     texts: dict[str, str]
     modules: dict[str, Any]
     rt: Any
+    family: Family
 
 
-def _load(path: str, text: str | None, family: str, convention: str | None, abi: str | None,
+def _load(path: str, text: str | None, family: Family, convention: str | None, abi: str | None,
           sizes: dict[str, int] | None = None, analysed: str = "") -> _FileKernel:
     """The file built under its profile; ``sizes``: the problem's (a template's values).
     ``analysed``: a check's key (:func:`~ssmviz.core.external.analysis.kept`): the file as
@@ -79,21 +80,21 @@ def _load(path: str, text: str | None, family: str, convention: str | None, abi:
         raise SsmvizError(f"kernel {path} does not build: {why}")
     conv = convention or prof.convention or "mamba"
     return _FileKernel(prof, Plan(prof, planned, ["forward"], conv),
-                       {s.name: s.text for s in kf.sources}, an.modules, rt)
+                       {s.name: s.text for s in kf.sources}, an.modules, rt, family)
 
 
-def _given_sizes(family: str, arrays: Mapping[str, np.ndarray], run_sizes: Mapping[str, int]
+def _given_sizes(family: Family, arrays: Mapping[str, np.ndarray], run_sizes: Mapping[str, int]
                  ) -> dict[str, int]:
     signal = arrays[registry.teaching(family).signal]
     # infer_sizes wants dy too; a forward reads none
-    given = infer_sizes(family, {"dy": np.broadcast_to(np.float32(0), np.shape(signal)),
+    given = family.infer_sizes({"dy": np.broadcast_to(np.float32(0), np.shape(signal)),
                                  **arrays})
     return given | {k: v for k, v in run_sizes.items() if v}
 
 
 def _sizes(fk: _FileKernel, arrays: Mapping[str, np.ndarray], run_sizes: Mapping[str, int],
            batch: int | None = None) -> dict[str, int]:
-    given = _given_sizes(fk.prof.family, arrays, run_sizes)
+    given = _given_sizes(fk.family, arrays, run_sizes)
     if batch is not None:
         given["batch"] = batch
     return fk.prof.sizes_for(base_sizes(fk.prof.family, given))
@@ -118,9 +119,9 @@ def _runner(fk: _FileKernel, arrays: Mapping[str, np.ndarray], run_sizes: Mappin
     """(forward, elements of its largest buffer per batch element) for impulse runs."""
     prof = fk.prof
     if prof.host is not None:  # ssmviz's own ABI: its host code runs the file's source
-        kernel = registry.get(prof.family).kernel(fk.rt, source=fk.plan.passes[0][1].text)
-        return registry.teaching(prof.family).impulse_run(kernel, arrays, fk.plan.convention,
-                                                          run_sizes, None)
+        kernel = fk.family.kernel(fk.rt, source=fk.plan.passes[0][1].text)
+        return registry.teaching(fk.family).impulse_run(kernel, arrays, fk.plan.convention,
+                                                        run_sizes, None)
     sizes = _sizes(fk, arrays, run_sizes, batch=1)
     names = {b for p, _ in fk.plan.passes for b in p.bindings.values()} - {"params"}
     per_batch = max(gb.elements for gb in gpu_buffers(prof, names, sizes).values())
@@ -128,7 +129,7 @@ def _runner(fk: _FileKernel, arrays: Mapping[str, np.ndarray], run_sizes: Mappin
 
 
 def file_forward_outputs(path: str, text: str | None, arrays: Mapping[str, np.ndarray], *,
-                         family: str, convention: str | None, run_sizes: Mapping[str, int],
+                         family: Family, convention: str | None, run_sizes: Mapping[str, int],
                          abi: str | None = None, analysed: str = "") -> dict[str, np.ndarray]:
     """The forward outputs (ssmviz's keys) of the file's ``family`` kernel (under profile
     ``abi``, default the one it matches) on ``arrays`` (canonical inputs; ``run_sizes``:
@@ -143,7 +144,7 @@ def file_forward_outputs(path: str, text: str | None, arrays: Mapping[str, np.nd
 
 
 def file_operator_columns(path: str, text: str | None, arrays: Mapping[str, np.ndarray], *,
-                          family: str, convention: str | None, run_sizes: Mapping[str, int],
+                          family: Family, convention: str | None, run_sizes: Mapping[str, int],
                           index: np.ndarray, cols: np.ndarray, states: bool = False,
                           abi: str | None = None, analysed: str = "") -> dict[str, np.ndarray]:
     """:func:`ssmviz.core.impulse.impulse_columns` through the file's ``family`` kernel

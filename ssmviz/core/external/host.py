@@ -32,9 +32,9 @@ from ssmviz.core.external.wgsl_rewrite import reverse_workgroup_order
 from ssmviz.core.families.abi import AbiProfile, PassSpec
 
 
-def host_outputs(family: str, kernel: Any, arrays: Mapping[str, np.ndarray], conv: str,
-                 sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
-    inputs = {k: arrays[k] for k in families.get(family).input_keys}
+def host_outputs(family: families.Family, kernel: Any, arrays: Mapping[str, np.ndarray],
+                 conv: str, sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
+    inputs = {k: arrays[k] for k in family.input_keys}
     return dict(kernel.run_problem(inputs, sizes, convention=conv, store_states=True).outputs)
 
 
@@ -48,15 +48,15 @@ def judge_host(prof: AbiProfile, an: Analysis, kf: KernelFile,
     size probe too)."""
     src = planned[0][1]
     mod = an.modules[src.name]
-    family = prof.family
-    sizes = base_sizes(family, sizes_in)
+    fam = prof.family
+    sizes = base_sizes(fam, sizes_in)
     arrays = values_mod.problem_arrays(prof, sizes, conv, seed) if given is None \
         else abi_inputs(prof, given)
-    run = {k: sizes.get(k) for k in families.get(family).run_sizes}
-    kernel = families.get(family).kernel(rt, source=src.text)
-    progress.report("run", f"the {family} host code's passes of `{src.name}`")
+    run = {k: sizes.get(k) for k in fam.run_sizes}
+    kernel = fam.kernel(rt, source=src.text)
+    progress.report("run", f"the {fam.name} host code's passes of `{src.name}`")
     # The race probe below rewrites the user's source itself, so none from check_arrays.
-    report = check_arrays(Case.of_arrays(family, arrays, convention=conv, run=run), runs=runs,
+    report = check_arrays(Case.of_arrays(fam, arrays, convention=conv, run=run), runs=runs,
                           kernel=kernel, runtime=rt, store_states=True, race_probe=False)
     res.report = report
     res.reference = dict(report.ref)
@@ -68,8 +68,7 @@ def judge_host(prof: AbiProfile, an: Analysis, kf: KernelFile,
             res.probe_lines.append("race probe (workgroup order): skipped (builtins in a struct)")
         else:
             # The judged run (report.gpu) against the same inputs with the order reversed.
-            flipped = host_outputs(family, families.get(family).kernel(rt, source=rev), arrays,
-                                   conv, sizes)
+            flipped = host_outputs(fam, fam.kernel(rt, source=rev), arrays, conv, sizes)
             changed = [k for k, a in report.gpu.items()
                        if k in flipped and changed_bits(a, flipped[k])]
             if changed:
@@ -88,11 +87,11 @@ def judge_host(prof: AbiProfile, an: Analysis, kf: KernelFile,
         for sizes2 in plans:
             fresh = None if given is not None else values_mod.problem_arrays(prof, sizes2, conv,
                                                                              seed)
-            arrays2 = probe_inputs(family, report.inputs, sizes2, fresh)
-            rep2 = check_arrays(Case.of_arrays(family, arrays2, convention=conv, run=run),
+            arrays2 = probe_inputs(fam, report.inputs, sizes2, fresh)
+            rep2 = check_arrays(Case.of_arrays(fam, arrays2, convention=conv, run=run),
                                 runs=1, kernel=kernel, runtime=rt, store_states=True,
                                 race_probe=False)
-            name = probe_name(sizes, sizes2, family)
+            name = probe_name(sizes, sizes2, fam)
             bad = [v for v in rep2.verdicts if v.checked and not v.passed]
             for v in bad:
                 v.name = f"{v.name} @ {name.split(',')[0]}"

@@ -130,7 +130,7 @@ def judge(plan: Plan, an: Analysis, texts: Mapping[str, str], sizes: dict[str, i
     adapter_cut(judged, sizes["seq_len"], rt)
     loop_budget(plan, an, texts, sizes, values, rt, judged)
     verdicts += ran.overruns
-    fam = families.get(prof.family)
+    fam = prof.family
     for key in fam.outputs_of(plan.conv):
         if key in covered:
             continue
@@ -144,7 +144,7 @@ def judge(plan: Plan, an: Analysis, texts: Mapping[str, str], sizes: dict[str, i
         shape = tuple(np.shape(ref.get(key, ())))
         verdicts.append(TensorVerdict(key, shape, tol[stage], checked=False, note=note))
     report = CheckReport(
-        family=prof.family, convention=plan.convention,
+        family=prof.family.name, convention=plan.convention,
         sizes={k: v for k, v in sizes.items() if k in fam.roles.defaults},
         adapter=rt.description(), runs=runs, verdicts=verdicts,
         gpu_seconds={"all passes (wall)": ran.seconds / runs}, timing_source="wall-clock",
@@ -318,7 +318,7 @@ def name_first_bad(prof: AbiProfile, spec: BufferSpec, role: str, v: TensorVerdi
                               for a in order)
 
 
-def seq_axis(family: str, role: str) -> int | None:
+def seq_axis(family: families.Family, role: str) -> int | None:
     axes = role_axes(family).get(role, ())
     if "seq_len" in axes:
         return axes.index("seq_len")

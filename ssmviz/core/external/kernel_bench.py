@@ -46,15 +46,14 @@ from ssmviz.core.timing import release, stage_time
 RATE_ENTRY = {op: entry for entry, op in bench.THROUGHPUT_KERNELS.items()}
 
 
-def problem_sizes(family: str, size: str) -> dict[str, int]:
+def problem_sizes(family: families.Family, size: str) -> dict[str, int]:
     """The problem of size class ``size``: "tiny" is ``check --kernel``'s default problem,
     the others the family's benchmark problem of that class (its first: S6's "wide")."""
-    fam = families.get(family)
     if size == "tiny":
-        return dict(fam.roles.defaults)
-    table = fam.bench_sizes.get(size)
+        return dict(family.roles.defaults)
+    table = family.bench_sizes.get(size)
     if not table:
-        raise SsmvizError(f"family {family} has no {size} benchmark problem")
+        raise SsmvizError(f"family {family.name} has no {size} benchmark problem")
     return dict(next(iter(table.values())))
 
 
@@ -95,7 +94,7 @@ def bench_kernel_task(path: str, *, abi: str | None, size: str, repeats: int,
     if res.exit_code == EXIT_BUILD or res.report is None or res.profile is None:
         return out
     rt = runtime or get_runtime()
-    fam = families.get(res.profile.family)
+    fam = res.profile.family
     sizes = sizes or dict(res.report.sizes)
     try:
         if res.profile.host is not None:  # the family's host code runs the file's source
@@ -224,7 +223,7 @@ def format_kernel_bench(path: str, got: Mapping[str, Any]) -> list[str]:
     report, prof = res.report, res.profile
     assert report is not None and prof is not None
     sizes = " ".join(f"{k}={v}" for k, v in report.sizes.items())
-    lines = [f"{path}: profile {prof.name} ({prof.family}, {report.convention}) at {sizes}; "
+    lines = [f"{path}: profile {prof.name} ({prof.family.name}, {report.convention}) at {sizes}; "
              f"check (one run, no race probes): {report.status()}"]
     own = {r.get("stage"): r for r in got["own"]}
     floors = got["floors"]
@@ -262,7 +261,7 @@ def format_kernel_bench(path: str, got: Mapping[str, Any]) -> list[str]:
 def _json(got: Mapping[str, Any]) -> dict[str, Any]:
     res: KernelCheckResult = got["result"]
     assert res.report is not None and res.profile is not None
-    return {"profile": res.profile.name, "family": res.profile.family,
+    return {"profile": res.profile.name, "family": res.profile.family.name,
             "sizes": res.report.sizes, "check": res.report.status(), "host": res.profile.host,
             "exit_code": res.exit_code, "stages": res.timing["stages"], "own": got["own"],
             "floors": got["floors"]}

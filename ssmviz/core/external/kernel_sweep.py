@@ -37,10 +37,10 @@ QUICK_SEQ_LENS = (1, 257)
 OUTSIDE = "outside the profile's constraints"
 
 
-def size_matrix(family: str, quick: bool = False) -> list[dict[str, int]]:
+def size_matrix(family: families.Family, quick: bool = False) -> list[dict[str, int]]:
     """The candidate sizes of a family's sweep, in order, without repeats (``quick``: the
     default problem, seq_len 1 and 257, and batch doubled)."""
-    base = dict(families.get(family).roles.defaults)
+    base = dict(family.roles.defaults)
     cases = [base] + [base | {"seq_len": t} for t in (QUICK_SEQ_LENS if quick else SEQ_LENS)]
     for name, value in base.items():
         if name == "seq_len" or (quick and name != "batch"):
@@ -122,7 +122,7 @@ class SweepPlan:
     profile's constraints with the constraints they break."""
 
     profile: str
-    family: str
+    family: families.Family
     matrix: list[dict[str, int]]
     cases: list[dict[str, int]]
     outside: list[tuple[dict[str, int], str]] = field(default_factory=list)
@@ -188,11 +188,11 @@ def run_kernel_sweep(path: str, plans: list[SweepPlan], *, abi: str | None = Non
             if step is not None:
                 step(" ".join(f"{k}={v}" for k, v in sizes.items()))
         npass = sum(r["passed"] for r in rows)
-        out(f"{path} ({plan.profile}, {plan.family}): {npass}/{len(rows)} cases passed on "
+        out(f"{path} ({plan.profile}, {plan.family.name}): {npass}/{len(rows)} cases passed on "
             f"{get_worker().adapter}" + plan.left_out_words())
         if not rows:
             code = max(code, EXIT_FAIL)  # nothing compared is never a pass
-        summary.append({"profile": plan.profile, "family": plan.family, "cases": rows,
+        summary.append({"profile": plan.profile, "family": plan.family.name, "cases": rows,
                         "left_out": len(plan.matrix) - len(plan.cases),
                         "outside_constraints": [s for s, _ in plan.outside]})
     return {"adapter": get_worker().adapter, "profiles": summary, "passed": code == EXIT_PASS,

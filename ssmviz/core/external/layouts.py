@@ -45,10 +45,9 @@ MAX_FILL = 1 << 16
 _PARAMS_REF = re.compile(r"params\[(\d+)\]")
 
 
-def input_roles(family: str) -> set[str]:
+def input_roles(family: families.Family) -> set[str]:
     """Roles a buffer uploads by default: the family's inputs and its extra inputs."""
-    fam = families.get(family)
-    return fam.every_input | set(fam.roles.extra_inputs)
+    return family.every_input | set(family.roles.extra_inputs)
 
 
 def uploaded(prof: AbiProfile, spec: BufferSpec) -> list[str]:

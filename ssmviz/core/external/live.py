@@ -74,7 +74,7 @@ def ssmviz_outputs(prof: AbiProfile, report: CheckReport
     outputs: dict[str, np.ndarray] = {}
     keys: dict[str, str] = {}
     mapped: dict[str, str] = {}
-    derived_roles = families.get(prof.family).roles.derived
+    derived_roles = prof.family.roles.derived
     for label, arr in report.gpu.items():
         _, role = role_of_label(prof, label)
         derived = derived_roles.get(role)
@@ -108,7 +108,7 @@ def run_live(
     text: str | None,
     arrays: Mapping[str, np.ndarray],
     *,
-    family: str,
+    family: families.Family,
     run_sizes: Mapping[str, int] | None = None,
     race_probe: bool = True,
     runtime: Any = None,

@@ -73,7 +73,7 @@ def fill_template(kf: KernelFile, abi: str | None, sizes_in: Mapping[str, int] |
         prof = get_profile(abi)
         if prof.defines:
             if arrays is not None:
-                given = families.get(prof.family).infer_sizes(arrays)
+                given = prof.family.infer_sizes(arrays)
                 sizes_in = given | dict(sizes_in or {})
             sizes = prof.sizes_for(base_sizes(prof.family, sizes_in))
             defines = define_values(prof.defines, sizes)
@@ -82,29 +82,30 @@ def fill_template(kf: KernelFile, abi: str | None, sizes_in: Mapping[str, int] |
     return apply_defines(kf, defines)
 
 
-def pick_profile(abi: str | None, family: str | None, entries: set[str], exports: list[str],
-                 path: str) -> tuple[AbiProfile, list[AbiProfile]]:
+def pick_profile(abi: str | None, family: families.Family | None, entries: set[str],
+                 exports: list[str], path: str) -> tuple[AbiProfile, list[AbiProfile]]:
     """(profile to check, the other families' profiles the file also matches)."""
     if abi:
         prof = get_profile(abi)
-        if family and prof.family != family:
-            raise SsmvizError(f"profile '{prof.name}' is {prof.family}; the problem is {family}")
+        if family and prof.family is not family:
+            raise SsmvizError(f"profile '{prof.name}' is {prof.family.name}; the problem is "
+                              f"{family.name}")
         return prof, []
     found = detect_profiles(entries, exports) or [detect_profile(entries, exports)]
     if family is None:
         return found[0], found[1:]
-    same = [f for f in found if f.family == family]
+    same = [f for f in found if f.family is family]
     if not same:
-        names = ", ".join(f"{f.name} ({f.family})" for f in found)
-        raise SsmvizError(f"{path} holds no {family} kernels (it matches {names}): "
-                          f"set the family to {found[0].family} or choose another kernel")
+        names = ", ".join(f"{f.name} ({f.family.name})" for f in found)
+        raise SsmvizError(f"{path} holds no {family.name} kernels (it matches {names}): "
+                          f"set the family to {found[0].family.name} or choose another kernel")
     return same[0], []
 
 
-def base_sizes(family: str, sizes: Mapping[str, int] | None) -> dict[str, int]:
+def base_sizes(family: families.Family, sizes: Mapping[str, int] | None) -> dict[str, int]:
     """Default sizes overridden by ``sizes``, then the family's derived ones (SSD: d_inner,
     n_chunks and chunk_slot)."""
-    roles = families.get(family).roles
+    roles = family.roles
     out = dict(roles.defaults)
     for k, v in (sizes or {}).items():
         if v is None:
@@ -217,9 +218,9 @@ def abi_inputs(prof: AbiProfile, arrays: Mapping[str, np.ndarray],
     """
     if sizes is None:
         sizes = {}
-        if not values_mod.roles_used(prof) & set(families.get(prof.family).roles.extra_inputs):
+        if not values_mod.roles_used(prof) & set(prof.family.roles.extra_inputs):
             return values_mod.prepare(prof, arrays, sizes, seed)
-        fam = families.get(prof.family)
+        fam = prof.family
         sizes = prof.sizes_for(base_sizes(prof.family, fam.infer_sizes(arrays)))
     return values_mod.prepare(prof, arrays, sizes, seed)
 

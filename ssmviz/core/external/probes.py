@@ -63,7 +63,7 @@ def probe_plan(prof: AbiProfile, sizes: Mapping[str, int]
     takes another batch, d_inner (SSD: n_heads) and d_state at the same seq_len. Each is
     the first candidate the profile's constraints allow.
     """
-    fam = families.get(prof.family).roles
+    fam = prof.family.roles
     base = {k: v for k, v in sizes.items() if k in fam.defaults}
     L, step = base["seq_len"], 2 * base.get("chunk_len", 64) + 3
     seq = [x for tile in PROBE_TILES for x in (max(L, tile) + step, tile + 3)
@@ -107,7 +107,8 @@ def _reflected(n_new: int, n_old: int) -> np.ndarray:
     return np.where(i < n_old, i, 2 * n_old - 1 - i)
 
 
-def probe_inputs(family: str, inputs: Mapping[str, np.ndarray], sizes2: Mapping[str, int],
+def probe_inputs(family: families.Family, inputs: Mapping[str, np.ndarray],
+                 sizes2: Mapping[str, int],
                  fresh: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """The size probe's inputs at ``sizes2`` from the judged run's ``inputs``.
 
@@ -133,9 +134,9 @@ def probe_inputs(family: str, inputs: Mapping[str, np.ndarray], sizes2: Mapping[
     return out
 
 
-def probe_name(sizes: Mapping[str, int], sizes2: Mapping[str, int], family: str) -> str:
+def probe_name(sizes: Mapping[str, int], sizes2: Mapping[str, int], family: families.Family) -> str:
     """The sizes a probe changed, e.g. "seq_len=1043, 131 chunks" or "batch=3 d_state=5"."""
-    keys = families.get(family).roles.defaults
+    keys = family.roles.defaults
     changed = [k for k in keys if sizes2.get(k) != sizes.get(k)]
     text = " ".join(f"{k}={sizes2[k]}" for k in changed)
     if changed == ["seq_len"] and "n_chunks" in sizes2:

@@ -35,11 +35,11 @@ def check_formula(where: str, value: Any, names: set[str], extra: set[str] = fro
     return text
 
 
-def layout_fields(where: str, family: str, spec: Mapping[str, Any], roles: list[str],
+def layout_fields(where: str, family: families.Family, spec: Mapping[str, Any], roles: list[str],
                   dims: list[str], io: str, names: set[str], arenas: Mapping[str, str]
                   ) -> dict[str, Any]:
     """The layout keys of one buffer table, checked against its roles and dims."""
-    axes_of = families.get(family).roles.axes
+    axes_of = family.roles.axes
     out: dict[str, Any] = {}
     arena = spec.get("arena")
     if arena is not None:
@@ -94,7 +94,7 @@ def layout_fields(where: str, family: str, spec: Mapping[str, Any], roles: list[
     return out
 
 
-def check_dims(where: str, family: str, dims: list[str], want: tuple[str, ...],
+def check_dims(where: str, family: families.Family, dims: list[str], want: tuple[str, ...],
                fields: Mapping[str, Any], io: str) -> None:
     """``dims`` against a role's axes, allowing the layout's omissions and additions."""
     from ssmviz.core.external.profiles import expanded_dims

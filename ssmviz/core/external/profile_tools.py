@@ -85,13 +85,13 @@ def _params_fields(mod: Module, uniform: str) -> list[str]:
     return [f.split(":")[0].strip() for f in m.group(1).split(",") if ":" in f]
 
 
-def _guess_role(name: str, family: str) -> str | None:
-    if name in families.get(family).roles.axes:  # named after its role
+def _guess_role(name: str, family: families.Family) -> str | None:
+    if name in family.roles.axes:  # named after its role
         return name
     low = name.lower()
     for pattern, role, fam in _ROLE_GUESSES:
-        if (not fam or fam == family) and re.search(pattern, low):
-            axes = families.get(family).roles.axes
+        if (not fam or fam == family.name) and re.search(pattern, low):
+            axes = family.roles.axes
             return role if role in axes else None
     return None
 
@@ -112,8 +112,9 @@ def new_profile_text(path: str) -> str:
     family = fam_of[entries[0][0]]
     others = sorted({n for n, _ in entries if fam_of[n] != family})
     entries = [(n, f) for n, f in entries if fam_of[n] == family]
-    axes = families.get(family).roles.axes
-    fam_sizes = families.get(family).roles.sizes
+    record = families.get(family)  # the guessed family's name, as the skeleton writes it
+    axes = record.roles.axes
+    fam_sizes = record.roles.sizes
     lines = [f"# Profile skeleton for {path}, written by `ssmviz profile new`.",
              "# Each guess carries a to-do marker: fix it, delete the marker, then run",
              f"#   ssmviz profile check THIS.toml {path}",
@@ -135,7 +136,7 @@ def new_profile_text(path: str) -> str:
             if gv.space == "uniform" and not params:
                 params = _params_fields(mod, gv.name) or ["TODO"]
             elif gv.space == "storage":
-                buffers.setdefault(gv.name, (_guess_role(gv.name, family), gv.access,
+                buffers.setdefault(gv.name, (_guess_role(gv.name, record), gv.access,
                                              gv.type_text, gv.binding))
     if any(r == GATE_INPUT for r, *_ in buffers.values()):  # a gated output
         lines[-1] = 'convention = { gate = "silu" }  # TODO: y * silu(z); see the schema'
@@ -164,7 +165,7 @@ def new_profile_text(path: str) -> str:
         todo = "  # TODO: check the order of the axes"
         lines += [f'role = "{role}"   # TODO: guessed from its name',
                   "dims = [" + ", ".join(f'"{a}"' for a in axes[role]) + "]" + todo]
-        if access == "read_write" and role in families.get(family).input_keys:
+        if access == "read_write" and role in record.input_keys:
             lines.append('io = "in"  # TODO: read_write: "inout" if the kernel overwrites it')
     for sname, fn in entries:
         mod = mods[sname]

@@ -41,29 +41,28 @@ from ssmviz.core.families.abi import AbiProfile, BufferSpec, PassSpec
 from ssmviz.core.reference.conventions import GATE_INPUT, parse_convention
 
 
-def role_axes(family: str) -> Mapping[str, tuple[str, ...]]:
+def role_axes(family: families.Family) -> Mapping[str, tuple[str, ...]]:
     """Axes of every role of ``family`` (the reference's own layout)."""
-    return families.get(family).roles.axes
+    return family.roles.axes
 
 
-def role_key(family: str, role: str) -> str:
+def role_key(family: families.Family, role: str) -> str:
     """The reference key a role is judged as (a derived role's key, else the role)."""
-    derived = families.get(family).roles.derived.get(role)
+    derived = family.roles.derived.get(role)
     return derived.key if derived is not None else role
 
 
-def role_note(family: str, role: str) -> str:
+def role_note(family: families.Family, role: str) -> str:
     """What the verdict table says about a role ('' for the family's own keys)."""
-    derived = families.get(family).roles.derived.get(role)
+    derived = family.roles.derived.get(role)
     return derived.note if derived is not None else ""
 
 
-def forward_roles(family: str) -> set[str]:
+def forward_roles(family: families.Family) -> set[str]:
     """The roles the forward produces: forward keys, the roles derived from them and the
     stage roles (the forward's intermediates)."""
-    fam = families.get(family)
-    derived = {r for r, d in fam.roles.derived.items() if d.key in fam.forward_keys}
-    return set(fam.forward_keys) | derived | set(fam.roles.stage_roles)
+    derived = {r for r, d in family.roles.derived.items() if d.key in family.forward_keys}
+    return set(family.forward_keys) | derived | set(family.roles.stage_roles)
 
 
 # -- parsing -------------------------------------------------------------------------------------
@@ -132,10 +131,12 @@ def parse_profile(data: Any, *, origin: str = "profile") -> AbiProfile:
     if not isinstance(family, str) or family not in families.names():
         raise SsmvizError(f"{origin}: family must be {' or '.join(families.names())}; got "
                           f"{family!r}"[:200])
+    fam = families.get(family)  # the profile names its family: looked up here, once
     conv_raw = data.get("convention")
-    conv_params = None if conv_raw is None else parse_convention(origin, conv_raw, family)
+    conv_params = None if conv_raw is None else parse_convention(origin, conv_raw,
+                                                                 fam.conventions)
     convention = None if conv_params is None else conv_params.name
-    names = set(families.get(family).roles.sizes)
+    names = set(fam.roles.sizes)
     sizes_raw = data.get("sizes", {})
     if not isinstance(sizes_raw, Mapping):
         raise SsmvizError(f"{origin}: sizes must be a table of name = formula")
@@ -159,12 +160,12 @@ def parse_profile(data: Any, *, origin: str = "profile") -> AbiProfile:
                           [:200])
     arenas = parse_arenas(origin, data.get("arenas"), names)
     defines = parse_defines(origin, data.get("defines"), names)
-    buffers = _parse_buffers(origin, family, data.get("buffers"), names, arenas)
+    buffers = _parse_buffers(origin, fam, data.get("buffers"), names, arenas)
     passes = _parse_passes(origin, data.get("passes"), names, buffers, hosted=host is not None,
                            arenas=arenas)
     _bind_params(origin, passes, pb if "params_binding" in data else None, bool(params))
     _check_gate(origin, conv_params, buffers)
-    _check_extra_inputs(origin, family, buffers)
+    _check_extra_inputs(origin, fam, buffers)
     detect = data.get("detect", {})
     if not isinstance(detect, Mapping):
         raise SsmvizError(f"{origin}: detect must be a table")
@@ -189,7 +190,7 @@ def parse_profile(data: Any, *, origin: str = "profile") -> AbiProfile:
         raise SsmvizError(f"{origin}: description must be a string")
     constraints = _constraints(origin, data.get("constraints", []), names)
     return AbiProfile(
-        name=name, family=family, convention=convention, params=params, params_binding=pb,
+        name=name, family=fam, convention=convention, params=params, params_binding=pb,
         sizes=sizes, buffers=buffers, passes=passes,
         detect_entry_points=_strlist(f"{origin}: detect.entry_points",
                                      detect.get("entry_points", [])),
@@ -212,10 +213,11 @@ def _check_gate(origin: str, conv: Any, buffers: Mapping[str, BufferSpec]) -> No
                           "gate's input; set convention.gate = \"silu\"")
 
 
-def _check_extra_inputs(origin: str, family: str, buffers: Mapping[str, BufferSpec]) -> None:
+def _check_extra_inputs(origin: str, family: families.Family,
+                        buffers: Mapping[str, BufferSpec]) -> None:
     """The gradient of an extra input (dh0) exists only when a buffer gives that input."""
     used = {r for b in buffers.values() for r in [*b.roles, b.initial] if r}
-    for key, grad in families.get(family).roles.extra_inputs.items():
+    for key, grad in family.roles.extra_inputs.items():
         with_grad = [n for n, b in buffers.items() if grad in b.roles]
         if with_grad and key not in used:
             raise SsmvizError(f"{origin}: buffers.{with_grad[0]}.role: '{grad}' is the gradient "
@@ -258,12 +260,12 @@ def _constraints(origin: str, raw: Any, names: set[str]) -> list[str]:
     return list(raw)
 
 
-def _parse_buffers(origin: str, family: str, raw: Any, names: set[str],
+def _parse_buffers(origin: str, family: families.Family, raw: Any, names: set[str],
                    arenas: Mapping[str, str] | None = None) -> dict[str, BufferSpec]:
     if not isinstance(raw, Mapping) or not raw:
         raise SsmvizError(f"{origin}: buffers must be a non-empty table of buffer tables")
     axes_of = role_axes(family)
-    ins = families.get(family).every_input | set(families.get(family).roles.extra_inputs)
+    ins = family.every_input | set(family.roles.extra_inputs)
     out: dict[str, BufferSpec] = {}
     for bname, spec in raw.items():
         where = f"{origin}: buffers.{bname}"
@@ -282,7 +284,7 @@ def _parse_buffers(origin: str, family: str, raw: Any, names: set[str],
         scratch = roles in (["scratch"], [GIVEN])
         for r in roles:
             if r not in ("scratch", GIVEN) and r not in axes_of:
-                raise SsmvizError(f"{where}.role: unknown {family} role '{r}' "
+                raise SsmvizError(f"{where}.role: unknown {family.name} role '{r}' "
                                   f"(known: {', '.join(sorted(axes_of))}, scratch)"[:300])
         if given and roles != [GIVEN]:
             raise SsmvizError(f"{where}.fill gives the contents of a buffer without a role")
@@ -331,10 +333,10 @@ def _parse_buffers(origin: str, family: str, raw: Any, names: set[str],
     return out
 
 
-def expanded_dims(family: str, dims: list[str], want: tuple[str, ...]) -> list[str]:
+def expanded_dims(family: families.Family, dims: list[str], want: tuple[str, ...]) -> list[str]:
     """``dims`` with each axis a profile may give whole (the family's ``split``, SSD's
     d_inner) replaced by the axes the role ``want`` has instead (n_heads, d_head)."""
-    split = families.get(family).roles.split
+    split = family.roles.split
     out: list[str] = []
     for d in dims:
         parts = split.get(d)
@@ -443,14 +445,14 @@ def builtin_profiles() -> dict[str, AbiProfile]:
     """Every built-in profile by name: each family's builderforce profile, then ssmviz's
     own kernels' ABIs (copies: a caller may restrict their stages)."""
     out = {}
-    fams = [families.get(n) for n in families.names()]
+    fams = families.every()
     for fam in fams:
         if fam.builderforce is not None:
             data = fam.builderforce()
             prof = parse_profile(data, origin=f"built-in profile {data.get('name')}")
             out[prof.name] = prof
     for fam in fams:
-        own = replace(fam.abi())
+        own = replace(fam.abi(), family=fam)  # its record (the ABI module holds none)
         out[own.name] = own
     return out
 
@@ -501,7 +503,7 @@ def detect_profiles(entry_points: set[str], exports: list[str]) -> list[AbiProfi
     scored.sort(key=lambda x: x[0], reverse=True)
     out: list[AbiProfile] = []
     for _, prof in scored:
-        if all(p.family != prof.family for p in out):
+        if all(p.family is not prof.family for p in out):
             out.append(prof)
     return out
 

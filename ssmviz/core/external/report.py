@@ -82,7 +82,7 @@ class KernelCheckResult:
             parts += [d.render() for d in self.diagnostics]
         if self.profile is not None:
             conv = self.report.convention if self.report else (self.profile.convention or "-")
-            parts.append(f"profile: {self.profile.name} ({self.profile.family}, {conv}); "
+            parts.append(f"profile: {self.profile.name} ({self.profile.family.name}, {conv}); "
                          f"stages run: {', '.join(self.stages_run) or 'none'}")
         counted = self.counted()
         errors = sum(d.severity == "error" for d in counted)

@@ -28,11 +28,12 @@ from ssmviz.core.external.loader import KernelFile, load_kernel_file
 from ssmviz.core.external.profiles import detect_profile, detect_profiles, get_profile
 from ssmviz.core.external.report import KernelCheckResult, export_key
 from ssmviz.core.external.wgsl import parse_module
+from ssmviz.core.families import Family
 from ssmviz.core.fileio import write_file, write_text
 
 
 def kernel_families(path: str, abi: str | None, loaded: KernelFile | None = None
-                    ) -> dict[str, str] | None:
+                    ) -> dict[Family, str] | None:
     """family -> profile name the file would be checked under; None when the file cannot
     be read or matched now (the check itself then reports why). ``loaded``: the file as
     the caller loaded it (else it is loaded here)."""
@@ -47,7 +48,7 @@ def kernel_families(path: str, abi: str | None, loaded: KernelFile | None = None
         found = detect_profiles(entries, exports) or [detect_profile(entries, exports)]
     except Exception:  # a bad file is the check's to report, in its own words
         return None
-    out: dict[str, str] = {}
+    out: dict[Family, str] = {}
     for prof in found:
         out.setdefault(prof.family, prof.name)
     return out
@@ -56,7 +57,7 @@ def kernel_families(path: str, abi: str | None, loaded: KernelFile | None = None
 def _result_json(r: KernelCheckResult) -> dict[str, Any]:
     return {
         "profile": r.profile.name if r.profile is not None else None,
-        "family": r.profile.family if r.profile is not None else None,
+        "family": r.profile.family.name if r.profile is not None else None,
         "exit_code": r.exit_code,
         "passed": r.exit_code == 0,
         "message": r.message,

@@ -48,7 +48,7 @@ from ssmviz.core.gpu import with_device_retry
 class _Options:
     text: str | None
     arrays: Mapping[str, np.ndarray] | None
-    family: str | None
+    family: families.Family | None
     probe: bool
     size_probe: bool
     timed: int = 0
@@ -101,7 +101,7 @@ def check_kernel(
     probe: bool = True,
     text: str | None = None,
     arrays: Mapping[str, np.ndarray] | None = None,
-    family: str | None = None,
+    family: families.Family | None = None,
     size_probe: bool = True,
     timed: int = 0,
     loaded: KernelFile | None = None,
@@ -182,7 +182,7 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
     res.profile = prof
     res.also = [o.name for o in others]
     if opts.arrays is not None:
-        fam = families.get(prof.family)
+        fam = prof.family
         given = fam.infer_sizes(opts.arrays)
         sizes_in = given | {k: v for k, v in (sizes_in or {}).items() if k in fam.run_sizes}
     planned, stages, missing_stage = plan_passes(prof, kf, an)
@@ -206,8 +206,8 @@ def _check(res: KernelCheckResult, path: str, abi: str | None, convention: str |
         failed = res.report is not None and not res.report.passed
         res.exit_code = EXIT_BUILD if errors else (EXIT_FAIL if failed else EXIT_PASS)
         return res
-    own = families.get(prof.family).inputs_of(prof.convention)
-    if prof.convention and convention and families.get(prof.family).inputs_of(convention) != own:
+    own = prof.family.inputs_of(prof.convention)
+    if prof.convention and convention and prof.family.inputs_of(convention) != own:
         raise SsmvizError(f"profile '{prof.name}' takes the {prof.convention} convention's "
                           f"inputs ({', '.join(own)}); the {convention} reference takes others")
     if prof.convention and convention and convention != prof.convention:

@@ -40,12 +40,12 @@ def problem_elements(sizes: Mapping[str, int] | None) -> int:
     d_inner, d_state), the largest tensor, for ``sizes`` over the default problem (the
     largest of the families' readings)."""
     best = 0
-    for name in families.names():
+    for fam in families.every():
         try:
-            s = base_sizes(name, sizes)
+            s = base_sizes(fam, sizes)
         except SsmvizError:
-            s = base_sizes(name, None)  # the worker reports the bad size itself
-        best = max(best, families.get(name).state_elements(s))
+            s = base_sizes(fam, None)  # the worker reports the bad size itself
+        best = max(best, fam.state_elements(s))
     return best
 
 
@@ -59,8 +59,7 @@ def array_elements(arrays: Mapping[str, np.ndarray]) -> int:
 def _state_elements(arrays: Mapping[str, np.ndarray]) -> int | None:
     """The ``state_elements`` of the family whose input keys ``arrays`` hold (None: no
     family's, or shapes that do not agree)."""
-    for name in families.names():
-        fam = families.get(name)
+    for fam in families.every():
         if all(k in arrays for k in fam.input_keys):
             try:
                 return fam.state_elements(fam.infer_sizes(arrays))
@@ -127,7 +126,7 @@ def _array_elements(arrays: Mapping[str, np.ndarray]) -> int:
 
 
 def run_live_isolated(path: str, text: str | None, arrays: Mapping[str, np.ndarray], *,
-                      family: str, run_sizes: Mapping[str, int] | None = None,
+                      family: families.Family, run_sizes: Mapping[str, int] | None = None,
                       race_probe: bool = True, timeout: float | None = None) -> Any:
     """:func:`~ssmviz.core.external.live.run_live` in the worker (the app's live run of a
     file); raises a one-line SsmvizError (a :class:`WatchdogError` for a hang or crash)."""

@@ -15,7 +15,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ssmviz.core import families
 from ssmviz.core.check import CheckReport, TensorVerdict, compare
 from ssmviz.core.external import layouts
 from ssmviz.core.families.abi import AbiProfile, BufferSpec, PassSpec
@@ -63,7 +62,7 @@ def family_findings(prof: AbiProfile, report: CheckReport, convention: str,
     """The family's lines about this kernel (``RoleSpec.findings``), from the report's
     inputs, the kernel's tensors (by role; ``role_of`` maps a label to its role) and the
     reference."""
-    hook = families.get(prof.family).roles.findings
+    hook = prof.family.roles.findings
     if hook is None:
         return []
     gpu = {role_of(prof, label)[1]: arr for label, arr in report.gpu.items()

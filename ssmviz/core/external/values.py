@@ -15,7 +15,6 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ssmviz.core import families
 from ssmviz.core.external.layouts import make_constant, uploaded
 from ssmviz.core.families.abi import AbiProfile
 from ssmviz.core.problem import Problem
@@ -34,11 +33,12 @@ from ssmviz.core.reference.scan import linear_recurrence
 def convention_of(prof: AbiProfile, asked: str | None) -> Convention:
     """The convention a check runs: ``asked`` (a preset's name, ``--convention``), else the
     profile's parameters, else its named preset, else mamba."""
+    rules = prof.family.conventions
     if asked in CONVENTIONS:  # a preset asked for; else a name the profile gave itself
-        return preset(asked, prof.family)
+        return preset(asked, rules)
     if prof.convention_params is not None:
         return prof.convention_params
-    return preset(prof.convention or "mamba", prof.family)
+    return preset(prof.convention or "mamba", rules)
 
 
 def roles_used(prof: AbiProfile) -> set[str]:
@@ -57,7 +57,7 @@ def add_extra_inputs(prof: AbiProfile, arrays: dict[str, np.ndarray], sizes: Map
     seeded, in place."""
     from ssmviz.core.external.profiles import role_axes
 
-    fam = families.get(prof.family)
+    fam = prof.family
     used = roles_used(prof)
     rng = np.random.default_rng(seed + 7919)
     for key in fam.roles.extra_inputs:
@@ -73,11 +73,11 @@ def problem_arrays(prof: AbiProfile, sizes: Mapping[str, int], conv: Convention 
                    seed: int) -> dict[str, np.ndarray]:
     """The seeded problem's inputs as the kernel under ``prof`` sees them (``conv``: a
     preset's name or the parameters)."""
-    conv = resolve(conv, prof.family)
-    fam = families.get(prof.family)
+    fam = prof.family
+    conv = resolve(conv, fam.conventions)
     kw = {k: sizes[k] for k in fam.roles.defaults}
-    problem = Problem(family=prof.family, convention=conv.base, seed=seed, **kw)
-    arrays = adapt_inputs(problem.build(), conv, prof.family)
+    problem = Problem(family=fam, convention=conv.base, seed=seed, **kw)
+    arrays = adapt_inputs(problem.build(), conv, fam.conventions)
     return prepare(prof, arrays, sizes, seed)
 
 
@@ -100,7 +100,7 @@ def reference(prof: AbiProfile, arrays: Mapping[str, np.ndarray], conv: Conventi
               sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
     """The float64 reference of the family under ``conv``, with the extra inputs
     ``arrays`` hold (and their gradients)."""
-    fam = families.get(prof.family)
+    fam = prof.family
     own = fam.inputs_of(conv)
     keys = [*own[:-1],
             *(k for k in fam.roles.extra_inputs if k in arrays and k != GATE_INPUT)]
@@ -124,7 +124,7 @@ def role_values(prof: AbiProfile, arrays: Mapping[str, np.ndarray],
                 ref: Mapping[str, np.ndarray], conv: Convention, sizes: Mapping[str, int]
                 ) -> dict[str, np.ndarray]:
     """Every role's float64 value: inputs, reference outputs, derived and stage roles."""
-    fam = families.get(prof.family)
+    fam = prof.family
     vals: dict[str, np.ndarray] = {k: np.asarray(v, np.float64) for k, v in arrays.items()}
     vals.update({k: np.asarray(v, np.float64) for k, v in ref.items()})
     for role, derived in fam.roles.derived.items():

@@ -16,26 +16,38 @@ without editing any module here.
 
 from __future__ import annotations
 
+import importlib
+
 from ssmviz.core.errors import SsmvizError
-from ssmviz.core.families import mamba3 as _mamba3
-from ssmviz.core.families import s6 as _s6
-from ssmviz.core.families import ssd as _ssd
 from ssmviz.core.families.family import Family, KernelRunner, RoleSpec
 from ssmviz.core.families.sizes import Size, SizeSet, union
 from ssmviz.core.families.teaching import Teaching
 
 __all__ = ["Family", "KernelRunner", "RoleSpec", "Size", "SizeSet", "Teaching",
-           "declarations", "get", "names", "problem_defaults", "register", "sizes",
-           "teaching", "views_of"]
+           "declarations", "default", "every", "get", "names", "problem_defaults", "register",
+           "sizes", "teaching", "views_of"]
 
-_BUILT_IN = (_s6.FAMILY.name, _ssd.FAMILY.name, _mamba3.FAMILY.name)
-_REGISTRY: dict[str, Family] = {f.name: f for f in (_s6.FAMILY, _ssd.FAMILY, _mamba3.FAMILY)}
+#: The built-in families' packages, one line each: adding a family is its folder
+#: ``core/families/<name>/`` (whose ``FAMILY`` is its record), its WGSL and this line.
+_PACKAGES = (
+    "s6",
+    "ssd",
+    "mamba3",
+)
+_REGISTRY: dict[str, Family] = {
+    f.name: f for f in (importlib.import_module(f"{__name__}.{p}").FAMILY for p in _PACKAGES)}
+_BUILT_IN = tuple(_REGISTRY)
 union(f.sizes for f in _REGISTRY.values())  # one limit per size name
 
 
 def names() -> tuple[str, ...]:
     """Every registered family's name, built-ins first, then in registration order."""
     return tuple(_REGISTRY)
+
+
+def default() -> Family:
+    """The family a problem has unless told otherwise: the first built-in (S6)."""
+    return _REGISTRY[_BUILT_IN[0]]
 
 
 def get(name: str) -> Family:
@@ -46,14 +58,18 @@ def get(name: str) -> Family:
         raise SsmvizError(f"family must be one of {', '.join(_REGISTRY)}; got '{name}'") from None
 
 
-def teaching(name: str) -> Teaching:
-    """The teaching record of the family named ``name``; a one-line SsmvizError lists the
-    families that have one."""
-    family = _REGISTRY.get(name) if isinstance(name, str) else None
-    if family is None or family.teaching is None:
+def every() -> tuple[Family, ...]:
+    """Every registered family's record, in :func:`names` order."""
+    return tuple(_REGISTRY.values())
+
+
+def teaching(family: Family) -> Teaching:
+    """The teaching record of ``family``; a one-line SsmvizError lists the families that
+    have one."""
+    if family.teaching is None:
         have = ", ".join(n for n, f in _REGISTRY.items() if f.teaching is not None)
         raise SsmvizError(f"family must be one of {have} (those with teaching views); "
-                          f"got {name!r}")
+                          f"got {family.name!r}")
     return family.teaching
 
 
@@ -78,13 +94,10 @@ def declarations(name: str) -> list[Size]:
     return [s for f in _REGISTRY.values() if (s := f.sizes.get(name)) is not None]
 
 
-def views_of(name: str) -> tuple[str, ...]:
-    """The teaching views of the family named ``name``, in the order of their tabs (none
-    for a family without any, or one not registered)."""
-    family = _REGISTRY.get(name) if isinstance(name, str) else None
-    if family is None or family.teaching is None:
-        return ()
-    return family.teaching.views
+def views_of(family: Family) -> tuple[str, ...]:
+    """The teaching views of ``family``, in the order of their tabs (none for a family
+    without any)."""
+    return () if family.teaching is None else family.teaching.views
 
 
 def register(family: Family) -> Family:

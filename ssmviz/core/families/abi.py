@@ -19,9 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ssmviz.core.expr import evaluate, holds
+
+if TYPE_CHECKING:
+    from ssmviz.core.families.family import Family
 
 STAGES = ("forward", "backward")
 #: How a pass touches a binding: read only; every element it owns written, never read
@@ -94,7 +97,10 @@ class PassSpec:
 @dataclass
 class AbiProfile:
     name: str
-    family: str
+    #: The family's record (a profile file names it; the external checks read the record).
+    #: None only in a family's own ABI module, which its record is made from: the
+    #: registry's built-in profiles carry the record (``external.profiles``).
+    family: Family | None
     convention: str | None  # None: the kernel takes the convention as a param
     params: list[str]
     params_binding: int

@@ -17,6 +17,7 @@ import numpy as np
 
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.sizes import SizeSet
+from ssmviz.core.reference.conventions import DEFAULT_RULES, ConventionRules
 
 if TYPE_CHECKING:
     from ssmviz.core.families.abi import AbiProfile
@@ -111,7 +112,7 @@ class RoleSpec:
     findings: Callable[[str, Arrays, Arrays, Arrays], list[str]] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Family:
     """One kernel family, as the rest of ssmviz sees it.
 
@@ -121,6 +122,11 @@ class Family:
     while ``state_elements`` is small). Sizes: ``sizes`` (the family's declaration, its
     ``sizes.py``: names, defaults, limits, constraints; ``size_names``, ``run_sizes`` and
     ``default_sizes`` are read from it), ``bench_sizes`` (size class -> label -> sizes).
+
+    The record itself travels through ssmviz (a problem's ``family``, a :class:`Case`'s);
+    its name only where a family is read or written as text (the CLI's ``--family``, a
+    session, an export, a profile). Two records are equal when they are the same one; a
+    record is pickled by its name (it holds code) and found again in the registry.
     """
 
     name: str
@@ -180,6 +186,15 @@ class Family:
     #: builderforce complex_ssd): preset name -> (its input keys, dy last; its gradients).
     convention_keys: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(
         default_factory=dict)
+    #: Its conventions: presets, and which parameters a profile's table may change.
+    conventions: ConventionRules = DEFAULT_RULES
+
+    def __reduce__(self) -> tuple:
+        # Across processes (the kernel worker) by name: the record holds code.
+        return (_registered, (self.name,))
+
+    def __repr__(self) -> str:
+        return f"<Family {self.name}>"
 
     # -- derived ------------------------------------------------------------------------
     def inputs_of(self, convention: Any) -> tuple[str, ...]:
@@ -233,6 +248,13 @@ class Family:
     def output_keys(self) -> tuple[str, ...]:
         """Every key the reference and the kernel produce: forward outputs, then gradients."""
         return (*self.forward_keys, *self.grad_keys)
+
+
+def _registered(name: str) -> Family:
+    """The registered family ``name`` (a pickled record, found again in this process)."""
+    from ssmviz.core import families  # the registry imports this module
+
+    return families.get(name)
 
 
 # -- helpers the families share ---------------------------------------------------------------

@@ -30,8 +30,8 @@ problem passes a zero one).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -129,35 +129,50 @@ GATES = ("none", "silu")
 GATE_INPUT = "z"
 
 #: The named conventions. S6 reads ``B_bar``, SSD ``A`` and ``dt_input``: builderforce's
-#: S6 is zero-order hold with A = −exp(A_log); its SSD is A = −softplus(A_log) without dt
-#: on the input. ``preset`` returns the family's.
+#: S6 is zero-order hold with A = −exp(A_log) (SSD's presets are its own, see its
+#: ``reference.py``). A family's :class:`ConventionRules` says which presets it has.
 PRESETS: dict[str, Convention] = {
     "mamba": Convention(),
     "builderforce": Convention(name="builderforce", base="builderforce", B_bar="zoh"),
 }
-_SSD_PRESETS: dict[str, Convention] = {
-    "mamba": Convention(),
-    "builderforce": Convention(name="builderforce", base="builderforce", A="softplus",
-                               dt_input=False),
-}
 
 
-def preset(name: str, family: str = "s6") -> Convention:
-    """The named convention of ``family`` (SsmvizError for an unknown name)."""
-    table = _SSD_PRESETS if family == "ssd" else PRESETS
-    if name not in table:
+def _refuse_nothing(changes: Mapping[str, Any]) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class ConventionRules:
+    """A family's conventions (its record's ``conventions``): ``presets`` (name ->
+    parameters), ``step_keys`` (its raw step input and bias: what :func:`adapt_inputs`
+    re-expresses) and ``refuse`` (a profile table's changes -> why the family cannot take
+    them, one line after "where: ", or None)."""
+
+    presets: Mapping[str, Convention] = field(default_factory=lambda: dict(PRESETS))
+    step_keys: tuple[str, str] = ("delta", "delta_bias")
+    refuse: Callable[[Mapping[str, Any]], str | None] = _refuse_nothing
+
+
+#: The rules of a family that declares none (S6's presets, every parameter taken).
+DEFAULT_RULES = ConventionRules()
+
+
+def preset(name: str, rules: ConventionRules = DEFAULT_RULES) -> Convention:
+    """The named convention of a family (its ``rules``; SsmvizError for an unknown name)."""
+    if name not in rules.presets:
         raise SsmvizError(f"convention is {name!r}, expected one of {', '.join(CONVENTIONS)}")
-    return table[name]
+    return rules.presets[name]
 
 
-def resolve(convention: str | Convention, family: str = "s6") -> Convention:
-    """A convention given by name (a preset of ``family``) or as parameters."""
+def resolve(convention: str | Convention, rules: ConventionRules = DEFAULT_RULES
+            ) -> Convention:
+    """A convention given by name (a preset of the family's ``rules``) or as parameters."""
     if isinstance(convention, Convention):
         return convention
     if not isinstance(convention, str):
         raise SsmvizError(f"convention is {convention!r}, expected one of "
                           f"{', '.join(CONVENTIONS)}")
-    return preset(convention, family)
+    return preset(convention, rules)
 
 
 def base_name(convention: str | Convention) -> str:
@@ -171,14 +186,15 @@ TABLE_KEYS = {"preset": CONVENTIONS, "dt": DT_FORMS, "dt_bias": (True, False), "
               "dt_input": (True, False), "gate": GATES}
 
 
-def parse_convention(where: str, raw: Any, family: str) -> Convention:
+def parse_convention(where: str, raw: Any, rules: ConventionRules) -> Convention:
     """A profile's ``convention``: a preset's name or a table of parameters over a preset
-    (``preset``, default mamba). A one-line SsmvizError names the bad key."""
+    (``preset``, default mamba), under a family's ``rules``. A one-line SsmvizError names
+    the bad key."""
     if isinstance(raw, str):
         if raw not in CONVENTIONS:
             raise SsmvizError(f"{where}: convention must be {' or '.join(CONVENTIONS)} or a "
                               f"table of parameters; got {raw!r}"[:200])
-        return preset(raw, family)
+        return preset(raw, rules)
     if not isinstance(raw, Mapping):
         raise SsmvizError(f"{where}: convention must be a preset name or a table")
     unknown = sorted(set(map(str, raw)) - set(TABLE_KEYS))
@@ -189,7 +205,7 @@ def parse_convention(where: str, raw: Any, family: str) -> Convention:
     if base not in CONVENTIONS:
         raise SsmvizError(f"{where}: convention.preset must be {' or '.join(CONVENTIONS)}; "
                           f"got {base!r}"[:200])
-    conv = preset(base, family)
+    conv = preset(base, rules)
     changes: dict[str, Any] = {}
     for key, allowed in TABLE_KEYS.items():
         if key == "preset" or key not in raw:
@@ -214,28 +230,22 @@ def parse_convention(where: str, raw: Any, family: str) -> Convention:
                           "= [lo, hi]")
     if "A_clamp" in changes and changes.get("A", conv.A) != "exp_clamped":
         raise SsmvizError(f"{where}: convention.A_clamp applies only with A = \"exp_clamped\"")
-    if family == "ssd" and changes.get("B_bar", "euler") != "euler":
-        raise SsmvizError(f"{where}: convention.B_bar is S6's (SSD's input term is dt_input)")
-    other = sorted(set(changes) - {"gate"})
-    if family == "mamba3" and other:
-        raise SsmvizError(f"{where}: convention.{other[0]} is S6's and SSD's; mamba3 takes a "
-                          "preset (mamba: mamba3_siso_combined's, builderforce: complex_ssd's) "
-                          "and gate")
-    if family == "s6" and "dt_input" in changes:
-        raise SsmvizError(f"{where}: convention.dt_input is SSD's (S6's input term is B_bar)")
+    refused = rules.refuse(changes)
+    if refused:
+        raise SsmvizError(f"{where}: {refused}")
     out = replace(conv, **changes)
-    named = preset(base, family)
+    named = preset(base, rules)
     return out if out == named else replace(out, name="custom")
 
 
-def adapt_inputs(arrays: Mapping[str, np.ndarray], conv: Convention, family: str
+def adapt_inputs(arrays: Mapping[str, np.ndarray], conv: Convention, rules: ConventionRules
                  ) -> dict[str, np.ndarray]:
     """A problem built in ``conv.base`` re-expressed so that ``conv`` gives a stable,
     comparable recurrence: raw A takes −exp(A_log) (the same A), a raw Δ takes the
     softplus it had, and an absent bias or D is zero (the reference then takes what the
     kernel has)."""
     out = {k: np.array(v, np.float64) for k, v in arrays.items()}
-    raw, bias = ("dt", "dt_bias") if family == "ssd" else ("delta", "delta_bias")
+    raw, bias = rules.step_keys
     if conv.A == "raw" and "A_log" in out:
         out["A_log"] = -np.exp(out["A_log"])
     if conv.dt == "none" and raw in out:

@@ -54,6 +54,7 @@ FAMILY = Family(
     infer_sizes=arrays.infer_sizes,
     reference_forward=reference.reference_forward,
     reference_outputs=reference.reference_outputs,
+    conventions=reference.RULES,
     kernel=Mamba3Kernel,
     abi=lambda: MAMBA3_ABI,
     state_elements=_state_elements,

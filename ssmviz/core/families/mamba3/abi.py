@@ -136,7 +136,7 @@ PASSES = [
 
 MAMBA3_ABI = AbiProfile(
     name="ssmviz-mamba3",
-    family="mamba3",
+    family=None,  # the record, made from this ABI, is filled in by the registry
     convention="mamba",
     params=list(PARAM_FIELDS),
     params_binding=0,

@@ -20,7 +20,8 @@ from ssmviz.core.gpu import GpuRuntime
 from ssmviz.core.timing import Step, median_time_per_pass, no_step, release, with_floor
 
 #: Builds a problem's inputs: (family, sizes) -> arrays (the benchmark's noise signal).
-Arrays = Callable[[str, Mapping[str, int]], dict[str, np.ndarray]]
+#: (sizes[, another family]) -> a benchmark problem's inputs (this family's by default).
+Arrays = Callable[..., dict[str, np.ndarray]]
 
 
 def steps(size: str) -> int:
@@ -37,7 +38,7 @@ def bench(rt: GpuRuntime, size: str, repeats: int, *, arrays: Arrays, copy_bw: f
     flop_rate = 2 * rates.get("fma", 0.0)
     (s,) = BENCH_SIZES[size].values()
     try:
-        inputs = arrays("mamba3", s)
+        inputs = arrays(s)
         prepared = Mamba3Kernel(rt).prepare(inputs, chunk_len=s["chunk_len"])
     except SsmvizError as exc:
         step("mamba3: does not run", 2)

@@ -28,6 +28,10 @@ BENCH_SIZES: dict[str, dict[str, dict[str, int]]] = {
     "small": {"chunked": _sizes(2048, 8, 32, 64, 64)},
     "tiny": {"chunked": _sizes(256, 2, 16, 16, 64)},
     "reference": {"fwd+bwd (recurrent)": _sizes(1024, 4, 16, 16, 64)},
+    #: ``ssmviz bench --ui``'s latency problem, at S6's scale (16 channels: 4 heads of
+    #: d_head 4; d_state 16, 2048 steps).
+    "ui": {"latency": {"batch": 1, "seq_len": 2048, "n_heads": 4, "d_head": 4, "n_groups": 1,
+                      "d_state": 16}},
 }
 
 

@@ -47,6 +47,7 @@ import numpy as np
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.mamba3 import complex_ssd
 from ssmviz.core.reference._common import sigmoid
+from ssmviz.core.reference.conventions import ConventionRules
 
 #: Every input but dy, in the family's order.
 INPUT_KEYS = ("x", "dt", "adt", "trap", "angles", "B", "C", "B_bias", "C_bias", "D")
@@ -284,6 +285,18 @@ def backward_recurrent(inputs: Arrays, dy: np.ndarray, fwd: Forward) -> dict[str
 
 
 # ----------------------------------------------------------------------------- the family record
+
+
+def _refuse(changes: Mapping[str, Any]) -> str | None:
+    other = sorted(set(changes) - {"gate"})
+    if other:
+        return (f"convention.{other[0]} is S6's and SSD's; mamba3 takes a preset (mamba: "
+                "mamba3_siso_combined's, builderforce: complex_ssd's) and gate")
+    return None
+
+
+#: Mamba-3's conventions (its record's ``conventions``): a preset and the gate, nothing else.
+RULES = ConventionRules(refuse=_refuse)
 
 
 def _convention(convention: Any) -> str:

@@ -21,6 +21,7 @@ from ssmviz.core.families.s6 import (
     bench,
     builderforce,
     cases,
+    layer,
     reference,
     teaching,
 )
@@ -50,6 +51,7 @@ FAMILY = Family(
     infer_sizes=arrays.infer_sizes,
     reference_forward=reference.reference_forward,
     reference_outputs=reference.reference_outputs,
+    conventions=layer.RULES,
     kernel=S6Kernel,
     abi=lambda: S6_ABI,
     state_elements=_state_elements,

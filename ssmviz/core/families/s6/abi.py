@@ -246,7 +246,7 @@ _PASSES = [
 #: The ABI of shaders/selective_scan.wgsl (host-driven: S6's kernel.py plans the dispatches).
 S6_ABI = AbiProfile(
     name="ssmviz-s6",
-    family="s6",
+    family=None,  # the record, made from this ABI, is filled in by the registry
     convention=None,
     params=list(PARAM_FIELDS),
     params_binding=0,

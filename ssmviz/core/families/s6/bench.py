@@ -21,7 +21,8 @@ from ssmviz.core.gpu import GpuRuntime
 from ssmviz.core.timing import Step, median_time_per_pass, no_step, release, with_floor
 
 #: Builds a problem's inputs: (family, sizes) -> arrays (the benchmark's noise signal).
-Arrays = Callable[[str, Mapping[str, int]], dict[str, np.ndarray]]
+#: (sizes[, another family]) -> a benchmark problem's inputs (this family's by default).
+Arrays = Callable[..., dict[str, np.ndarray]]
 # (backward prepared, ((row label, dispatch list), ...)); one problem on the device at a time.
 _STAGES = (
     (False, (("forward", "forward"),)),
@@ -59,7 +60,7 @@ def bench(rt: GpuRuntime, size: str, repeats: int, *, arrays: Arrays, copy_bw: f
         min_bytes = S6Kernel.min_bytes(**s, store_h=False)
         rows, times = [], {}
         try:
-            inputs = arrays("s6", s)
+            inputs = arrays(s)
             for backward, phases in _STAGES:
                 prepared = kernel.prepare(
                     inputs, convention="mamba", store_h=False, backward=backward

@@ -30,6 +30,9 @@ BENCH_SIZES: dict[str, dict[str, dict[str, int]]] = {
         "long": {"batch": 1, "seq_len": 4096, "d_inner": 4, "d_state": 16},
     },
     "reference": {"fwd+bwd": {"batch": 1, "seq_len": 4096, "d_inner": 64, "d_state": 16}},
+    #: ``ssmviz bench --ui``'s latency problem, at S6's scale (16 channels, d_state 16,
+    #: 2048 steps).
+    "ui": {"latency": {"batch": 1, "seq_len": 2048, "d_inner": 16, "d_state": 16}},
 }
 
 

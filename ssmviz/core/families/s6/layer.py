@@ -5,6 +5,7 @@ of :mod:`ssmviz.core.families.s6.reference`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -13,7 +14,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.reference.conventions import Convention as ConventionParams
-from ssmviz.core.reference.conventions import resolve
+from ssmviz.core.reference.conventions import ConventionRules, resolve
 
 Convention = Literal["mamba", "builderforce"]
 
@@ -81,9 +82,19 @@ def check_shape(name: str, arr: F64, dims: tuple[str, ...], sizes: tuple[int, ..
         raise SsmvizError(f"{name} has shape {arr.shape}, expected ({', '.join(dims)}) = {sizes}")
 
 
+def _refuse(changes: Mapping[str, object]) -> str | None:
+    if "dt_input" in changes:
+        return "convention.dt_input is SSD's (S6's input term is B_bar)"
+    return None
+
+
+#: S6's conventions (its record's ``conventions``): the plain presets; dt_input is SSD's.
+RULES = ConventionRules(refuse=_refuse)
+
+
 def resolve_convention(convention: str | ConventionParams) -> ConventionParams:
     """The convention's parameters (a preset's name or the parameters themselves)."""
-    return resolve(convention, "s6")
+    return resolve(convention, RULES)
 
 
 def apply_convention(x: S6Inputs, conv: ConventionParams, h0: ArrayLike | None = None) -> S6Inputs:

@@ -21,6 +21,7 @@ from ssmviz.core.families.ssd import (
     builderforce,
     cases,
     duality,
+    layer,
     reference,
     teaching,
 )
@@ -51,6 +52,7 @@ FAMILY = Family(
     infer_sizes=arrays.infer_sizes,
     reference_forward=reference.reference_forward,
     reference_outputs=reference.reference_outputs,
+    conventions=layer.RULES,
     kernel=SSDKernel,
     abi=lambda: SSD_ABI,
     state_elements=_state_elements,

@@ -172,7 +172,7 @@ PASSES = [
 #: The kernels' ABI (host-driven: SSD's kernel.py dispatches every pass in order).
 SSD_ABI = AbiProfile(
     name="ssmviz-ssd",
-    family="ssd",
+    family=None,  # the record, made from this ABI, is filled in by the registry
     convention=None,
     params=list(PARAM_FIELDS),
     params_binding=0,

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ssmviz.core.errors import SsmvizError
+from ssmviz.core.families.s6 import FAMILY as S6
 from ssmviz.core.families.s6.kernel import S6Kernel
 from ssmviz.core.families.ssd.cases import BENCH_SIZES
 from ssmviz.core.families.ssd.kernel import SSDKernel
@@ -31,7 +32,8 @@ from ssmviz.core.timing import (
 )
 
 #: Builds a problem's inputs: (family, sizes) -> arrays (the benchmark's noise signal).
-Arrays = Callable[[str, Mapping[str, int]], dict[str, np.ndarray]]
+#: (sizes[, another family]) -> a benchmark problem's inputs (this family's by default).
+Arrays = Callable[..., dict[str, np.ndarray]]
 MATMUL_SIZE = {"full": 4096, "small": 512, "tiny": 128}
 
 
@@ -94,7 +96,7 @@ def _problem(rt: GpuRuntime, s: Mapping[str, int], repeats: int, arrays: Arrays,
     kernel = SSDKernel(rt)
     out: list[dict[str, Any]] = []
     try:
-        inputs = arrays("ssd", s)
+        inputs = arrays(s)
         for backward, phases in _STAGES:
             prepared = kernel.prepare(inputs, chunk_len=s["chunk_len"], convention="mamba",
                                       backward=backward, fast_chunk=True)
@@ -146,7 +148,7 @@ def _s6_on_the_same_problem(rt: GpuRuntime, s: Mapping[str, int], repeats: int,
     }
     name = f"s6 forward on the SSD problem{suffix}"
     try:
-        prep = S6Kernel(rt).prepare(arrays("s6", s6_sizes), convention="mamba", store_h=False)
+        prep = S6Kernel(rt).prepare(arrays(s6_sizes, S6), convention="mamba", store_h=False)
         t6, source = median_time(rt, prep.forward_dispatches, repeats)
         release(prep)
     except SsmvizError as exc:

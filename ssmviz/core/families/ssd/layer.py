@@ -7,6 +7,7 @@ adjoint. Names and shapes as in the glossary of :mod:`ssmviz.core.families.ssd.r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -15,7 +16,7 @@ from numpy.typing import ArrayLike
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.reference._common import CONVENTIONS
 from ssmviz.core.reference.conventions import Convention as ConventionParams
-from ssmviz.core.reference.conventions import resolve
+from ssmviz.core.reference.conventions import ConventionRules, resolve
 
 
 @dataclass(frozen=True)
@@ -67,11 +68,28 @@ def n_chunks(seq_len: int, chunk_len: int) -> int:
     return -(-seq_len // chunk_len)
 
 
+def _refuse(changes: Mapping[str, object]) -> str | None:
+    if changes.get("B_bar", "euler") != "euler":
+        return "convention.B_bar is S6's (SSD's input term is dt_input)"
+    return None
+
+
+#: SSD's conventions (its record's ``conventions``): builderforce's SSD is
+#: A = −softplus(A_log) without dt on the input; B_bar is S6's.
+RULES = ConventionRules(
+    presets={"mamba": ConventionParams(),
+             "builderforce": ConventionParams(name="builderforce", base="builderforce",
+                                              A="softplus", dt_input=False)},
+    step_keys=("dt", "dt_bias"),
+    refuse=_refuse,
+)
+
+
 def check_convention(convention: str | ConventionParams) -> ConventionParams:
     """The convention's parameters (a preset's name or the parameters themselves)."""
     if isinstance(convention, str) and convention not in CONVENTIONS:
         raise SsmvizError(f"convention must be one of {CONVENTIONS}, got {convention!r}")
-    return resolve(convention, "ssd")
+    return resolve(convention, RULES)
 
 
 def apply_convention(inp: SSDInputs, conv: ConventionParams) -> SSDInputs:
