@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ssmviz.core import families
 from ssmviz.core import operator as op
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.problem import ParamInit, Problem
@@ -30,8 +31,8 @@ def test_lti_makes_delta_b_c_constant_and_m_toeplitz(family: str) -> None:
     np.testing.assert_array_equal(lti["u" if family == "s6" else "x"],
                                   sel["u" if family == "s6" else "x"])
     conv = "mamba"
-    M_lti = op.reference_operator(family, lti, convention=conv, index=[1]).M[0]
-    M_sel = op.reference_operator(family, sel, convention=conv, index=[1]).M[0]
+    M_lti = op.reference_operator(families.get(family), lti, convention=conv, index=[1]).M[0]
+    M_sel = op.reference_operator(families.get(family), sel, convention=conv, index=[1]).M[0]
     assert op.toeplitz_gap(M_lti) < 1e-12
     assert op.toeplitz_gap(M_sel) > 1e-2
     # The first column of a Toeplitz M is its convolution kernel: row t, column 0.
@@ -59,7 +60,7 @@ def test_the_contrast_of_each_kind_is_the_other(family: str) -> None:
     assert kind == "selective"
     for k in sel:
         np.testing.assert_array_equal(twin[k], sel[k], err_msg=k)
-    M = op.reference_operator(family, twin, convention="mamba", index=[1]).M[0]
+    M = op.reference_operator(families.get(family), twin, convention="mamba", index=[1]).M[0]
     assert op.toeplitz_gap(M) > 1e-2
     # A run's inputs are float32 (as the kernel got them): the twin is in their precision.
     lti32 = {k: v.astype(np.float32) for k, v in lti.items()}
