@@ -21,7 +21,7 @@ import numpy as np
 
 from ssmviz.core.errors import SsmvizError
 from ssmviz.core.families.s6.reference import s6_discretise
-from ssmviz.core.families.s6.teaching import _batch
+from ssmviz.core.families.s6.teaching import batch_element
 from ssmviz.core.reference._common import check_indices
 from ssmviz.core.reference.conventions import resolve
 
@@ -61,7 +61,7 @@ def s6_adjoint(
     """The adjoint recurrence of ``channel`` for the upstream gradient ``arrays["dy"]``
     (batch, seq_len, d_inner), walked backwards in time; SsmvizError (one line) for a
     missing input or a bad channel."""
-    ch = _batch(arrays, batch_index, convention)
+    ch = batch_element(arrays, batch_index, convention)
     d = int(check_indices("channel", [channel], ch.delta.shape[1])[0])
     missing = [k for k in ("u", "dy") if k not in arrays]
     if missing:

@@ -31,7 +31,7 @@ MAX_TREE_SEQ_LEN = 64
 
 
 @dataclass(frozen=True)
-class _Channel:
+class BatchElement:
     """Batch element b of the inputs, float64: delta (seq_len, d_inner), B, C (seq_len,
     d_state), A_log (d_inner, d_state), bias (d_inner,)."""
 
@@ -46,7 +46,11 @@ class _Channel:
         return int(self.delta.shape[0])
 
 
-def _batch(arrays: Mapping[str, np.ndarray], batch_index: int, convention: str) -> _Channel:
+def batch_element(arrays: Mapping[str, np.ndarray], batch_index: int,
+                  convention: str) -> BatchElement:
+    """Batch element ``batch_index`` of S6 inputs (``delta`` (batch, seq_len, d_inner), B and C
+    (batch, seq_len, d_state), A_log, delta_bias) in float64; a one-line SsmvizError names a
+    missing key, a wrong shape or an unknown convention."""
     if convention not in CONVENTIONS:
         raise SsmvizError(f"convention is {convention!r}, expected one of {', '.join(CONVENTIONS)}")
     missing = [k for k in ("delta", "A_log", "B", "C") if k not in arrays]
@@ -67,10 +71,11 @@ def _batch(arrays: Mapping[str, np.ndarray], batch_index: int, convention: str) 
         raise SsmvizError(
             f"S6 inputs disagree: delta {delta.shape}, A_log {A_log.shape}, B {B.shape}, "
             f"C {C.shape}, delta_bias {bias_.shape}")
-    return _Channel(delta[b], B[b], C[b], A_log, bias_)
+    return BatchElement(delta[b], B[b], C[b], A_log, bias_)
 
 
-def _weights(ch: _Channel, d: int, convention: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _weights(ch: BatchElement, d: int,
+             convention: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Δ (seq_len,), A (d_state,) and w = c·B (seq_len, d_state) of channel d, where
     B̄_j u_j = w_j u_j."""
     dt, _, coef = s6_discretise(ch.delta[:, d], ch.bias[d], ch.A_log[d],
@@ -94,7 +99,7 @@ def s6_operator(
     y[b, :, d] = M[d] @ u[b, :, d] + D[d]·u[b, :, d]. The segment sums are running sums
     of Δ (never differences of long cumulative sums). Memory O(seq_len·n_cols).
     """
-    ch = _batch(arrays, batch_index, convention)
+    ch = batch_element(arrays, batch_index, convention)
     sel = check_indices("channel", channels, ch.delta.shape[1])
     r = check_indices("row", rows, ch.seq_len)
     c = check_indices("column", cols, ch.seq_len)
@@ -120,7 +125,7 @@ def s6_row_terms(
     """Row t of M[channel] split by state: (d_state, n_cols), term n =
     C_t[n]·exp(A[d,n]·Σ_{k=j+1..t} Δ_k)·c_j[n]·B_j[n] (0 for j > t); summed over n it is
     the row, the input-dependent convolution kernel at step t."""
-    ch = _batch(arrays, batch_index, convention)
+    ch = batch_element(arrays, batch_index, convention)
     d = int(check_indices("channel", [channel], ch.delta.shape[1])[0])
     t = int(check_indices("t", [t], ch.seq_len)[0])
     c = check_indices("column", cols, ch.seq_len)
@@ -156,7 +161,7 @@ def s6_discretisation(
     arrays: Mapping[str, np.ndarray], *, channel: int, state: int, batch_index: int = 0
 ) -> Discretisation:
     """Δ → Ā and B̄ of one channel and state under both conventions, over time."""
-    ch = _batch(arrays, batch_index, "mamba")
+    ch = batch_element(arrays, batch_index, "mamba")
     d = int(check_indices("channel", [channel], ch.delta.shape[1])[0])
     n = int(check_indices("state", [state], ch.A_log.shape[1])[0])
     dt, a_bar, euler = s6_discretise(ch.delta[:, d], ch.bias[d], ch.A_log[d, n:n + 1],
@@ -281,10 +286,10 @@ class TreeBuilder:
 
 
 def tree_inputs(arrays: Mapping[str, np.ndarray], convention: str, channel: int, state: int,
-                batch_index: int) -> tuple[_Channel, int, int, np.ndarray, np.ndarray]:
+                batch_index: int) -> tuple[BatchElement, int, int, np.ndarray, np.ndarray]:
     """(the batch element, channel, state, A·Δ_t and B̄u_t along the sequence) of one
     (channel, state) pair's scan, for the scan-tree views."""
-    ch = _batch(arrays, batch_index, convention)
+    ch = batch_element(arrays, batch_index, convention)
     if ch.seq_len > MAX_TREE_SEQ_LEN:
         raise SsmvizError(f"the scan tree is drawn up to seq_len {MAX_TREE_SEQ_LEN}; the "
                           f"problem has seq_len {ch.seq_len}")
