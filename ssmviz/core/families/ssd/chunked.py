@@ -147,7 +147,7 @@ def ssd_forward_chunked(
     chunk_len = check_chunk_len(chunk_len)
     convention = check_convention(convention)
     inp, _ = validate(x, dt, A_log, B, C, D, dt_bias)
-    inp = apply_convention(inp, check_convention(convention))
+    inp = apply_convention(inp, convention)
     fwd = _chunked_forward(inp, discretise(inp, convention), chunk_len)
     y = _from_chunks(fwd.y_ssm, fwd.seq_len) + inp.D[:, None] * inp.x
     return SSDForward(
@@ -178,7 +178,7 @@ def ssd_backward_chunked(
     chunk_len = check_chunk_len(chunk_len)
     convention = check_convention(convention)
     inp, dy = validate(x, dt, A_log, B, C, D, dt_bias, dy)
-    inp = apply_convention(inp, check_convention(convention))
+    inp = apply_convention(inp, convention)
     disc = discretise(inp, convention)
     f = _chunked_forward(inp, disc, chunk_len)
     n_chunk, L = f.x.shape[1], f.x.shape[3]

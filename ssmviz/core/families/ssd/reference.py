@@ -93,7 +93,7 @@ def ssd_forward_recurrent(
     """
     convention = check_convention(convention)
     inp, _ = validate(x, dt, A_log, B, C, D, dt_bias)
-    inp = apply_convention(inp, check_convention(convention))
+    inp = apply_convention(inp, convention)
     disc = discretise(inp, convention)
     states = _recurrent_states(inp, disc)
     C_h = per_head(inp.C, inp.x.shape[2])
@@ -133,7 +133,7 @@ def ssd_backward_recurrent(
     """
     convention = check_convention(convention)
     inp, dy = validate(x, dt, A_log, B, C, D, dt_bias, dy)
-    inp = apply_convention(inp, check_convention(convention))
+    inp = apply_convention(inp, convention)
     disc = discretise(inp, convention)
     states = _recurrent_states(inp, disc)  # (b, T, H, P, N)
     n_heads = inp.x.shape[2]
@@ -198,7 +198,7 @@ def ssd_semiseparable_matrix(
     inp, _ = validate(
         np.zeros((batch, seq_len, n_heads, 1)), dt, A_log, B, C, np.zeros(n_heads), dt_bias
     )
-    inp = apply_convention(inp, check_convention(convention))
+    inp = apply_convention(inp, convention)
     disc = discretise(inp, convention)
     g = int(head_groups(n_heads, inp.B.shape[2])[head])
     Bg = inp.B[batch_index, :, g, :]
